@@ -1,1 +1,22 @@
+//! `evod`, the evo daemon: actors (one file each) and pure modules.
+//!
+//! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
+//! Pure modules (values in, values out): [`config`], [`names`], [`native`],
+//! [`schema`]. [`control`] serves the control socket; [`transport`] frames a
+//! session's MCP lines.
 
+pub mod catalog;
+pub mod child;
+pub mod config;
+pub mod control;
+pub mod names;
+pub mod native;
+pub mod refresher;
+pub mod schema;
+pub mod search;
+pub mod session;
+pub mod supervisor;
+pub mod transport;
+
+/// The daemon's version, shown in handshakes and `evoctl status`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

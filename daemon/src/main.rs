@@ -1,1 +1,195 @@
-fn main(){}
+//! `evod`: the evo daemon. Parses the command line, sets up logging, binds the
+//! control socket and starts the actors.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use clap::Parser;
+use evo_daemon::catalog::{Catalog, Snapshot};
+use evo_daemon::config::DiscoveryMode;
+use evo_daemon::refresher::Refresher;
+use evo_daemon::supervisor::{DaemonOptions, Shutdown, Supervisor};
+
+/// evod: one MCP endpoint for many MCP servers.
+///
+/// Starts the servers in the config, merges their tools and serves MCP
+/// sessions to `evoctl shim` on the control socket.
+#[derive(Parser, Debug)]
+#[command(name = "evod", version)]
+struct Args {
+    /// Server config [default: $EVO_CONFIG, else $XDG_CONFIG_HOME/evo/mcp.config.json]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Permissions file [default: $EVO_PERMISSIONS, else permissions.yml beside the config]
+    #[arg(long, value_name = "PATH")]
+    permissions: Option<PathBuf>,
+    /// Cache directory [default: $EVO_CACHE_DIR, else $XDG_CACHE_HOME/evo]
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Control socket [default: $EVO_SOCKET, else $XDG_RUNTIME_DIR/evo/evod.sock, else /tmp/evo-$UID/evod.sock]
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Discovery mode for sessions that do not ask for one [default: $EVO_DISCOVERY_MODE, else config, else dynamic]
+    #[arg(long, value_parser = ["legacy", "dynamic"])]
+    mode: Option<String>,
+    /// Log format on stderr
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn home() -> PathBuf {
+    env_path("HOME").unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn resolve(args: &Args) -> Result<DaemonOptions, String> {
+    let config_path = args
+        .config
+        .clone()
+        .or_else(|| env_path("EVO_CONFIG"))
+        .unwrap_or_else(|| {
+            env_path("XDG_CONFIG_HOME")
+                .unwrap_or_else(|| home().join(".config"))
+                .join("evo")
+                .join("mcp.config.json")
+        });
+    let permissions_path = args
+        .permissions
+        .clone()
+        .or_else(|| env_path("EVO_PERMISSIONS"))
+        .unwrap_or_else(|| {
+            config_path
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("permissions.yml")
+        });
+    let cache_dir = args
+        .cache_dir
+        .clone()
+        .or_else(|| env_path("EVO_CACHE_DIR"))
+        .unwrap_or_else(|| {
+            env_path("XDG_CACHE_HOME")
+                .unwrap_or_else(|| home().join(".cache"))
+                .join("evo")
+        });
+    let socket_path = evo_proto::paths::socket_path(args.socket.as_deref());
+    let mode = match args.mode.clone().or_else(|| {
+        std::env::var("EVO_DISCOVERY_MODE")
+            .ok()
+            .filter(|m| !m.is_empty())
+    }) {
+        Some(m) => Some(
+            m.parse::<DiscoveryMode>()
+                .map_err(|e| format!("EVO_DISCOVERY_MODE: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(DaemonOptions {
+        config_path,
+        permissions_path,
+        cache_dir,
+        socket_path,
+        mode,
+    })
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EVO_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    init_logging(&args.log_format);
+    let opts = match resolve(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("evod: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let system = System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("the tokio runtime must start")
+    });
+    let result = system.block_on(async move { run(opts).await });
+    if let Err(e) = result {
+        eprintln!("evod: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    if let Err(e) = system.run() {
+        eprintln!("evod: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run(opts: DaemonOptions) -> Result<(), String> {
+    let listener = evo_proto::paths::listen(&opts.socket_path)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.socket_path.display()))?;
+    tracing::info!(
+        socket = %opts.socket_path.display(),
+        config = %opts.config_path.display(),
+        version = evo_daemon::VERSION,
+        "evod listening"
+    );
+    let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let refresher = Refresher::new(&opts.cache_dir).start();
+    let catalog = Catalog::new(snapshot.clone())
+        .with_persistence(refresher.recipient())
+        .start();
+    let supervisor = Supervisor::new(opts, catalog, snapshot.clone()).start();
+    actix::spawn(evo_daemon::control::serve(
+        listener,
+        supervisor.clone(),
+        snapshot,
+    ));
+    let on_signal = supervisor.clone();
+    actix::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received");
+        on_signal.do_send(Shutdown);
+    });
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}

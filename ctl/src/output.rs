@@ -1,0 +1,231 @@
+//! Rendering replies: readable tables by default, the reply's JSON with `--json`.
+
+use std::path::Path;
+
+use evo_proto::CtlRequest;
+use evo_proto::ctl::{
+    ActionReport, ActivationReport, SearchResults, SessionsReport, StatusReport, ToolList,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+fn parse<T: DeserializeOwned>(data: &Value) -> Result<T, String> {
+    serde_json::from_value(data.clone()).map_err(|e| format!("unexpected reply from evod: {e}"))
+}
+
+/// Prints a table: columns padded to their widest cell.
+fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(c);
+            } else {
+                out.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r.clone());
+    }
+}
+
+fn age(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+pub fn render(
+    request: &CtlRequest,
+    data: &Value,
+    json: bool,
+    out: Option<&Path>,
+) -> Result<(), String> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
+        return Ok(());
+    }
+    match request {
+        CtlRequest::Status => {
+            let s: StatusReport = parse(data)?;
+            println!(
+                "evod {} (pid {}) on {}, up {}, {} tools",
+                s.daemon.version,
+                s.daemon.pid,
+                s.daemon.socket,
+                age(s.daemon.uptime_s),
+                s.daemon.tools
+            );
+            let cfg = if s.config.ok {
+                "ok".to_string()
+            } else {
+                format!("ERROR: {}", s.config.error.unwrap_or_default())
+            };
+            println!("config {}: {cfg}", s.config.path);
+            if !s.permissions.ok {
+                println!(
+                    "permissions {}: ERROR: {}",
+                    s.permissions.path,
+                    s.permissions.error.unwrap_or_default()
+                );
+            }
+            println!();
+            let rows: Vec<Vec<String>> = s
+                .servers
+                .iter()
+                .map(|v| {
+                    vec![
+                        v.id.clone(),
+                        v.state.clone(),
+                        v.tools.to_string(),
+                        v.source.clone(),
+                        format!(
+                            "{}/{}",
+                            v.cached_tools.map_or("-".into(), |n| n.to_string()),
+                            v.live_tools.map_or("-".into(), |n| n.to_string())
+                        ),
+                        v.last_refresh_age_s.map_or("-".into(), age),
+                        v.restarts.to_string(),
+                        v.config_hash.clone(),
+                        v.error.clone().unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                println!("no servers configured");
+            } else {
+                table(
+                    &[
+                        "SERVER",
+                        "STATE",
+                        "TOOLS",
+                        "SOURCE",
+                        "CACHED/LIVE",
+                        "REFRESHED",
+                        "RESTARTS",
+                        "HASH",
+                        "ERROR",
+                    ],
+                    &rows,
+                );
+            }
+            println!("\n{} session(s)", s.sessions.len());
+            if !s.duplicates.is_empty() {
+                println!("\nduplicate tool names (first in config order wins):");
+                for d in &s.duplicates {
+                    println!(
+                        "  {}: kept {}, skipped {}",
+                        d.name,
+                        d.kept,
+                        d.skipped.join(", ")
+                    );
+                }
+            }
+        }
+        CtlRequest::List { .. } => {
+            let l: ToolList = parse(data)?;
+            if let Some(s) = &l.session {
+                eprintln!("session {s}");
+            }
+            for t in &l.tools {
+                let hot = if t.hot { " [hot]" } else { "" };
+                println!("{} — {} ({}){hot}", t.name, t.summary, t.domain);
+            }
+        }
+        CtlRequest::Search { .. } => {
+            let r: SearchResults = parse(data)?;
+            if r.results.is_empty() {
+                println!("no matches: {}", r.reason.unwrap_or_default());
+            }
+            let rows: Vec<Vec<String>> = r
+                .results
+                .iter()
+                .map(|t| {
+                    vec![
+                        format!("{:.2}", t.score.unwrap_or(0.0)),
+                        t.name.clone(),
+                        t.domain.clone(),
+                        t.summary.clone(),
+                    ]
+                })
+                .collect();
+            if !rows.is_empty() {
+                table(&["SCORE", "TOOL", "DOMAIN", "SUMMARY"], &rows);
+            }
+        }
+        CtlRequest::Sessions => {
+            let r: SessionsReport = parse(data)?;
+            if r.sessions.is_empty() {
+                println!("no live sessions");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = r
+                .sessions
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.id.clone(),
+                        s.name.clone().unwrap_or_else(|| "-".into()),
+                        s.mode.clone(),
+                        s.activated.len().to_string(),
+                        format!("{} ago", age(s.last_active)),
+                    ]
+                })
+                .collect();
+            table(
+                &["SESSION", "NAME", "MODE", "ACTIVATED", "LAST ACTIVE"],
+                &rows,
+            );
+        }
+        CtlRequest::Activate { .. } | CtlRequest::Deactivate { .. } => {
+            let r: ActivationReport = parse(data)?;
+            let verb = if matches!(request, CtlRequest::Activate { .. }) {
+                "activated"
+            } else {
+                "deactivated"
+            };
+            if r.changed.is_empty() {
+                println!("session {}: nothing {verb} (already so)", r.session);
+            } else {
+                println!("session {}: {verb} {}", r.session, r.changed.join(", "));
+            }
+        }
+        CtlRequest::Docs => {
+            let text = data.as_str().unwrap_or_default();
+            match out {
+                Some(path) => std::fs::write(path, text)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+                None => print!("{text}"),
+            }
+        }
+        _ => match parse::<ActionReport>(data) {
+            Ok(r) => {
+                println!("{}", r.message);
+                for (label, list) in [
+                    ("added", &r.added),
+                    ("removed", &r.removed),
+                    ("restarted", &r.restarted),
+                    ("re-prefixed", &r.reprefixed),
+                ] {
+                    if !list.is_empty() {
+                        println!("{label}: {}", list.join(", "));
+                    }
+                }
+            }
+            Err(_) => println!("{}", serde_json::to_string_pretty(data).unwrap_or_default()),
+        },
+    }
+    Ok(())
+}

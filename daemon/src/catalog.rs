@@ -1,0 +1,468 @@
+//! The Catalog actor: merges every server's tools into one index under exposed
+//! names, applies the collision policy, and publishes immutable [`Snapshot`]s
+//! that sessions read through an `ArcSwap` without a round trip.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, SystemTime};
+
+use actix::prelude::*;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use rmcp::model::Tool;
+use rmcp::service::{Peer, RoleClient};
+
+use crate::child::{ChildServer, EnsureRunning};
+use crate::config::ServerSpec;
+use crate::names;
+use crate::schema;
+
+/// Lifecycle state of one configured server, readable without a round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ServerState {
+    /// Listed (from cache) but no child running; started by the first call.
+    Idle = 0,
+    Starting = 1,
+    Ready = 2,
+    Restarting = 3,
+    Failed = 4,
+    Stopped = 5,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Idle => "idle",
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+        }
+    }
+
+    fn from_u8(v: u8) -> ServerState {
+        match v {
+            0 => ServerState::Idle,
+            1 => ServerState::Starting,
+            2 => ServerState::Ready,
+            3 => ServerState::Restarting,
+            4 => ServerState::Failed,
+            _ => ServerState::Stopped,
+        }
+    }
+}
+
+/// How a session reaches one server's child: the ChildServer publishes its
+/// client peer here when the child is ready, so a call goes straight to the
+/// child without an actor hop. Only the owning ChildServer writes it.
+pub struct ServerLink {
+    pub id: String,
+    pub timeout: Duration,
+    peer: ArcSwapOption<Peer<RoleClient>>,
+    state: AtomicU8,
+    child: Addr<ChildServer>,
+}
+
+impl ServerLink {
+    pub fn new(id: String, timeout: Duration, child: Addr<ChildServer>) -> ServerLink {
+        ServerLink {
+            id,
+            timeout,
+            peer: ArcSwapOption::empty(),
+            state: AtomicU8::new(ServerState::Starting as u8),
+            child,
+        }
+    }
+
+    pub fn state(&self) -> ServerState {
+        ServerState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// Called by the owning ChildServer only.
+    pub(crate) fn publish(&self, state: ServerState, peer: Option<Peer<RoleClient>>) {
+        self.peer.store(peer.map(Arc::new));
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    /// The child's peer, starting or waiting for the child when it is not
+    /// ready. The error names the server and its state.
+    pub async fn peer(&self) -> Result<Arc<Peer<RoleClient>>, String> {
+        if let Some(peer) = self.peer.load_full() {
+            return Ok(peer);
+        }
+        match self.child.send(EnsureRunning).await {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "server '{}' is {} (its supervisor is gone); run `evoctl status` to see why",
+                self.id,
+                self.state().as_str()
+            )),
+        }
+    }
+}
+
+/// One proxied tool as the catalog exposes it.
+pub struct ToolEntry {
+    /// Exposed name: `${prefix}_${upstream}`, sanitised.
+    pub name: String,
+    /// The child's own name for the tool.
+    pub upstream: String,
+    pub server: Arc<ServerLink>,
+    pub domain: String,
+    /// First sentence of the description, on one line.
+    pub summary: String,
+    /// Listed with its full schema from a session's start in dynamic mode.
+    pub hot: bool,
+    /// The tool as listed to clients: exposed name, normalised schema.
+    pub tool: Tool,
+}
+
+/// An immutable view of the merged catalog. A new one is published on every
+/// change; readers hold an `Arc` to whichever version they loaded.
+#[derive(Default)]
+pub struct Snapshot {
+    pub version: u64,
+    /// In config order, then each child's own order.
+    pub tools: Vec<Arc<ToolEntry>>,
+    index: HashMap<String, usize>,
+    pub duplicates: Vec<evo_proto::ctl::Duplicate>,
+    /// Built with the snapshot, so a search only reads.
+    pub search: crate::search::Index,
+}
+
+impl Snapshot {
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Builds a snapshot from each server's tools, in config order: the first
+    /// registration of a name wins, later ones are recorded as duplicates.
+    pub fn build(version: u64, servers: &[ServerTools<'_>], discovery_hot: &[String]) -> Snapshot {
+        let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
+        for server in servers {
+            let spec = server.spec;
+            let mut seen_upstream = std::collections::HashSet::new();
+            for tool in server.tools {
+                if !seen_upstream.insert(tool.name.as_ref()) {
+                    tracing::warn!(server = %spec.id, tool = %tool.name, "child listed the same tool name twice; keeping the first");
+                    continue;
+                }
+                let name = names::exposed_name(&spec.prefix, &tool.name);
+                let origin = format!("{}:{}", spec.id, tool.name);
+                if let Some(&i) = index.get(&name) {
+                    let kept = format!("{}:{}", tools[i].server.id, tools[i].upstream);
+                    tracing::warn!(tool = %name, kept = %kept, skipped = %origin, "tool name collision: the first registration in config order wins");
+                    match duplicates.iter_mut().find(|d| d.name == name) {
+                        Some(d) => d.skipped.push(origin),
+                        None => duplicates.push(evo_proto::ctl::Duplicate {
+                            name,
+                            kept,
+                            skipped: vec![origin],
+                        }),
+                    }
+                    continue;
+                }
+                let entry =
+                    ToolEntry::new(name.clone(), tool, spec, server.link.clone(), discovery_hot);
+                index.insert(name, tools.len());
+                tools.push(Arc::new(entry));
+            }
+        }
+        let capabilities = servers
+            .iter()
+            .map(|s| {
+                (
+                    s.spec.id.clone(),
+                    s.spec.capabilities.iter().cloned().collect(),
+                )
+            })
+            .collect();
+        let search = crate::search::Index::build(&tools, &capabilities);
+        Snapshot {
+            version,
+            tools,
+            index,
+            duplicates,
+            search,
+        }
+    }
+}
+
+impl ToolEntry {
+    fn new(
+        name: String,
+        upstream: &Tool,
+        spec: &ServerSpec,
+        link: Arc<ServerLink>,
+        discovery_hot: &[String],
+    ) -> ToolEntry {
+        let meta = upstream.meta.as_ref();
+        let meta_str = |key: &str| {
+            meta.and_then(|m| m.get(key))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let meta_hot = meta
+            .and_then(|m| m.get("hot"))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+            || meta_str("tier").as_deref() == Some("hot");
+        let hot = meta_hot
+            || spec.hot.iter().any(|h| h == upstream.name.as_ref())
+            || discovery_hot.contains(&name);
+        let domain = meta_str("domain").unwrap_or_else(|| spec.domain.clone());
+        let (input_schema, fixed) = schema::normalize_input_schema(&upstream.input_schema);
+        if fixed {
+            tracing::debug!(server = %spec.id, tool = %upstream.name, "input schema had no \"type\": \"object\"; added it");
+        }
+        let mut tool = upstream.clone();
+        tool.name = name.clone().into();
+        tool.input_schema = input_schema;
+        ToolEntry {
+            summary: schema::summary(upstream.description.as_deref()),
+            name,
+            upstream: upstream.name.to_string(),
+            server: link,
+            domain,
+            hot,
+            tool,
+        }
+    }
+}
+
+/// One server's contribution to a snapshot build.
+pub struct ServerTools<'a> {
+    pub spec: &'a ServerSpec,
+    pub link: Arc<ServerLink>,
+    pub tools: &'a [Tool],
+}
+
+/// Where a server's listed tools came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    None,
+    Cache,
+    Live,
+}
+
+impl ToolSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSource::None => "none",
+            ToolSource::Cache => "cache",
+            ToolSource::Live => "live",
+        }
+    }
+}
+
+/// The catalog's record of one configured server.
+struct ServerSlot {
+    spec: Arc<ServerSpec>,
+    link: Arc<ServerLink>,
+    /// The last good tool list.
+    tools: Vec<Tool>,
+    source: ToolSource,
+    live: Option<usize>,
+    cached: Option<usize>,
+    fetched_at: Option<SystemTime>,
+}
+
+/// The Catalog actor. See the module docs.
+pub struct Catalog {
+    slots: Vec<ServerSlot>,
+    discovery_hot: Vec<String>,
+    published: Arc<ArcSwap<Snapshot>>,
+    version: u64,
+    on_change: Vec<Recipient<CatalogChanged>>,
+    persist: Option<Recipient<crate::refresher::Persist>>,
+}
+
+impl Catalog {
+    pub fn new(published: Arc<ArcSwap<Snapshot>>) -> Catalog {
+        Catalog {
+            slots: Vec::new(),
+            discovery_hot: Vec::new(),
+            published,
+            version: 0,
+            on_change: Vec::new(),
+            persist: None,
+        }
+    }
+
+    pub fn with_persistence(mut self, to: Recipient<crate::refresher::Persist>) -> Catalog {
+        self.persist = Some(to);
+        self
+    }
+
+    /// Hands every server's last good live list to the Refresher.
+    fn persist(&self) {
+        let Some(to) = &self.persist else { return };
+        let servers = self
+            .slots
+            .iter()
+            .filter(|s| !s.tools.is_empty())
+            .map(|s| crate::refresher::CachedServer {
+                id: s.spec.id.clone(),
+                config_hash: s.spec.hash.to_string(),
+                fetched_at: s.fetched_at.map_or(0, crate::refresher::unix_secs),
+                capabilities: s.spec.capabilities.iter().cloned().collect(),
+                tools: s.tools.clone(),
+            })
+            .collect();
+        to.do_send(crate::refresher::Persist(servers));
+    }
+
+    fn publish(&mut self) {
+        self.version += 1;
+        let servers: Vec<ServerTools<'_>> = self
+            .slots
+            .iter()
+            .map(|s| ServerTools {
+                spec: &s.spec,
+                link: s.link.clone(),
+                tools: &s.tools,
+            })
+            .collect();
+        let snapshot = Arc::new(Snapshot::build(self.version, &servers, &self.discovery_hot));
+        self.published.store(snapshot.clone());
+        for r in &self.on_change {
+            r.do_send(CatalogChanged {
+                snapshot: snapshot.clone(),
+            });
+        }
+    }
+}
+
+impl Actor for Catalog {
+    type Context = Context<Self>;
+}
+
+/// Sent to subscribers after a new snapshot is published.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct CatalogChanged {
+    pub snapshot: Arc<Snapshot>,
+}
+
+/// Subscribe to [`CatalogChanged`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Subscribe(pub Recipient<CatalogChanged>);
+
+impl Handler<Subscribe> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
+        self.on_change.push(msg.0);
+    }
+}
+
+/// The configured servers, in config order (from the Supervisor). Tools of a
+/// server that stays (same id and config hash) are kept.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetServers {
+    pub servers: Vec<(Arc<ServerSpec>, Arc<ServerLink>)>,
+    pub discovery_hot: Vec<String>,
+}
+
+impl Handler<SetServers> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: SetServers, _: &mut Context<Self>) {
+        let mut old: HashMap<String, ServerSlot> = self
+            .slots
+            .drain(..)
+            .map(|s| (s.spec.id.clone(), s))
+            .collect();
+        self.slots = msg
+            .servers
+            .into_iter()
+            .map(|(spec, link)| match old.remove(&spec.id) {
+                Some(prev) if prev.spec.hash == spec.hash => ServerSlot { spec, link, ..prev },
+                _ => ServerSlot {
+                    spec,
+                    link,
+                    tools: Vec::new(),
+                    source: ToolSource::None,
+                    live: None,
+                    cached: None,
+                    fetched_at: None,
+                },
+            })
+            .collect();
+        self.discovery_hot = msg.discovery_hot;
+        self.publish();
+    }
+}
+
+/// A server's tools, discovered live from its child.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ToolsDiscovered {
+    pub server: String,
+    pub tools: Vec<Tool>,
+}
+
+impl Handler<ToolsDiscovered> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: ToolsDiscovered, _: &mut Context<Self>) {
+        let Some(slot) = self.slots.iter_mut().find(|s| s.spec.id == msg.server) else {
+            return;
+        };
+        slot.live = Some(msg.tools.len());
+        slot.fetched_at = Some(SystemTime::now());
+        if msg.tools.is_empty() && !slot.tools.is_empty() {
+            tracing::warn!(server = %msg.server, kept = slot.tools.len(), "child listed no tools; keeping the last good list");
+            return;
+        }
+        if slot.source == ToolSource::Live && slot.tools == msg.tools {
+            return;
+        }
+        slot.tools = msg.tools;
+        slot.source = ToolSource::Live;
+        self.publish();
+        self.persist();
+    }
+}
+
+/// What the catalog knows of each server, for `evoctl status`.
+#[derive(Debug, Clone)]
+pub struct ServerCatalogInfo {
+    pub id: String,
+    pub tools: usize,
+    pub source: ToolSource,
+    pub live: Option<usize>,
+    pub cached: Option<usize>,
+    pub fetched_at: Option<SystemTime>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<ServerCatalogInfo>")]
+pub struct CatalogStatus;
+
+impl Handler<CatalogStatus> for Catalog {
+    type Result = MessageResult<CatalogStatus>;
+    fn handle(&mut self, _: CatalogStatus, _: &mut Context<Self>) -> Self::Result {
+        let snapshot = self.published.load();
+        MessageResult(
+            self.slots
+                .iter()
+                .map(|s| ServerCatalogInfo {
+                    id: s.spec.id.clone(),
+                    tools: snapshot
+                        .tools
+                        .iter()
+                        .filter(|t| t.server.id == s.spec.id)
+                        .count(),
+                    source: s.source,
+                    live: s.live,
+                    cached: s.cached,
+                    fetched_at: s.fetched_at,
+                })
+                .collect(),
+        )
+    }
+}

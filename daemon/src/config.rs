@@ -1,0 +1,1696 @@
+//! The one config loader: turns `mcp.config.json` into a [`Config`].
+//!
+//! A pure module. [`parse`] takes the file's text and an environment lookup and returns values;
+//! only [`load`] touches the file system. The supervisor owns the result and diffs successive
+//! configs by [`ServerSpec::hash`] on reload.
+//!
+//! What the loader accepts (DESIGN.md, "mcp.config.json", is the contract):
+//!
+//! - Servers under `mcpServers` (Claude Desktop, Cursor) and/or `servers` (VS Code, EVOKORE-MCP).
+//!   Both present: merged, `mcpServers` first; an id in both keeps the `mcpServers` entry.
+//! - `command` means stdio; `url` means Streamable HTTP. `type`/`transport` may say `stdio`,
+//!   `http`, `streamable-http` or `streamableHttp`; anything else (e.g. `sse`) fails that server.
+//! - `${VAR}` expands from the environment in `command`, `args`, `env` values, `cwd`, `url` and
+//!   `headers` values. `${VAR:-default}` uses `default` when `VAR` is unset or empty, and
+//!   `${env:VAR}` (VS Code's spelling) is the same as `${VAR}`. Nothing else is special: `$VAR`
+//!   stays as written and there is no escape for a literal `${`.
+//! - A server that cannot be used (unset variable, wrong type for a known key, no transport) is
+//!   reported in [`Config::failed`] and skipped; the others load. A JSON `null` for a per-server
+//!   key counts as absent.
+//! - Unknown keys are reported in [`Config::warnings`], never fatal.
+//! - Fatal ([`ConfigError`]): unreadable file, invalid JSON, a top level that is not an object,
+//!   or a wrong type in a top-level section (`mcpServers`, `servers`, `discovery`, `cache`,
+//!   `limits`). On reload the caller keeps the running config in force.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Per-call timeout when a server sets no `timeout_s`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// `discovery.search_limit` when unset.
+pub const DEFAULT_SEARCH_LIMIT: usize = 8;
+/// `discovery.instructions_budget` (bytes) when unset.
+pub const DEFAULT_INSTRUCTIONS_BUDGET: usize = 8192;
+/// `cache.max_age_hours` when unset.
+pub const DEFAULT_CACHE_MAX_AGE_HOURS: f64 = 24.0;
+/// `limits.max_message_bytes` when unset: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "mcpServers",
+    "servers",
+    "discovery",
+    "cache",
+    "limits",
+    "$schema",
+];
+const SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "type",
+    "transport",
+    "headers",
+    "disabled",
+    "prefix",
+    "timeout_s",
+    "idle_timeout_s",
+    "domain",
+    "hot",
+    "aliases",
+    "description",
+];
+const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
+const CACHE_KEYS: &[&str] = &["max_age_hours"];
+const LIMITS_KEYS: &[&str] = &["max_message_bytes"];
+
+/// A loaded config file: what the supervisor starts, and what it tells the user about.
+///
+/// `Config::default()` is the config of a missing file: zero servers, default settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// Enabled, valid servers in file order (`mcpServers` first, then `servers`). This order
+    /// decides name collisions: the first registration wins.
+    pub servers: Vec<ServerSpec>,
+    /// Servers that could not be used; each is skipped, the others load.
+    pub failed: Vec<ServerConfigError>,
+    /// Ids of servers with `disabled: true`, in file order.
+    pub disabled: Vec<String>,
+    pub discovery: DiscoverySettings,
+    pub cache: CacheSettings,
+    pub limits: Limits,
+    /// Things ignored on the way (unknown keys, duplicate ids), each naming where.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// The enabled server with this id, if any.
+    pub fn server(&self, id: &str) -> Option<&ServerSpec> {
+        self.servers.iter().find(|s| s.id == id)
+    }
+}
+
+/// Which tools `tools/list` returns to a session (DESIGN.md, "Discovery modes").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscoveryMode {
+    /// Every native and permitted proxied tool.
+    Legacy,
+    /// Native tools, hot tools and the session's activated tools.
+    #[default]
+    Dynamic,
+}
+
+impl DiscoveryMode {
+    /// The name used in the config file, on the command line and in `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryMode::Legacy => "legacy",
+            DiscoveryMode::Dynamic => "dynamic",
+        }
+    }
+}
+
+impl fmt::Display for DiscoveryMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A discovery mode name that is neither `legacy` nor `dynamic`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown discovery mode '{0}'; expected 'legacy' or 'dynamic'")]
+pub struct UnknownDiscoveryMode(pub String);
+
+impl FromStr for DiscoveryMode {
+    type Err = UnknownDiscoveryMode;
+
+    /// Case-insensitive, surrounding whitespace ignored (the value often comes from an
+    /// environment variable).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim();
+        if name.eq_ignore_ascii_case("legacy") {
+            Ok(DiscoveryMode::Legacy)
+        } else if name.eq_ignore_ascii_case("dynamic") {
+            Ok(DiscoveryMode::Dynamic)
+        } else {
+            Err(UnknownDiscoveryMode(s.to_owned()))
+        }
+    }
+}
+
+/// The `discovery` section: defaults for sessions' tool disclosure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    /// `None` when the file does not say; the caller resolves the mode from flags and
+    /// environment first and falls back to [`DiscoveryMode::default`].
+    pub mode: Option<DiscoveryMode>,
+    /// Exposed (prefixed) names of tools every session sees with full schemas.
+    pub hot: Vec<String>,
+    /// Default number of `discover_tools` results.
+    pub search_limit: usize,
+    /// Byte budget for the tool lines in the server `instructions`.
+    pub instructions_budget: usize,
+}
+
+impl Default for DiscoverySettings {
+    fn default() -> Self {
+        DiscoverySettings {
+            mode: None,
+            hot: Vec::new(),
+            search_limit: DEFAULT_SEARCH_LIMIT,
+            instructions_budget: DEFAULT_INSTRUCTIONS_BUDGET,
+        }
+    }
+}
+
+/// The `cache` section: how long a cached catalog entry counts as fresh.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheSettings {
+    /// Older entries are still served, and re-discovered in the background.
+    pub max_age_hours: f64,
+}
+
+impl CacheSettings {
+    /// `max_age_hours` as a duration (saturating for absurdly large values).
+    pub fn max_age(&self) -> Duration {
+        Duration::try_from_secs_f64(self.max_age_hours * 3600.0).unwrap_or(Duration::MAX)
+    }
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            max_age_hours: DEFAULT_CACHE_MAX_AGE_HOURS,
+        }
+    }
+}
+
+/// The `limits` section: bounds on what clients and children may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest accepted JSON-RPC message, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// One enabled, valid child server, with every `${VAR}` already expanded.
+///
+/// `Debug` is written by hand so env and header values (often secrets) print as `<redacted>`.
+#[derive(Clone, PartialEq)]
+pub struct ServerSpec {
+    /// The key under `mcpServers`/`servers`.
+    pub id: String,
+    pub transport: TransportSpec,
+    /// Prepended to upstream tool names as `{prefix}_{tool}`; `""` exposes them unprefixed.
+    /// Not sanitised here: `names::exposed_name` does that.
+    pub prefix: String,
+    /// Per-call timeout (`timeout_s`).
+    pub timeout: Duration,
+    /// Stop the child after this long without calls (`idle_timeout_s`); `None` keeps it running.
+    pub idle_timeout: Option<Duration>,
+    /// Grouping for search and disclosure; defaults to the id.
+    pub domain: String,
+    /// Upstream tool names always shown with full schemas.
+    pub hot: Vec<String>,
+    /// Upstream tool name -> {wrong parameter name -> right parameter name}.
+    pub aliases: BTreeMap<String, BTreeMap<String, String>>,
+    /// Searchable capabilities from env flags (`XTOOL=true` gives `x`).
+    pub capabilities: BTreeSet<String>,
+    /// Identity of the child as launched: a changed hash means restart and re-discover.
+    pub hash: ConfigHash,
+}
+
+impl fmt::Debug for ServerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerSpec")
+            .field("id", &self.id)
+            .field("transport", &self.transport)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("domain", &self.domain)
+            .field("hot", &self.hot)
+            .field("aliases", &self.aliases)
+            .field("capabilities", &self.capabilities)
+            .field("hash", &self.hash)
+            .finish()
+    }
+}
+
+/// How to reach a child server.
+///
+/// `Debug` is written by hand so env and header values print as `<redacted>` (keys are shown).
+#[derive(Clone, PartialEq, Eq)]
+pub enum TransportSpec {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout. Its environment is
+    /// the daemon's plus `env`.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    /// A remote Streamable HTTP endpoint.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl TransportSpec {
+    /// `stdio` or `http`, for status output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportSpec::Stdio { .. } => "stdio",
+            TransportSpec::Http { .. } => "http",
+        }
+    }
+}
+
+impl fmt::Debug for TransportSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportSpec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &RedactedValues(env))
+                .field("cwd", cwd)
+                .finish(),
+            TransportSpec::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &RedactedValues(headers))
+                .finish(),
+        }
+    }
+}
+
+/// Debug view of a map that shows its keys and hides its values.
+struct RedactedValues<'a>(&'a BTreeMap<String, String>);
+
+impl fmt::Debug for RedactedValues<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|key| (key, Redacted)))
+            .finish()
+    }
+}
+
+/// Stands in for a secret in Debug output.
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// SHA-256 of a server's launch identity: (id, command, args, env, cwd, url, headers) after
+/// `${VAR}` expansion, in a canonical encoding.
+///
+/// The catalog cache stores it to tell whether a cached tool list still belongs to the
+/// configured server; hot reload restarts a child whose hash changed. It is a digest, so it may
+/// be shown and stored where env and header values must not be. Serialises as a hex string.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConfigHash(pub [u8; 32]);
+
+impl ConfigHash {
+    /// The first 12 hex digits, for tables and logs.
+    pub fn short(&self) -> String {
+        hex(&self.0[..6])
+    }
+
+    fn of(launch: &Launch<'_>) -> ConfigHash {
+        // A JSON array fixes the field order; BTreeMaps serialise with sorted keys. The leading
+        // tag lets a future encoding change every hash on purpose.
+        let canonical = (
+            "evo-config-hash-v1",
+            launch.id,
+            launch.command,
+            launch.args,
+            launch.env,
+            launch.cwd,
+            launch.url,
+            launch.headers,
+        );
+        let bytes = serde_json::to_vec(&canonical)
+            .expect("strings and string-keyed maps always serialise to JSON");
+        ConfigHash(Sha256::digest(&bytes).into())
+    }
+}
+
+impl fmt::Display for ConfigHash {
+    /// All 64 lowercase hex digits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex(&self.0))
+    }
+}
+
+impl fmt::Debug for ConfigHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ConfigHash({self})")
+    }
+}
+
+/// A string that is not 64 hex digits, where a [`ConfigHash`] was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid config hash '{0}': expected 64 hex digits")]
+pub struct InvalidConfigHash(pub String);
+
+impl FromStr for ConfigHash {
+    type Err = InvalidConfigHash;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = || InvalidConfigHash(s.to_owned());
+        let digits = s.as_bytes();
+        if digits.len() != 64 {
+            return Err(invalid());
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+            let high = hex_value(pair[0]).ok_or_else(invalid)?;
+            let low = hex_value(pair[1]).ok_or_else(invalid)?;
+            *byte = (high << 4) | low;
+        }
+        Ok(ConfigHash(bytes))
+    }
+}
+
+impl Serialize for ConfigHash {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ConfigHash {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
+}
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Why one server was skipped. The other servers still load.
+///
+/// Displays as `server 'gh': headers.Authorization: environment variable GITHUB_TOKEN is not
+/// set; set it or remove the reference`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfigError {
+    /// The server id.
+    pub server: String,
+    /// Where in the server's entry, e.g. `args[2]`, `env.LOG`, `headers.Authorization`; empty
+    /// when the entry as a whole is wrong.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ServerConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "server '{}': {}", self.server, self.message)
+        } else {
+            write!(
+                f,
+                "server '{}': {}: {}",
+                self.server, self.key, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ServerConfigError {}
+
+/// Why a config file could not be used at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{}:{line}:{column}: invalid JSON: {message}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Reads and parses the config file, expanding `${VAR}` from the process environment.
+///
+/// A missing file is not an error: it means zero servers (`Config::default()`).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    parse(&text, path, &|name: &str| std::env::var(name).ok())
+}
+
+/// Parses config text. `path` only labels errors; `env` looks up variables for `${VAR}`.
+pub fn parse(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    let root: Value = serde_json::from_str(text).map_err(|err| parse_error(path, &err))?;
+    let Value::Object(root) = root else {
+        return Err(invalid(format!(
+            "the top level must be a JSON object, found {}",
+            kind(&root)
+        )));
+    };
+
+    let mut config = Config::default();
+    warn_unknown_keys(&root, TOP_LEVEL_KEYS, "", &mut config.warnings);
+    if let Some(value) = present(&root, "discovery") {
+        config.discovery = parse_discovery(value, &mut config.warnings).map_err(invalid)?;
+    }
+    if let Some(value) = present(&root, "cache") {
+        config.cache = parse_cache(value, &mut config.warnings).map_err(invalid)?;
+    }
+    if let Some(value) = present(&root, "limits") {
+        config.limits = parse_limits(value, &mut config.warnings).map_err(invalid)?;
+    }
+
+    let mut seen = HashSet::new();
+    for section in ["mcpServers", "servers"] {
+        let Some(value) = present(&root, section) else {
+            continue;
+        };
+        let Value::Object(entries) = value else {
+            return Err(invalid(format!(
+                "'{section}' must be an object mapping server ids to servers, found {}",
+                kind(value)
+            )));
+        };
+        for (id, entry) in entries {
+            if !seen.insert(id.as_str()) {
+                config.warnings.push(format!(
+                    "server '{id}' is in both mcpServers and servers; the mcpServers entry is used"
+                ));
+                continue;
+            }
+            match parse_server(id, entry, env, &mut config.warnings) {
+                Ok(Some(spec)) => config.servers.push(spec),
+                Ok(None) => config.disabled.push(id.clone()),
+                Err(err) => config.failed.push(err),
+            }
+        }
+    }
+    Ok(config)
+}
+
+fn parse_error(path: &Path, err: &serde_json::Error) -> ConfigError {
+    // serde_json's Display appends " at line L column C"; the variant carries those apart.
+    let full = err.to_string();
+    let position = format!(" at line {} column {}", err.line(), err.column());
+    let message = full.strip_suffix(&position).unwrap_or(&full).to_owned();
+    ConfigError::Parse {
+        path: path.to_owned(),
+        line: err.line(),
+        column: err.column(),
+        message,
+    }
+}
+
+/// The value under `key`, treating JSON `null` as absent.
+fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    object.get(key).filter(|value| !value.is_null())
+}
+
+fn warn_unknown_keys(
+    object: &Map<String, Value>,
+    known: &[&str],
+    location: &str,
+    warnings: &mut Vec<String>,
+) {
+    for key in object.keys() {
+        if !known.contains(&key.as_str()) {
+            if location.is_empty() {
+                warnings.push(format!("unknown top-level key '{key}' ignored"));
+            } else {
+                warnings.push(format!("{location}: unknown key '{key}' ignored"));
+            }
+        }
+    }
+}
+
+/// Checks that a top-level section is an object and warns about its unknown keys.
+fn section<'a>(
+    name: &str,
+    value: &'a Value,
+    known: &[&str],
+    warnings: &mut Vec<String>,
+) -> Result<&'a Map<String, Value>, String> {
+    let Value::Object(object) = value else {
+        return Err(format!("'{name}' must be an object, found {}", kind(value)));
+    };
+    warn_unknown_keys(object, known, name, warnings);
+    Ok(object)
+}
+
+fn parse_discovery(value: &Value, warnings: &mut Vec<String>) -> Result<DiscoverySettings, String> {
+    let object = section("discovery", value, DISCOVERY_KEYS, warnings)?;
+    let mut settings = DiscoverySettings::default();
+    let at = |key: &str, err: TypeError| format!("discovery.{key}{}: {}", err.path, err.message);
+    if let Some(value) = present(object, "mode") {
+        let name = string(value).map_err(|err| at("mode", err))?;
+        let mode = name
+            .parse()
+            .map_err(|err: UnknownDiscoveryMode| at("mode", TypeError::new(err.to_string())))?;
+        settings.mode = Some(mode);
+    }
+    if let Some(value) = present(object, "hot") {
+        settings.hot = string_list(value).map_err(|err| at("hot", err))?;
+    }
+    if let Some(value) = present(object, "search_limit") {
+        settings.search_limit = count(value)
+            .and_then(positive)
+            .map_err(|err| at("search_limit", err))?;
+    }
+    if let Some(value) = present(object, "instructions_budget") {
+        settings.instructions_budget =
+            count(value).map_err(|err| at("instructions_budget", err))?;
+    }
+    Ok(settings)
+}
+
+fn parse_cache(value: &Value, warnings: &mut Vec<String>) -> Result<CacheSettings, String> {
+    let object = section("cache", value, CACHE_KEYS, warnings)?;
+    let mut settings = CacheSettings::default();
+    if let Some(value) = present(object, "max_age_hours") {
+        settings.max_age_hours = match value.as_f64() {
+            Some(hours) if hours.is_finite() && hours >= 0.0 => hours,
+            _ => {
+                return Err(format!(
+                    "cache.max_age_hours: expected a number of hours (0 or more), found {}",
+                    describe(value)
+                ));
+            }
+        };
+    }
+    Ok(settings)
+}
+
+fn parse_limits(value: &Value, warnings: &mut Vec<String>) -> Result<Limits, String> {
+    let object = section("limits", value, LIMITS_KEYS, warnings)?;
+    let mut limits = Limits::default();
+    if let Some(value) = present(object, "max_message_bytes") {
+        limits.max_message_bytes = count(value)
+            .and_then(positive)
+            .map_err(|err| format!("limits.max_message_bytes{}: {}", err.path, err.message))?;
+    }
+    Ok(limits)
+}
+
+/// The launch identity of a server after expansion: exactly what [`ConfigHash`] covers.
+struct Launch<'a> {
+    id: &'a str,
+    command: Option<&'a str>,
+    args: &'a [String],
+    env: &'a BTreeMap<String, String>,
+    cwd: Option<&'a str>,
+    url: Option<&'a str>,
+    headers: &'a BTreeMap<String, String>,
+}
+
+/// The two transports, as declared by `type`/`transport` or implied by `command`/`url`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TransportKind {
+    Stdio,
+    Http,
+}
+
+impl TransportKind {
+    fn from_declared(name: &str) -> Option<TransportKind> {
+        let folded: String = name
+            .chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        match folded.as_str() {
+            "stdio" => Some(TransportKind::Stdio),
+            "http" | "streamablehttp" => Some(TransportKind::Http),
+            _ => None,
+        }
+    }
+}
+
+/// Parses one server entry. `Ok(None)` means `disabled: true`.
+fn parse_server(
+    id: &str,
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<ServerSpec>, ServerConfigError> {
+    let fail = |key: &str, message: String| ServerConfigError {
+        server: id.to_owned(),
+        key: key.to_owned(),
+        message,
+    };
+    // A wrong type under `key`; the error's path extends the key (`args` + `[2]`).
+    let wrong = |key: &str, err: TypeError| fail(&format!("{key}{}", err.path), err.message);
+    let expand =
+        |key: &str, raw: &str| expand_vars(raw, env).map_err(|err| fail(key, err.to_string()));
+
+    let Value::Object(object) = value else {
+        return Err(fail(
+            "",
+            format!(
+                "expected an object describing the server, found {}",
+                kind(value)
+            ),
+        ));
+    };
+    let location = format!("server '{id}'");
+    warn_unknown_keys(object, SERVER_KEYS, &location, warnings);
+    if id.is_empty() {
+        return Err(fail("", "the server id must not be empty".to_owned()));
+    }
+    let disabled = present(object, "disabled")
+        .map(boolean)
+        .transpose()
+        .map_err(|err| wrong("disabled", err))?;
+    if disabled == Some(true) {
+        return Ok(None);
+    }
+
+    let get_string = |key: &str| {
+        present(object, key)
+            .map(|value| string(value).map_err(|err| wrong(key, err)))
+            .transpose()
+    };
+    let command = get_string("command")?;
+    let url = get_string("url")?;
+    let chosen = transport_kind(object, command.is_some(), url.is_some())
+        .map_err(|(key, message)| fail(key, message))?;
+    let ignored = |key: &str, warnings: &mut Vec<String>| {
+        if present(object, key).is_some() {
+            let transport = match chosen {
+                TransportKind::Stdio => "a stdio",
+                TransportKind::Http => "an HTTP",
+            };
+            warnings.push(format!(
+                "{location}: '{key}' ignored for {transport} server"
+            ));
+        }
+    };
+
+    // `env` is allowed on both transports: on an HTTP server it only carries capability flags.
+    let mut child_env = BTreeMap::new();
+    if let Some(value) = present(object, "env") {
+        for (name, raw) in string_map(value).map_err(|err| wrong("env", err))? {
+            let expanded = expand(&format!("env.{name}"), &raw)?;
+            child_env.insert(name, expanded);
+        }
+    }
+
+    let caps = capabilities(&child_env);
+    let (transport, hash) = match chosen {
+        TransportKind::Stdio => {
+            ignored("url", warnings);
+            ignored("headers", warnings);
+            let raw = command.ok_or_else(|| {
+                fail(
+                    "command",
+                    "the server's type is 'stdio' but 'command' is missing".to_owned(),
+                )
+            })?;
+            let command = expand("command", raw)?;
+            if command.trim().is_empty() {
+                return Err(fail("command", "is empty".to_owned()));
+            }
+            let mut args = Vec::new();
+            if let Some(value) = present(object, "args") {
+                for (index, raw) in string_list(value)
+                    .map_err(|err| wrong("args", err))?
+                    .iter()
+                    .enumerate()
+                {
+                    args.push(expand(&format!("args[{index}]"), raw)?);
+                }
+            }
+            let cwd = get_string("cwd")?
+                .map(|raw| expand("cwd", raw))
+                .transpose()?;
+            let hash = ConfigHash::of(&Launch {
+                id,
+                command: Some(&command),
+                args: &args,
+                env: &child_env,
+                cwd: cwd.as_deref(),
+                url: None,
+                headers: &BTreeMap::new(),
+            });
+            let transport = TransportSpec::Stdio {
+                command,
+                args,
+                env: child_env,
+                cwd: cwd.map(PathBuf::from),
+            };
+            (transport, hash)
+        }
+        TransportKind::Http => {
+            ignored("command", warnings);
+            ignored("args", warnings);
+            ignored("cwd", warnings);
+            let raw = url.ok_or_else(|| {
+                fail(
+                    "url",
+                    "the server's type is 'http' but 'url' is missing".to_owned(),
+                )
+            })?;
+            let url = expand("url", raw)?;
+            if !has_http_scheme(&url) {
+                return Err(fail("url", "must be an http:// or https:// URL".to_owned()));
+            }
+            let mut headers = BTreeMap::new();
+            if let Some(value) = present(object, "headers") {
+                for (name, raw) in string_map(value).map_err(|err| wrong("headers", err))? {
+                    let expanded = expand(&format!("headers.{name}"), &raw)?;
+                    headers.insert(name, expanded);
+                }
+            }
+            let hash = ConfigHash::of(&Launch {
+                id,
+                command: None,
+                args: &[],
+                env: &child_env,
+                cwd: None,
+                url: Some(&url),
+                headers: &headers,
+            });
+            (TransportSpec::Http { url, headers }, hash)
+        }
+    };
+
+    let prefix = get_string("prefix")?.unwrap_or(id).to_owned();
+    let domain = match get_string("domain")? {
+        Some("") => return Err(fail("domain", "must not be empty".to_owned())),
+        Some(domain) => domain.to_owned(),
+        None => id.to_owned(),
+    };
+    let timeout = match present(object, "timeout_s") {
+        Some(value) => seconds(value).map_err(|err| wrong("timeout_s", err))?,
+        None => DEFAULT_TIMEOUT,
+    };
+    let idle_timeout = present(object, "idle_timeout_s")
+        .map(|value| seconds(value).map_err(|err| wrong("idle_timeout_s", err)))
+        .transpose()?;
+    let hot = present(object, "hot")
+        .map(|value| string_list(value).map_err(|err| wrong("hot", err)))
+        .transpose()?
+        .unwrap_or_default();
+    let mut aliases = BTreeMap::new();
+    if let Some(value) = present(object, "aliases") {
+        let Value::Object(tools) = value else {
+            return Err(wrong("aliases", TypeError::expected("an object", value)));
+        };
+        for (tool, renames) in tools {
+            let renames = string_map(renames).map_err(|err| {
+                let path = format!(".{tool}{}", err.path);
+                wrong("aliases", err.at(path))
+            })?;
+            aliases.insert(tool.clone(), renames);
+        }
+    }
+
+    Ok(Some(ServerSpec {
+        id: id.to_owned(),
+        capabilities: caps,
+        transport,
+        prefix,
+        timeout,
+        idle_timeout,
+        domain,
+        hot,
+        aliases,
+        hash,
+    }))
+}
+
+/// Decides the transport from `type`/`transport` and the presence of `command`/`url`.
+/// Errors are (key, message).
+fn transport_kind(
+    object: &Map<String, Value>,
+    has_command: bool,
+    has_url: bool,
+) -> Result<TransportKind, (&'static str, String)> {
+    let mut declared = None;
+    for key in ["type", "transport"] {
+        let Some(value) = present(object, key) else {
+            continue;
+        };
+        let name = string(value).map_err(|err| (key, err.message))?;
+        let kind = TransportKind::from_declared(name).ok_or_else(|| {
+            (
+                key,
+                format!(
+                    "transport '{name}' is not supported; use 'stdio' (with 'command') or \
+                     'http' (Streamable HTTP, with 'url')"
+                ),
+            )
+        })?;
+        if declared.is_some_and(|earlier| earlier != kind) {
+            return Err((key, "'type' and 'transport' disagree; keep one".to_owned()));
+        }
+        declared = Some(kind);
+    }
+    match (declared, has_command, has_url) {
+        (Some(kind), _, _) => Ok(kind),
+        (None, true, false) => Ok(TransportKind::Stdio),
+        (None, false, true) => Ok(TransportKind::Http),
+        (None, true, true) => Err((
+            "url",
+            "both 'command' and 'url' are set; keep one, or say which with 'type'".to_owned(),
+        )),
+        (None, false, false) => Err((
+            "command",
+            "neither 'command' (stdio) nor 'url' (http) is set".to_owned(),
+        )),
+    }
+}
+
+fn has_http_scheme(url: &str) -> bool {
+    let starts = |scheme: &str| {
+        url.get(..scheme.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+            && url.len() > scheme.len()
+    };
+    starts("http://") || starts("https://")
+}
+
+/// Capabilities from env flags: a key ending in `TOOL` (any case) whose value is true/1/yes
+/// (any case) gives the key lowercased, without the suffix and trailing `_`s:
+/// `XTOOL=True` gives `x`, `GITHUB_TOOL=1` gives `github`.
+pub fn capabilities(env: &BTreeMap<String, String>) -> BTreeSet<String> {
+    env.iter()
+        .filter(|(_, value)| is_truthy(value))
+        .filter_map(|(key, _)| capability_of(key))
+        .collect()
+}
+
+fn capability_of(key: &str) -> Option<String> {
+    let stem_len = key.len().checked_sub("tool".len())?;
+    let suffix = key.get(stem_len..)?;
+    if !suffix.eq_ignore_ascii_case("tool") {
+        return None;
+    }
+    let name = key[..stem_len].trim_end_matches('_').to_lowercase();
+    (!name.is_empty()).then_some(name)
+}
+
+fn is_truthy(value: &str) -> bool {
+    let value = value.trim();
+    ["true", "1", "yes"]
+        .iter()
+        .any(|word| value.eq_ignore_ascii_case(word))
+}
+
+/// Why `${...}` expansion failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ExpandError {
+    #[error("environment variable {0} is not set; set it or remove the reference")]
+    Unset(String),
+    #[error("'${{' without a closing '}}'")]
+    Unterminated,
+    #[error(
+        "'${{{0}}}' is not a supported reference; use ${{VAR}}, ${{VAR:-default}} or ${{env:VAR}}"
+    )]
+    Unsupported(String),
+}
+
+/// Expands `${VAR}`, `${env:VAR}` and `${VAR:-default}` (default when unset or empty; the
+/// default is literal text). Anything else is copied as written.
+fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or(ExpandError::Unterminated)?;
+        let reference = &after[..end];
+        let (name, default) = match reference.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (reference, None),
+        };
+        let name = name.strip_prefix("env:").unwrap_or(name);
+        if !is_var_name(name) {
+            return Err(ExpandError::Unsupported(reference.to_owned()));
+        }
+        match (env(name), default) {
+            (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => return Err(ExpandError::Unset(name.to_owned())),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A value of the wrong shape; `path` locates it below the key being read (`[2]`, `.LOG`).
+#[derive(Debug)]
+struct TypeError {
+    path: String,
+    message: String,
+}
+
+impl TypeError {
+    fn new(message: String) -> TypeError {
+        TypeError {
+            path: String::new(),
+            message,
+        }
+    }
+
+    fn expected(what: &str, found: &Value) -> TypeError {
+        TypeError::new(format!("expected {what}, found {}", describe(found)))
+    }
+
+    fn at(self, path: String) -> TypeError {
+        TypeError { path, ..self }
+    }
+}
+
+fn string(value: &Value) -> Result<&str, TypeError> {
+    value
+        .as_str()
+        .ok_or_else(|| TypeError::expected("a string", value))
+}
+
+fn boolean(value: &Value) -> Result<bool, TypeError> {
+    value
+        .as_bool()
+        .ok_or_else(|| TypeError::expected("true or false", value))
+}
+
+fn string_list(value: &Value) -> Result<Vec<String>, TypeError> {
+    let Value::Array(items) = value else {
+        return Err(TypeError::expected("an array of strings", value));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            string(item)
+                .map(str::to_owned)
+                .map_err(|err| err.at(format!("[{index}]")))
+        })
+        .collect()
+}
+
+fn string_map(value: &Value) -> Result<BTreeMap<String, String>, TypeError> {
+    let Value::Object(entries) = value else {
+        return Err(TypeError::expected("an object of strings", value));
+    };
+    entries
+        .iter()
+        .map(|(key, item)| match string(item) {
+            Ok(text) => Ok((key.clone(), text.to_owned())),
+            Err(err) => Err(err.at(format!(".{key}"))),
+        })
+        .collect()
+}
+
+fn count(value: &Value) -> Result<usize, TypeError> {
+    value
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| TypeError::expected("a whole number (0 or more)", value))
+}
+
+fn positive(n: usize) -> Result<usize, TypeError> {
+    if n == 0 {
+        Err(TypeError::new("must be at least 1".to_owned()))
+    } else {
+        Ok(n)
+    }
+}
+
+fn seconds(value: &Value) -> Result<Duration, TypeError> {
+    value
+        .as_f64()
+        .filter(|secs| *secs > 0.0)
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .ok_or_else(|| TypeError::expected("a positive number of seconds", value))
+}
+
+/// The JSON type of a value, for error messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A value for error messages: booleans and numbers verbatim, anything else by kind only, so
+/// a misplaced secret (`"env": "TOKEN=..."`) never reaches a log.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Bool(_) | Value::Number(_) => value.to_string(),
+        _ => kind(value).to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    const ENV: &[(&str, &str)] = &[
+        ("HOME", "/home/u"),
+        ("TOKEN", "s3cret-token"),
+        ("EMPTY", ""),
+    ];
+
+    fn parse_ok(text: &str) -> Config {
+        match parse(text, Path::new("test.json"), &env_of(ENV)) {
+            Ok(config) => config,
+            Err(err) => panic!("expected {text} to parse, got: {err}"),
+        }
+    }
+
+    /// Parses a config whose only server is `{"x": body}`.
+    fn one_server(body: &str) -> Config {
+        parse_ok(&format!(r#"{{"mcpServers": {{"x": {body}}}}}"#))
+    }
+
+    fn stdio(spec: &ServerSpec) -> (&str, &[String], &BTreeMap<String, String>, Option<&Path>) {
+        match &spec.transport {
+            TransportSpec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => (command, args, env, cwd.as_deref()),
+            other => panic!("expected stdio, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn design_example_loads() {
+        let config = parse_ok(
+            r#"{
+              "mcpServers": {
+                "fs":   { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
+                          "env": { "LOG": "${HOME}/fs.log" }, "cwd": "${HOME}" },
+                "time": { "command": "uvx", "args": ["mcp-server-time"], "domain": "time", "hot": ["get_current_time"] },
+                "gh":   { "type": "http", "url": "https://example.invalid/mcp",
+                          "headers": { "Authorization": "Bearer ${GITHUB_TOKEN}" }, "disabled": true }
+              },
+              "discovery": { "mode": "dynamic", "hot": ["fs_read_text_file"], "search_limit": 8 },
+              "cache": { "max_age_hours": 24 }
+            }"#,
+        );
+        let ids: Vec<&str> = config.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["fs", "time"]);
+        assert_eq!(config.disabled, ["gh"]);
+        assert!(config.failed.is_empty(), "{:?}", config.failed);
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+
+        let fs = &config.servers[0];
+        let (command, args, env, cwd) = stdio(fs);
+        assert_eq!(command, "npx");
+        assert_eq!(
+            args,
+            ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]
+        );
+        assert_eq!(env.get("LOG").map(String::as_str), Some("/home/u/fs.log"));
+        assert_eq!(cwd, Some(Path::new("/home/u")));
+        assert_eq!(fs.prefix, "fs");
+        assert_eq!(fs.domain, "fs");
+        assert_eq!(fs.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(fs.idle_timeout, None);
+
+        let time = &config.servers[1];
+        assert_eq!(time.domain, "time");
+        assert_eq!(time.hot, ["get_current_time"]);
+
+        assert_eq!(config.discovery.mode, Some(DiscoveryMode::Dynamic));
+        assert_eq!(config.discovery.hot, ["fs_read_text_file"]);
+        assert_eq!(config.discovery.search_limit, 8);
+        assert_eq!(
+            config.discovery.instructions_budget,
+            DEFAULT_INSTRUCTIONS_BUDGET
+        );
+        assert_eq!(config.cache.max_age_hours, 24.0);
+        assert_eq!(config.limits.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
+    }
+
+    #[test]
+    fn defaults_mean_zero_servers() {
+        let config = Config::default();
+        assert!(config.servers.is_empty());
+        assert_eq!(config.discovery.mode, None);
+        assert_eq!(config.discovery.search_limit, 8);
+        assert_eq!(config.discovery.instructions_budget, 8192);
+        assert_eq!(config.cache.max_age_hours, 24.0);
+        assert_eq!(config.cache.max_age(), Duration::from_secs(24 * 3600));
+        assert_eq!(config.limits.max_message_bytes, 16 * 1024 * 1024);
+        assert_eq!(parse_ok("{}"), config);
+    }
+
+    #[test]
+    fn per_server_settings() {
+        let config = one_server(
+            r#"{"command": "x", "prefix": "", "timeout_s": 2.5, "idle_timeout_s": 300,
+                "domain": "files", "description": "ignored, no warning",
+                "aliases": {"read": {"file": "path", "p": "path"}}}"#,
+        );
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        let spec = &config.servers[0];
+        assert_eq!(spec.prefix, "");
+        assert_eq!(spec.timeout, Duration::from_millis(2500));
+        assert_eq!(spec.idle_timeout, Some(Duration::from_secs(300)));
+        assert_eq!(spec.domain, "files");
+        let read = &spec.aliases["read"];
+        assert_eq!(read.get("file").map(String::as_str), Some("path"));
+        assert_eq!(read.get("p").map(String::as_str), Some("path"));
+    }
+
+    #[test]
+    fn transport_is_chosen_from_type_command_and_url() {
+        use TransportKind::{Http, Stdio};
+        #[rustfmt::skip]
+        let cases = [
+            (r#"{"command": "c"}"#, Stdio),
+            (r#"{"type": "stdio", "command": "c"}"#, Stdio),
+            (r#"{"url": "http://h/mcp"}"#, Http),
+            (r#"{"type": "http", "url": "https://h/mcp"}"#, Http),
+            (r#"{"type": "streamable-http", "url": "https://h"}"#, Http),
+            (r#"{"type": "streamableHttp", "url": "https://h"}"#, Http),
+            (r#"{"transport": "HTTP", "url": "HTTPS://h"}"#, Http),
+            (r#"{"type": "http", "transport": "streamable_http", "url": "https://h"}"#, Http),
+        ];
+        for (body, expected) in cases {
+            let config = one_server(body);
+            assert!(config.failed.is_empty(), "{body}: {:?}", config.failed);
+            let actual = match config.servers[0].transport {
+                TransportSpec::Stdio { .. } => Stdio,
+                TransportSpec::Http { .. } => Http,
+            };
+            assert_eq!(actual, expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn http_server_expands_url_and_headers() {
+        let config = one_server(
+            r#"{"url": "https://${EMPTY:-api.example}/mcp",
+                "headers": {"Authorization": "Bearer ${TOKEN}", "X-Plain": "v"}}"#,
+        );
+        let TransportSpec::Http { url, headers } = &config.servers[0].transport else {
+            panic!("expected http: {config:?}");
+        };
+        assert_eq!(url, "https://api.example/mcp");
+        let header = |name: &str| headers.get(name).map(String::as_str);
+        assert_eq!(header("Authorization"), Some("Bearer s3cret-token"));
+        assert_eq!(header("X-Plain"), Some("v"));
+    }
+
+    #[test]
+    fn a_bad_server_fails_alone() {
+        // (server body, key named in the error, words the message must contain)
+        #[rustfmt::skip]
+        let cases = [
+            (r#"{"command": "${NOPE}"}"#, "command", "environment variable NOPE is not set; set it or remove the reference"),
+            (r#"{"command": "c", "args": ["a", "b", "--token=${NOPE}"]}"#, "args[2]", "NOPE is not set"),
+            (r#"{"command": "c", "env": {"LOG": "${NOPE}/x"}}"#, "env.LOG", "NOPE is not set"),
+            (r#"{"command": "c", "cwd": "${NOPE}"}"#, "cwd", "NOPE is not set"),
+            (r#"{"url": "https://${NOPE}/"}"#, "url", "NOPE is not set"),
+            (r#"{"url": "https://h", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}"#, "headers.Authorization", "GITHUB_TOKEN is not set"),
+            (r#"{"command": "c", "args": ["${A"]}"#, "args[0]", "without a closing"),
+            (r#"{"command": "c", "args": ["${input:pat}"]}"#, "args[0]", "not a supported reference"),
+            (r#"{"url": "https://h", "type": "sse"}"#, "type", "'sse' is not supported"),
+            (r#"{"url": "https://h", "transport": "websocket"}"#, "transport", "not supported"),
+            (r#"{"url": "https://h", "type": "http", "transport": "stdio"}"#, "transport", "disagree"),
+            (r#"{}"#, "command", "neither 'command' (stdio) nor 'url' (http)"),
+            (r#"{"description": "only this"}"#, "command", "neither"),
+            (r#"{"command": "c", "url": "https://h"}"#, "url", "both 'command' and 'url'"),
+            (r#"{"type": "http", "command": "c"}"#, "url", "'url' is missing"),
+            (r#"{"type": "stdio", "url": "https://h"}"#, "command", "'command' is missing"),
+            (r#"{"url": "ftp://h/x"}"#, "url", "must be an http:// or https:// URL"),
+            (r#"{"command": "   "}"#, "command", "is empty"),
+            (r#"{"command": 7}"#, "command", "expected a string, found 7"),
+            (r#"{"command": "c", "args": "-y pkg"}"#, "args", "expected an array of strings, found a string"),
+            (r#"{"command": "c", "args": ["ok", 1]}"#, "args[1]", "expected a string, found 1"),
+            (r#"{"command": "c", "env": ["A=1"]}"#, "env", "expected an object of strings, found an array"),
+            (r#"{"command": "c", "env": {"DEBUG": true}}"#, "env.DEBUG", "expected a string, found true"),
+            (r#"{"url": "https://h", "headers": {"X": 1}}"#, "headers.X", "expected a string"),
+            (r#"{"command": "c", "disabled": "yes"}"#, "disabled", "expected true or false"),
+            (r#"{"command": "c", "prefix": 1}"#, "prefix", "expected a string"),
+            (r#"{"command": "c", "timeout_s": 0}"#, "timeout_s", "positive number of seconds"),
+            (r#"{"command": "c", "timeout_s": "60"}"#, "timeout_s", "positive number of seconds"),
+            (r#"{"command": "c", "idle_timeout_s": -5}"#, "idle_timeout_s", "positive number"),
+            (r#"{"command": "c", "domain": ""}"#, "domain", "must not be empty"),
+            (r#"{"command": "c", "hot": "read"}"#, "hot", "array of strings"),
+            (r#"{"command": "c", "aliases": []}"#, "aliases", "expected an object"),
+            (r#"{"command": "c", "aliases": {"read": {"file": 1}}}"#, "aliases.read.file", "expected a string"),
+            (r#"{"command": "c", "aliases": {"read": "path"}}"#, "aliases.read", "object of strings"),
+            (r#""npx server""#, "", "expected an object describing the server"),
+        ];
+        for (body, key, words) in cases {
+            let text =
+                format!(r#"{{"mcpServers": {{"bad": {body}, "good": {{"command": "ok"}}}}}}"#);
+            let config = parse_ok(&text);
+            let ids: Vec<&str> = config.servers.iter().map(|s| s.id.as_str()).collect();
+            assert_eq!(ids, ["good"], "{body}");
+            assert_eq!(config.failed.len(), 1, "{body}: {:?}", config.failed);
+            let err = &config.failed[0];
+            assert_eq!(err.server, "bad", "{body}");
+            assert_eq!(err.key, key, "{body}: {err}");
+            assert!(err.message.contains(words), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn server_error_display_names_server_key_and_variable() {
+        let config = one_server(
+            r#"{"url": "https://h", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}"#,
+        );
+        assert_eq!(
+            config.failed[0].to_string(),
+            "server 'x': headers.Authorization: environment variable GITHUB_TOKEN is not set; \
+             set it or remove the reference"
+        );
+        let whole = ServerConfigError {
+            server: "x".into(),
+            key: String::new(),
+            message: "m".into(),
+        };
+        assert_eq!(whole.to_string(), "server 'x': m");
+    }
+
+    #[test]
+    fn disabled_servers_are_skipped_before_expansion() {
+        let config = parse_ok(
+            r#"{"mcpServers": {
+                "off": {"command": "${NOPE}", "disabled": true},
+                "on": {"command": "c", "disabled": false}
+            }}"#,
+        );
+        assert_eq!(config.disabled, ["off"]);
+        assert!(config.failed.is_empty(), "{:?}", config.failed);
+        assert_eq!(config.servers.len(), 1);
+        assert_eq!(config.servers[0].id, "on");
+    }
+
+    #[test]
+    fn both_sections_merge_in_file_order_and_first_wins() {
+        let config = parse_ok(
+            r#"{
+              "servers":    {"b": {"command": "from-servers"}, "c": {"command": "c"}},
+              "mcpServers": {"z": {"command": "z"}, "b": {"command": "from-mcpServers"}}
+            }"#,
+        );
+        let ids: Vec<&str> = config.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["z", "b", "c"]);
+        let (command, ..) = stdio(&config.servers[1]);
+        assert_eq!(command, "from-mcpServers");
+        assert_eq!(
+            config.warnings,
+            ["server 'b' is in both mcpServers and servers; the mcpServers entry is used"]
+        );
+    }
+
+    #[test]
+    fn unknown_and_ignored_keys_warn() {
+        let config = parse_ok(
+            r#"{
+              "$schema": "https://example.invalid/schema.json",
+              "inputs": [],
+              "discovery": {"mode": "legacy", "fuzzy": true},
+              "cache": {"max_age_hours": 1, "dir": "/tmp"},
+              "limits": {"max_message_bytes": 1024, "max_sessions": 3},
+              "mcpServers": {
+                "fs": {"command": "c", "foo": 1, "description": "fine", "headers": {"A": "b"}},
+                "web": {"url": "https://h", "args": ["x"], "cwd": "/"}
+              }
+            }"#,
+        );
+        assert_eq!(
+            config.warnings,
+            [
+                "unknown top-level key 'inputs' ignored",
+                "discovery: unknown key 'fuzzy' ignored",
+                "cache: unknown key 'dir' ignored",
+                "limits: unknown key 'max_sessions' ignored",
+                "server 'fs': unknown key 'foo' ignored",
+                "server 'fs': 'headers' ignored for a stdio server",
+                "server 'web': 'args' ignored for an HTTP server",
+                "server 'web': 'cwd' ignored for an HTTP server",
+            ]
+        );
+        assert_eq!(config.servers.len(), 2);
+        assert_eq!(config.discovery.mode, Some(DiscoveryMode::Legacy));
+        assert_eq!(config.cache.max_age_hours, 1.0);
+        assert_eq!(config.limits.max_message_bytes, 1024);
+    }
+
+    #[test]
+    fn fatal_errors() {
+        // (text, variant, words the Display must contain)
+        #[rustfmt::skip]
+        let cases = [
+            ("{\n  \"mcpServers\": {,}\n}", "parse", "test.json:2:18: invalid JSON: key must be a string"),
+            ("", "parse", "test.json:1:0: invalid JSON: EOF"),
+            ("[]", "invalid", "test.json: the top level must be a JSON object, found an array"),
+            (r#"{"mcpServers": []}"#, "invalid", "'mcpServers' must be an object"),
+            (r#"{"servers": "fs"}"#, "invalid", "'servers' must be an object"),
+            (r#"{"discovery": {"mode": "fast"}}"#, "invalid", "discovery.mode: unknown discovery mode 'fast'; expected 'legacy' or 'dynamic'"),
+            (r#"{"discovery": {"hot": ["a", 2]}}"#, "invalid", "discovery.hot[1]: expected a string, found 2"),
+            (r#"{"discovery": {"search_limit": 0}}"#, "invalid", "discovery.search_limit: must be at least 1"),
+            (r#"{"discovery": {"instructions_budget": -1}}"#, "invalid", "discovery.instructions_budget: expected a whole number"),
+            (r#"{"discovery": true}"#, "invalid", "'discovery' must be an object"),
+            (r#"{"cache": {"max_age_hours": -1}}"#, "invalid", "cache.max_age_hours: expected a number of hours"),
+            (r#"{"limits": {"max_message_bytes": 1.5}}"#, "invalid", "limits.max_message_bytes: expected a whole number"),
+        ];
+        for (text, variant, words) in cases {
+            let err = match parse(text, Path::new("test.json"), &env_of(ENV)) {
+                Ok(config) => panic!("{text:?} parsed: {config:?}"),
+                Err(err) => err,
+            };
+            let actual = match err {
+                ConfigError::Read { .. } => "read",
+                ConfigError::Parse { .. } => "parse",
+                ConfigError::Invalid { .. } => "invalid",
+            };
+            assert_eq!(actual, variant, "{text:?}: {err}");
+            assert!(err.to_string().contains(words), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn parse_error_carries_line_and_column() {
+        let err = parse(
+            "{\n  \"a\": 1,\n  \"b\" 2\n}",
+            Path::new("c.json"),
+            &env_of(ENV),
+        );
+        match err {
+            Err(ConfigError::Parse {
+                line,
+                column,
+                message,
+                ..
+            }) => assert_eq!((line, column, message.as_str()), (3, 7, "expected `:`")),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn null_sections_and_keys_count_as_absent() {
+        let config = parse_ok(
+            r#"{"mcpServers": null, "discovery": null,
+                "servers": {"x": {"command": "c", "cwd": null, "prefix": null}}}"#,
+        );
+        let (_, _, _, cwd) = stdio(&config.servers[0]);
+        assert_eq!(cwd, None);
+        assert_eq!(config.servers[0].prefix, "x");
+    }
+
+    #[test]
+    fn variable_expansion() {
+        use ExpandError::{Unset, Unsupported, Unterminated};
+        let env = env_of(&[("A", "1"), ("EMPTY", ""), ("_B2", "b")]);
+        #[rustfmt::skip]
+        let cases: &[(&str, Result<&str, ExpandError>)] = &[
+            ("plain", Ok("plain")),
+            ("", Ok("")),
+            ("${A}", Ok("1")),
+            ("x${A}y${_B2}z", Ok("x1ybz")),
+            ("é${A}é", Ok("é1é")),
+            ("$A and $", Ok("$A and $")),
+            ("${env:A}", Ok("1")),
+            ("${EMPTY}", Ok("")),
+            ("${MISSING:-fallback}", Ok("fallback")),
+            ("${EMPTY:-fallback}", Ok("fallback")),
+            ("${A:-fallback}", Ok("1")),
+            ("${MISSING:-}", Ok("")),
+            ("${MISSING:-a:-b $x}", Ok("a:-b $x")),
+            ("${env:MISSING:-d}", Ok("d")),
+            ("${MISSING}", Err(Unset("MISSING".into()))),
+            ("ok ${A} ${env:MISSING}", Err(Unset("MISSING".into()))),
+            ("${A", Err(Unterminated)),
+            ("${}", Err(Unsupported(String::new()))),
+            ("${1A}", Err(Unsupported("1A".into()))),
+            ("${input:pat}", Err(Unsupported("input:pat".into()))),
+            ("${workspace Folder}", Err(Unsupported("workspace Folder".into()))),
+        ];
+        for (input, expected) in cases {
+            let actual = expand_vars(input, &env);
+            assert_eq!(actual.as_deref(), expected.as_deref(), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn env_flags_become_capabilities() {
+        // (env key, env value, capability)
+        #[rustfmt::skip]
+        let cases = [
+            ("XTOOL", "True", Some("x")),
+            ("GITHUB_TOOL", "1", Some("github")),
+            ("web_search_tool", "YES", Some("web_search")),
+            ("Browser__Tool", " true ", Some("browser")),
+            ("éTOOL", "1", Some("é")),
+            ("XTOOL", "false", None),
+            ("XTOOL", "0", None),
+            ("XTOOL", "", None),
+            ("TOOL", "true", None),
+            ("_TOOL", "true", None),
+            ("TOOLS", "true", None),
+            ("TOOLX", "true", None),
+            ("LOG", "true", None),
+        ];
+        for (key, value, expected) in cases {
+            let env = BTreeMap::from([(key.to_owned(), value.to_owned())]);
+            let actual: Vec<String> = capabilities(&env).into_iter().collect();
+            let expected: Vec<String> = expected.into_iter().map(str::to_owned).collect();
+            assert_eq!(actual, expected, "{key}={value}");
+        }
+    }
+
+    #[test]
+    fn capabilities_come_from_expanded_env_on_any_transport() {
+        let config = parse_ok(
+            r#"{"mcpServers": {
+                "a": {"command": "c", "env": {"GITHUB_TOOL": "${FLAG:-yes}", "XTOOL": "no"}},
+                "b": {"url": "https://h", "env": {"SEARCH_TOOL": "1"}}
+            }}"#,
+        );
+        let caps = |i: usize| -> Vec<&str> {
+            config.servers[i]
+                .capabilities
+                .iter()
+                .map(String::as_str)
+                .collect()
+        };
+        assert_eq!(caps(0), ["github"]);
+        assert_eq!(caps(1), ["search"]);
+    }
+
+    #[test]
+    fn discovery_mode_from_str() {
+        #[rustfmt::skip]
+        let cases = [
+            ("legacy", Some(DiscoveryMode::Legacy)),
+            ("Dynamic", Some(DiscoveryMode::Dynamic)),
+            (" LEGACY ", Some(DiscoveryMode::Legacy)),
+            ("", None),
+            ("static", None),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(input.parse::<DiscoveryMode>().ok(), expected, "{input:?}");
+        }
+        let err = "static".parse::<DiscoveryMode>().err();
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("unknown discovery mode 'static'; expected 'legacy' or 'dynamic'")
+        );
+        assert_eq!(DiscoveryMode::default(), DiscoveryMode::Dynamic);
+        assert_eq!(DiscoveryMode::Legacy.to_string(), "legacy");
+        let json = serde_json::to_string(&DiscoveryMode::Legacy).ok();
+        assert_eq!(json.as_deref(), Some("\"legacy\""));
+    }
+
+    fn hash_of(body: &str) -> ConfigHash {
+        let config = one_server(body);
+        match config.servers.first() {
+            Some(spec) => spec.hash,
+            None => panic!("{body} did not load: {:?}", config.failed),
+        }
+    }
+
+    #[test]
+    fn config_hash_covers_launch_identity_only() {
+        let base = r#"{"command": "c", "args": ["a"], "env": {"K": "v", "J": "w"}, "cwd": "/d"}"#;
+        #[rustfmt::skip]
+        let same = [
+            base,
+            // Key order in the file does not matter.
+            r#"{"cwd": "/d", "env": {"J": "w", "K": "v"}, "args": ["a"], "command": "c"}"#,
+            // Expansion happens before hashing.
+            r#"{"command": "c", "args": ["a"], "env": {"K": "v", "J": "w"}, "cwd": "${NOPE:-/d}"}"#,
+            // Settings that do not change the child.
+            r#"{"command": "c", "args": ["a"], "env": {"K": "v", "J": "w"}, "cwd": "/d",
+                "prefix": "p", "timeout_s": 5, "domain": "d", "hot": ["t"], "idle_timeout_s": 9}"#,
+        ];
+        #[rustfmt::skip]
+        let different = [
+            r#"{"command": "c2", "args": ["a"], "env": {"K": "v", "J": "w"}, "cwd": "/d"}"#,
+            r#"{"command": "c", "args": ["a", "b"], "env": {"K": "v", "J": "w"}, "cwd": "/d"}"#,
+            r#"{"command": "c", "args": ["a"], "env": {"K": "v2", "J": "w"}, "cwd": "/d"}"#,
+            r#"{"command": "c", "args": ["a"], "env": {"K": "v"}, "cwd": "/d"}"#,
+            r#"{"command": "c", "args": ["a"], "env": {"K": "v", "J": "w"}}"#,
+        ];
+        let expected = hash_of(base);
+        for body in same {
+            assert_eq!(hash_of(body), expected, "{body}");
+        }
+        for body in different {
+            assert_ne!(hash_of(body), expected, "{body}");
+        }
+        let header = |value: &str| {
+            hash_of(&format!(
+                r#"{{"url": "https://h", "headers": {{"A": "{value}"}}}}"#
+            ))
+        };
+        assert_ne!(header("one"), header("two"));
+
+        // The id is part of the identity.
+        let config = parse_ok(r#"{"mcpServers": {"a": {"command": "c"}, "b": {"command": "c"}}}"#);
+        assert_ne!(config.servers[0].hash, config.servers[1].hash);
+    }
+
+    #[test]
+    fn config_hash_text_forms() {
+        let hash = hash_of(r#"{"command": "c"}"#);
+        let full = hash.to_string();
+        assert_eq!(full.len(), 64);
+        assert!(
+            full.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        assert_eq!(hash.short(), full[..12]);
+        assert_eq!(full.parse::<ConfigHash>().ok(), Some(hash));
+        assert_eq!(full.to_uppercase().parse::<ConfigHash>().ok(), Some(hash));
+        assert!("abc".parse::<ConfigHash>().is_err());
+        assert!(format!("{}g", &full[..63]).parse::<ConfigHash>().is_err());
+        let json = serde_json::to_string(&hash).unwrap_or_default();
+        assert_eq!(json, format!("\"{full}\""));
+        assert_eq!(serde_json::from_str::<ConfigHash>(&json).ok(), Some(hash));
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+    }
+
+    #[test]
+    fn debug_output_redacts_env_and_header_values() {
+        let config = parse_ok(
+            r#"{"mcpServers": {
+                "a": {"command": "c", "env": {"API_KEY": "${TOKEN}"}},
+                "b": {"url": "https://h", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+            }}"#,
+        );
+        for text in [format!("{config:?}"), format!("{:#?}", config.servers)] {
+            assert!(!text.contains("s3cret"), "{text}");
+            assert!(text.contains("\"API_KEY\": <redacted>"), "{text}");
+            assert!(text.contains("\"Authorization\": <redacted>"), "{text}");
+        }
+    }
+
+    #[test]
+    fn load_reads_files_and_treats_missing_as_empty() {
+        let dir = std::env::temp_dir().join(format!("evo-config-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+
+        let missing = load(&dir.join("absent.json"));
+        assert_eq!(missing.ok(), Some(Config::default()));
+
+        let file = dir.join("mcp.config.json");
+        std::fs::write(&file, r#"{"servers": {"t": {"command": "uvx"}}}"#).expect("write config");
+        let loaded = load(&file).map(|c| c.servers.len());
+        assert_eq!(loaded.ok(), Some(1));
+
+        // A directory cannot be read as a file.
+        match load(&dir) {
+            Err(ConfigError::Read { path, .. }) => assert_eq!(path, dir),
+            other => panic!("expected a read error, got {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,119 @@
+//! The native tools every session sees, never prefixed: their definitions and
+//! the parsing of their arguments.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool};
+use serde_json::{Value, json};
+
+pub const CALL_TOOL: &str = "call_tool";
+pub const DISCOVER_TOOLS: &str = "discover_tools";
+
+fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+    let schema: JsonObject = match schema {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    };
+    Tool::new(name, description, Arc::new(schema))
+}
+
+/// The native tools, in the order they are listed.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        tool(
+            DISCOVER_TOOLS,
+            "Search every tool evo can reach by what you want to do, and make the matches callable in this session. Returns one line per match: name, summary, domain, score.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What you want to do, in plain words, e.g. \"convert a time between timezones\"."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most matches to return (default from config, 8)."},
+                    "domain": {"type": "string", "description": "Only search this domain (see describe_capability)."},
+                    "activate": {"type": "boolean", "default": true, "description": "Make the matches visible in tools/list (default true)."}
+                },
+                "required": ["query"]
+            }),
+        ),
+        tool(
+            CALL_TOOL,
+            "Call any tool evo can reach by its exact name, whether or not it is listed. Use it when a tool you found is not in your tool list.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Exact tool name, e.g. \"time_get_current_time\"."},
+                    "arguments": {"type": "object", "description": "The tool's arguments.", "default": {}}
+                },
+                "required": ["name"]
+            }),
+        ),
+    ]
+}
+
+/// Arguments of `call_tool`.
+pub fn parse_call_tool(args: Option<&JsonObject>) -> Result<(String, Option<JsonObject>), String> {
+    let args = args.ok_or("call_tool needs {\"name\": \"<tool>\", \"arguments\": {...}}")?;
+    let name = args
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("call_tool needs a string \"name\": the exact name of the tool to call")?;
+    let arguments = match args.get("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m.clone()),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => {
+                return Err(
+                    "call_tool \"arguments\" must be an object of the tool's arguments".into(),
+                );
+            }
+        },
+        Some(_) => {
+            return Err("call_tool \"arguments\" must be an object of the tool's arguments".into());
+        }
+    };
+    Ok((name.to_string(), arguments))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> JsonObject {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn call_tool_arguments() {
+        let (n, a) =
+            parse_call_tool(Some(&obj(json!({"name": "x_y", "arguments": {"a": 1}})))).unwrap();
+        assert_eq!(n, "x_y");
+        assert_eq!(a.unwrap().get("a"), Some(&json!(1)));
+        let (_, a) =
+            parse_call_tool(Some(&obj(json!({"name": "x", "arguments": "{\"b\":2}"})))).unwrap();
+        assert_eq!(a.unwrap().get("b"), Some(&json!(2)));
+        assert!(
+            parse_call_tool(Some(&obj(json!({"name": "x"}))))
+                .unwrap()
+                .1
+                .is_none()
+        );
+        assert!(parse_call_tool(None).is_err());
+        assert!(parse_call_tool(Some(&obj(json!({"arguments": {}})))).is_err());
+        assert!(parse_call_tool(Some(&obj(json!({"name": "x", "arguments": [1]})))).is_err());
+    }
+
+    #[test]
+    fn native_schemas_are_objects() {
+        for t in tools() {
+            assert_eq!(
+                t.input_schema.get("type"),
+                Some(&json!("object")),
+                "{}",
+                t.name
+            );
+        }
+    }
+}

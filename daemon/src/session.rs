@@ -1,0 +1,435 @@
+//! The Session actor (one per client connection) and its rmcp face,
+//! [`SessionServer`]. The actor owns the session's discovery mode, activation
+//! set and last-active time; the rmcp handler serves MCP, reads the catalog
+//! snapshot directly and sends proxied calls straight to the child.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+
+use crate::catalog::{CatalogChanged, Snapshot, ToolEntry};
+use crate::config::DiscoveryMode;
+use crate::native;
+use crate::search;
+use crate::supervisor::{SessionClosed, Supervisor};
+
+/// The set of proxied tools a session has made visible (exposed names).
+pub type ActivationSet = BTreeSet<String>;
+
+/// The Session actor. See the module docs.
+pub struct Session {
+    pub id: String,
+    pub name: Option<String>,
+    pub mode: DiscoveryMode,
+    activated: ActivationSet,
+    last_active: Instant,
+    peer: Option<Peer<RoleServer>>,
+    supervisor: Addr<Supervisor>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    /// Names visible at the last list_changed (or start), to tell whether a
+    /// catalog change touched this session.
+    visible: Vec<String>,
+}
+
+impl Session {
+    pub fn new(
+        id: String,
+        name: Option<String>,
+        mode: DiscoveryMode,
+        activated: ActivationSet,
+        supervisor: Addr<Supervisor>,
+        snapshot: Arc<ArcSwap<Snapshot>>,
+    ) -> Session {
+        let mut s = Session {
+            id,
+            name,
+            mode,
+            activated,
+            last_active: Instant::now(),
+            peer: None,
+            supervisor,
+            snapshot,
+            visible: Vec::new(),
+        };
+        s.visible = s.visible_names(&s.snapshot.load());
+        s
+    }
+
+    /// Exposed names of the proxied tools this session lists.
+    fn visible_names(&self, snapshot: &Snapshot) -> Vec<String> {
+        visible_entries(snapshot, self.mode, &self.activated)
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    /// Sends list_changed if the visible set differs from the last one sent.
+    fn refresh_visible(&mut self) {
+        let now = self.visible_names(&self.snapshot.load());
+        if now != self.visible {
+            self.visible = now;
+            if let Some(peer) = self.peer.clone() {
+                tokio::spawn(async move {
+                    let _ = peer.notify_tool_list_changed().await;
+                });
+            }
+        }
+    }
+
+    pub fn info(&self) -> evo_proto::ctl::SessionInfo {
+        evo_proto::ctl::SessionInfo {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            mode: self.mode.as_str().to_string(),
+            activated: self.activated.iter().cloned().collect(),
+            last_active: self.last_active.elapsed().as_secs(),
+        }
+    }
+}
+
+/// The proxied tools a session lists: all in legacy mode; hot and activated
+/// ones in dynamic mode. The one place that decides visibility.
+pub fn visible_entries<'a>(
+    snapshot: &'a Snapshot,
+    mode: DiscoveryMode,
+    activated: &'a ActivationSet,
+) -> impl Iterator<Item = &'a Arc<ToolEntry>> + 'a {
+    snapshot.tools.iter().filter(move |e| match mode {
+        DiscoveryMode::Legacy => true,
+        DiscoveryMode::Dynamic => e.hot || activated.contains(&e.name),
+    })
+}
+
+impl Actor for Session {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.supervisor.do_send(SessionClosed {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            activated: self.activated.clone(),
+        });
+    }
+}
+
+/// The rmcp service is running: keep its peer for notifications.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Attach(pub Peer<RoleServer>);
+
+impl Handler<Attach> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: Attach, _: &mut Context<Self>) {
+        self.peer = Some(msg.0);
+    }
+}
+
+/// The client went away.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Close;
+
+impl Handler<Close> for Session {
+    type Result = ();
+    fn handle(&mut self, _: Close, ctx: &mut Context<Self>) {
+        self.peer = None;
+        ctx.stop();
+    }
+}
+
+impl Handler<CatalogChanged> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: CatalogChanged, _: &mut Context<Self>) {
+        // Drop activations of tools that no longer exist.
+        self.activated.retain(|n| msg.snapshot.get(n).is_some());
+        self.refresh_visible();
+    }
+}
+
+/// The session made a request (for `last_active` and session auto-resolution).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Touch;
+
+impl Handler<Touch> for Session {
+    type Result = ();
+    fn handle(&mut self, _: Touch, _: &mut Context<Self>) {
+        self.last_active = Instant::now();
+    }
+}
+
+/// Activate or deactivate tools (exposed names, already checked to exist).
+/// Answers with the names whose state changed and sends list_changed if the
+/// visible set changed.
+#[derive(Message)]
+#[rtype(result = "ActivationChange")]
+pub struct SetActive {
+    pub tools: Vec<String>,
+    pub active: bool,
+    /// From a request of the session itself (not `evoctl`).
+    pub touch: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ActivationChange {
+    pub changed: Vec<String>,
+    pub activated: Vec<String>,
+}
+
+impl Handler<SetActive> for Session {
+    type Result = MessageResult<SetActive>;
+    fn handle(&mut self, msg: SetActive, _: &mut Context<Self>) -> Self::Result {
+        if msg.touch {
+            self.last_active = Instant::now();
+        }
+        let mut changed = Vec::new();
+        for t in msg.tools {
+            let did = if msg.active {
+                self.activated.insert(t.clone())
+            } else {
+                self.activated.remove(&t)
+            };
+            if did {
+                changed.push(t);
+            }
+        }
+        if !changed.is_empty() {
+            self.refresh_visible();
+        }
+        MessageResult(ActivationChange {
+            changed,
+            activated: self.activated.iter().cloned().collect(),
+        })
+    }
+}
+
+/// The session's own view: mode, activations, info.
+#[derive(Message)]
+#[rtype(result = "(evo_proto::ctl::SessionInfo, ActivationSet)")]
+pub struct Describe;
+
+impl Handler<Describe> for Session {
+    type Result = MessageResult<Describe>;
+    fn handle(&mut self, _: Describe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult((self.info(), self.activated.clone()))
+    }
+}
+
+/// The rmcp server of one session. Cheap to clone; all shared state is the
+/// catalog snapshot (read-only) and the Session actor's address.
+#[derive(Clone)]
+pub struct SessionServer {
+    pub id: String,
+    pub mode: DiscoveryMode,
+    pub session: Addr<Session>,
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub search_limit: usize,
+}
+
+fn text_result(text: impl Into<String>, is_error: bool) -> CallToolResult {
+    let content = vec![ContentBlock::text(text.into())];
+    if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+impl SessionServer {
+    async fn list(&self) -> Vec<Tool> {
+        let snapshot = self.snapshot.load_full();
+        let mut tools = native::tools();
+        match self.mode {
+            DiscoveryMode::Legacy => {
+                tools.extend(snapshot.tools.iter().map(|e| e.tool.clone()));
+            }
+            DiscoveryMode::Dynamic => {
+                let activated = match self.session.send(Describe).await {
+                    Ok((_, a)) => a,
+                    Err(_) => ActivationSet::new(),
+                };
+                tools.extend(
+                    visible_entries(&snapshot, self.mode, &activated).map(|e| e.tool.clone()),
+                );
+            }
+        }
+        tools
+    }
+
+    /// Forwards a call to the tool's child, with the server's timeout and the
+    /// client's cancellation. Every failure becomes an `isError` result that
+    /// names the server.
+    async fn forward(
+        &self,
+        entry: &ToolEntry,
+        arguments: Option<JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let server = &entry.server;
+        let peer = match server.peer().await {
+            Ok(p) => p,
+            Err(e) => return text_result(format!("{} not called: {e}", entry.name), true).into(),
+        };
+        let mut params = CallToolRequestParams::new(entry.upstream.clone());
+        params.arguments = arguments;
+        let call = peer.call_tool_once(params);
+        tokio::select! {
+            biased;
+            _ = ctx.ct.cancelled() => {
+                text_result(format!("{} cancelled by the client", entry.name), true).into()
+            }
+            r = tokio::time::timeout(server.timeout, call) => match r {
+                Ok(Ok(resp)) => mark_complete(resp),
+                Ok(Err(e)) => text_result(
+                    format!(
+                        "{} failed: server '{}' ({}) did not answer: {e}",
+                        entry.name,
+                        server.id,
+                        server.state().as_str()
+                    ),
+                    true,
+                )
+                .into(),
+                Err(_) => text_result(
+                    format!(
+                        "{} timed out after {}s on server '{}'; the call was cancelled. Raise timeout_s for '{}' if it needs longer.",
+                        entry.name,
+                        server.timeout.as_secs(),
+                        server.id,
+                        server.id
+                    ),
+                    true,
+                )
+                .into(),
+            }
+        }
+    }
+
+    /// A proxied call by exposed name: route it whether or not it is active,
+    /// and activate it.
+    async fn call_proxied(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.snapshot.load_full();
+        let Some(entry) = snapshot.get(name) else {
+            return Ok(text_result(unknown_tool_message(&snapshot, name), true).into());
+        };
+        if self.mode == DiscoveryMode::Dynamic && !entry.hot {
+            self.session.do_send(SetActive {
+                tools: vec![entry.name.clone()],
+                active: true,
+                touch: true,
+            });
+        } else {
+            self.session.do_send(Touch);
+        }
+        Ok(self.forward(entry, arguments, ctx).await)
+    }
+
+    async fn discover(&self, args: Option<&JsonObject>) -> CallToolResult {
+        let params = match search::DiscoverParams::parse(args, self.search_limit) {
+            Ok(p) => p,
+            Err(e) => return text_result(e, true),
+        };
+        let snapshot = self.snapshot.load_full();
+        let outcome = search::search(
+            &snapshot,
+            &params.query,
+            params.limit,
+            params.domain.as_deref(),
+        );
+        let mut text = search::render(&outcome);
+        if params.activate && !outcome.hits.is_empty() {
+            let names: Vec<String> = outcome.hits.iter().map(|h| h.entry.name.clone()).collect();
+            let _ = self
+                .session
+                .send(SetActive {
+                    tools: names,
+                    active: true,
+                    touch: true,
+                })
+                .await;
+            text.push_str("\nThese tools are now active in this session: call them by name, or through call_tool if your client does not refresh its tool list.");
+        } else {
+            self.session.do_send(Touch);
+        }
+        text_result(text, false)
+    }
+}
+
+/// A legacy child's result has no `resultType`; 2026-07-28 clients require
+/// one. rmcp strips `"complete"` again for legacy sessions.
+fn mark_complete(resp: CallToolResponse) -> CallToolResponse {
+    match resp {
+        CallToolResponse::Complete(mut r) => {
+            if r.result_type.is_none() {
+                r.result_type = Some(ResultType::COMPLETE);
+            }
+            CallToolResponse::Complete(r)
+        }
+        other => other,
+    }
+}
+
+/// "No tool named X" with the closest names, so the caller can correct itself.
+pub fn unknown_tool_message(snapshot: &Snapshot, name: &str) -> String {
+    let close = search::closest_names(snapshot, name, 5);
+    if close.is_empty() {
+        format!("No tool named '{name}'. Use discover_tools to search for one.")
+    } else {
+        format!(
+            "No tool named '{name}'. Closest: {}. Use discover_tools to search.",
+            close.join(", ")
+        )
+    }
+}
+
+impl ServerHandler for SessionServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut info = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("evo", crate::VERSION));
+        info.instructions = Some(
+            "evo aggregates many MCP servers. Use discover_tools to find a tool for a task, then call it by name (or through call_tool).".into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.list().await))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match request.name.as_ref() {
+            native::CALL_TOOL => match native::parse_call_tool(request.arguments.as_ref()) {
+                Ok((name, arguments)) => self.call_proxied(&name, arguments, &ctx).await,
+                Err(e) => Ok(text_result(e, true).into()),
+            },
+            native::DISCOVER_TOOLS => Ok(self.discover(request.arguments.as_ref()).await.into()),
+            name => self.call_proxied(name, request.arguments, &ctx).await,
+        }
+    }
+}

@@ -1,0 +1,617 @@
+//! The Supervisor actor: owns the running config, starts and stops the
+//! ChildServer actors, keeps the directory of live sessions (and the saved
+//! activations of named ones), answers control requests, and shuts the daemon
+//! down.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use evo_proto::ctl::{self, CtlReply, CtlRequest, ErrorKind};
+
+use crate::catalog::{
+    Catalog, CatalogChanged, CatalogStatus, ServerLink, SetServers, Snapshot, Subscribe,
+};
+use crate::child::{self, ChildServer};
+use crate::config::{self, Config, DiscoveryMode, ServerSpec};
+use crate::search;
+use crate::session::{self, ActivationSet, Session};
+
+/// Where the daemon's files are and what its command line overrides.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub config_path: PathBuf,
+    pub permissions_path: PathBuf,
+    pub cache_dir: PathBuf,
+    pub socket_path: PathBuf,
+    /// `evod --mode`, else `EVO_DISCOVERY_MODE`.
+    pub mode: Option<DiscoveryMode>,
+}
+
+struct ChildHandle {
+    spec: Arc<ServerSpec>,
+    addr: Addr<ChildServer>,
+    link: Arc<ServerLink>,
+}
+
+struct SessionEntry {
+    addr: Addr<Session>,
+    name: Option<String>,
+}
+
+/// The Supervisor actor. See the module docs.
+pub struct Supervisor {
+    opts: DaemonOptions,
+    config: Config,
+    config_error: Option<String>,
+    children: Vec<ChildHandle>,
+    catalog: Addr<Catalog>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    sessions: HashMap<String, SessionEntry>,
+    /// Activations of named sessions, kept across reconnects and restarts.
+    named: BTreeMap<String, ActivationSet>,
+    next_session: u64,
+    started: Instant,
+    shutting_down: bool,
+}
+
+impl Supervisor {
+    pub fn new(
+        opts: DaemonOptions,
+        catalog: Addr<Catalog>,
+        snapshot: Arc<ArcSwap<Snapshot>>,
+    ) -> Supervisor {
+        let named = load_named_sessions(&named_sessions_path(&opts));
+        Supervisor {
+            opts,
+            config: Config::default(),
+            config_error: None,
+            children: Vec::new(),
+            catalog,
+            snapshot,
+            sessions: HashMap::new(),
+            named,
+            next_session: 0,
+            started: Instant::now(),
+            shutting_down: false,
+        }
+    }
+
+    fn load_config(&mut self) {
+        match config::load(&self.opts.config_path) {
+            Ok(cfg) => {
+                for w in &cfg.warnings {
+                    tracing::warn!(config = %self.opts.config_path.display(), "{w}");
+                }
+                for e in &cfg.failed {
+                    tracing::error!(config = %self.opts.config_path.display(), server = %e.server, "{e}");
+                }
+                self.config_error = None;
+                self.config = cfg;
+            }
+            Err(e) => {
+                tracing::error!("{e}; running with the last good config");
+                self.config_error = Some(e.to_string());
+            }
+        }
+    }
+
+    fn start_children(&mut self) {
+        for spec in &self.config.servers {
+            let spec = Arc::new(spec.clone());
+            let (addr, link) = ChildServer::launch(spec.clone(), self.catalog.clone(), false);
+            self.children.push(ChildHandle { spec, addr, link });
+        }
+        self.catalog.do_send(SetServers {
+            servers: self
+                .children
+                .iter()
+                .map(|c| (c.spec.clone(), c.link.clone()))
+                .collect(),
+            discovery_hot: self.config.discovery.hot.clone(),
+        });
+    }
+
+    /// The mode for a new session: shim flag, evod flag / env, config, default.
+    fn session_mode(&self, requested: Option<&str>) -> Result<DiscoveryMode, String> {
+        if let Some(m) = requested {
+            return m
+                .parse()
+                .map_err(|e: config::UnknownDiscoveryMode| e.to_string());
+        }
+        Ok(self
+            .opts
+            .mode
+            .or(self.config.discovery.mode)
+            .unwrap_or(DiscoveryMode::Dynamic))
+    }
+
+    fn save_named(&self) {
+        let path = named_sessions_path(&self.opts);
+        let named = self.named.clone();
+        // Off the actor thread: a slow disk must not stall the daemon.
+        tokio::task::spawn_blocking(move || {
+            let body = match serde_json::to_vec_pretty(&named) {
+                Ok(b) => b,
+                Err(_) => return,
+            };
+            if let Err(e) = crate::refresher::write_atomically(&path, &body) {
+                tracing::warn!(path = %path.display(), error = %e, "could not save named sessions");
+            }
+        });
+    }
+
+    /// Resolves `--session` (an id or a name), else the most recently active
+    /// live session.
+    fn resolve_session(
+        &self,
+        wanted: Option<&str>,
+    ) -> ResponseFuture<Result<(String, Addr<Session>), CtlReply>> {
+        if let Some(w) = wanted {
+            let found = self
+                .sessions
+                .iter()
+                .find(|(id, e)| id.as_str() == w || e.name.as_deref() == Some(w))
+                .map(|(id, e)| (id.clone(), e.addr.clone()));
+            let err = CtlReply::error(
+                ErrorKind::UnknownSession,
+                format!("no live session '{w}'; `evoctl sessions` lists them"),
+            );
+            return Box::pin(async move { found.ok_or(err) });
+        }
+        let all: Vec<(String, Addr<Session>)> = self
+            .sessions
+            .iter()
+            .map(|(id, e)| (id.clone(), e.addr.clone()))
+            .collect();
+        Box::pin(async move {
+            let mut best: Option<(u64, String, Addr<Session>)> = None;
+            for (id, addr) in all {
+                if let Ok((info, _)) = addr.send(session::Describe).await
+                    && best.as_ref().is_none_or(|b| info.last_active < b.0)
+                {
+                    best = Some((info.last_active, id, addr));
+                }
+            }
+            best.map(|(_, id, a)| (id, a)).ok_or_else(|| {
+                CtlReply::error(
+                    ErrorKind::UnknownSession,
+                    "no live session: connect an MCP client through `evoctl shim` first",
+                )
+            })
+        })
+    }
+
+    fn status(&self) -> ResponseFuture<CtlReply> {
+        let children: Vec<(Arc<ServerSpec>, Addr<ChildServer>)> = self
+            .children
+            .iter()
+            .map(|c| (c.spec.clone(), c.addr.clone()))
+            .collect();
+        let failed: Vec<config::ServerConfigError> = self.config.failed.clone();
+        let disabled = self.config.disabled.clone();
+        let catalog = self.catalog.clone();
+        let snapshot = self.snapshot.load_full();
+        let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
+        let config_status = ctl::FileStatus {
+            path: self.opts.config_path.display().to_string(),
+            ok: self.config_error.is_none(),
+            error: self.config_error.clone(),
+        };
+        let permissions = ctl::FileStatus {
+            path: self.opts.permissions_path.display().to_string(),
+            ok: true,
+            error: None,
+        };
+        let daemon = ctl::DaemonInfo {
+            version: crate::VERSION.into(),
+            pid: std::process::id(),
+            socket: self.opts.socket_path.display().to_string(),
+            uptime_s: self.started.elapsed().as_secs(),
+            tools: snapshot.tools.len(),
+        };
+        Box::pin(async move {
+            let cat = catalog.send(CatalogStatus).await.unwrap_or_default();
+            let mut servers = Vec::new();
+            for (spec, addr) in children {
+                let st = addr.send(child::GetStatus).await.ok();
+                let info = cat.iter().find(|c| c.id == spec.id);
+                servers.push(ctl::ServerStatus {
+                    id: spec.id.clone(),
+                    state: st.as_ref().map_or("stopped", |s| s.state.as_str()).into(),
+                    tools: info.map_or(0, |i| i.tools),
+                    source: info.map_or("none", |i| i.source.as_str()).into(),
+                    cached_tools: info.and_then(|i| i.cached),
+                    live_tools: info.and_then(|i| i.live),
+                    config_hash: spec.hash.short(),
+                    restarts: st.as_ref().map_or(0, |s| s.restarts),
+                    error: st.as_ref().and_then(|s| s.error.clone()),
+                    transport: spec.transport.kind().into(),
+                    pid: st.as_ref().and_then(|s| s.pid),
+                    last_refresh_age_s: info
+                        .and_then(|i| i.fetched_at)
+                        .and_then(|t| SystemTime::now().duration_since(t).ok())
+                        .map(|d| d.as_secs()),
+                });
+            }
+            for e in failed {
+                servers.push(ctl::ServerStatus {
+                    id: e.server.clone(),
+                    state: "failed".into(),
+                    source: "none".into(),
+                    error: Some(e.to_string()),
+                    ..Default::default()
+                });
+            }
+            for id in disabled {
+                servers.push(ctl::ServerStatus {
+                    id,
+                    state: "disabled".into(),
+                    source: "none".into(),
+                    ..Default::default()
+                });
+            }
+            let mut infos = Vec::new();
+            for s in sessions {
+                if let Ok((info, _)) = s.send(session::Describe).await {
+                    infos.push(info);
+                }
+            }
+            infos.sort_by(|a, b| a.id.cmp(&b.id));
+            CtlReply::data(&ctl::StatusReport {
+                daemon,
+                servers,
+                sessions: infos,
+                duplicates: snapshot.duplicates.clone(),
+                config: config_status,
+                permissions,
+            })
+        })
+    }
+
+    fn set_active(
+        &self,
+        tools: Vec<String>,
+        session: Option<String>,
+        active: bool,
+    ) -> ResponseFuture<CtlReply> {
+        let snapshot = self.snapshot.load_full();
+        if active {
+            let unknown: Vec<String> = tools
+                .iter()
+                .filter(|t| snapshot.get(t).is_none())
+                .cloned()
+                .collect();
+            if let Some(t) = unknown.first() {
+                let msg = session::unknown_tool_message(&snapshot, t);
+                return Box::pin(async move { CtlReply::error(ErrorKind::UnknownTool, msg) });
+            }
+        }
+        let resolve = self.resolve_session(session.as_deref());
+        Box::pin(async move {
+            let (id, addr) = match resolve.await {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            match addr
+                .send(session::SetActive {
+                    tools,
+                    active,
+                    touch: false,
+                })
+                .await
+            {
+                Ok(change) => CtlReply::data(&ctl::ActivationReport {
+                    session: id,
+                    changed: change.changed,
+                    activated: change.activated,
+                }),
+                Err(_) => {
+                    CtlReply::error(ErrorKind::UnknownSession, format!("session '{id}' closed"))
+                }
+            }
+        })
+    }
+
+    fn list(&self, session: Option<String>, all: bool) -> ResponseFuture<CtlReply> {
+        let snapshot = self.snapshot.load_full();
+        let line = |e: &crate::catalog::ToolEntry| ctl::ToolLine {
+            name: e.name.clone(),
+            summary: e.summary.clone(),
+            domain: e.domain.clone(),
+            score: None,
+            hot: e.hot,
+        };
+        if all {
+            let tools = snapshot.tools.iter().map(|e| line(e)).collect();
+            return Box::pin(async move {
+                CtlReply::data(&ctl::ToolList {
+                    session: None,
+                    tools,
+                })
+            });
+        }
+        let resolve = self.resolve_session(session.as_deref());
+        Box::pin(async move {
+            let (id, addr) = match resolve.await {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            let Ok((info, activated)) = addr.send(session::Describe).await else {
+                return CtlReply::error(
+                    ErrorKind::UnknownSession,
+                    format!("session '{id}' closed"),
+                );
+            };
+            let mode: DiscoveryMode = info.mode.parse().unwrap_or(DiscoveryMode::Dynamic);
+            let mut tools: Vec<ctl::ToolLine> = crate::native::tools()
+                .iter()
+                .map(|t| ctl::ToolLine {
+                    name: t.name.to_string(),
+                    summary: crate::schema::summary(t.description.as_deref()),
+                    domain: "evo".into(),
+                    score: None,
+                    hot: true,
+                })
+                .collect();
+            tools.extend(session::visible_entries(&snapshot, mode, &activated).map(|e| line(e)));
+            CtlReply::data(&ctl::ToolList {
+                session: Some(id),
+                tools,
+            })
+        })
+    }
+}
+
+fn named_sessions_path(opts: &DaemonOptions) -> PathBuf {
+    opts.cache_dir.join("sessions.json")
+}
+
+fn load_named_sessions(path: &std::path::Path) -> BTreeMap<String, ActivationSet> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "named sessions file is corrupt; starting without it");
+            BTreeMap::new()
+        }),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.catalog.do_send(Subscribe(ctx.address().recipient()));
+        self.load_config();
+        self.start_children();
+    }
+}
+
+impl Handler<CatalogChanged> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: CatalogChanged, _: &mut Context<Self>) {
+        for s in self.sessions.values() {
+            s.addr.do_send(msg.clone());
+        }
+    }
+}
+
+/// A new MCP connection passed the handshake: create its Session.
+#[derive(Message)]
+#[rtype(result = "Result<OpenedSession, String>")]
+pub struct OpenSession {
+    pub mode: Option<String>,
+    pub name: Option<String>,
+}
+
+pub struct OpenedSession {
+    pub id: String,
+    pub mode: DiscoveryMode,
+    pub addr: Addr<Session>,
+    pub search_limit: usize,
+    pub max_message_bytes: usize,
+}
+
+impl Handler<OpenSession> for Supervisor {
+    type Result = Result<OpenedSession, String>;
+    fn handle(&mut self, msg: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Err("evod is shutting down".into());
+        }
+        let mode = self.session_mode(msg.mode.as_deref())?;
+        if let Some(name) = &msg.name
+            && (name.is_empty() || name.len() > 128 || name.chars().any(char::is_control))
+        {
+            return Err("a session name is 1 to 128 printable characters".into());
+        }
+        self.next_session += 1;
+        let id = format!("s{}", self.next_session);
+        let activated = msg
+            .name
+            .as_ref()
+            .and_then(|n| self.named.get(n).cloned())
+            .unwrap_or_default();
+        let session = Session::new(
+            id.clone(),
+            msg.name.clone(),
+            mode,
+            activated,
+            ctx.address(),
+            self.snapshot.clone(),
+        );
+        let addr = session.start();
+        self.sessions.insert(
+            id.clone(),
+            SessionEntry {
+                addr: addr.clone(),
+                name: msg.name,
+            },
+        );
+        tracing::info!(session = %id, mode = mode.as_str(), "session opened");
+        Ok(OpenedSession {
+            id,
+            mode,
+            addr,
+            search_limit: self.config.discovery.search_limit,
+            max_message_bytes: self.config.limits.max_message_bytes,
+        })
+    }
+}
+
+/// A Session actor stopped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SessionClosed {
+    pub id: String,
+    pub name: Option<String>,
+    pub activated: ActivationSet,
+}
+
+impl Handler<SessionClosed> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: SessionClosed, _: &mut Context<Self>) {
+        self.sessions.remove(&msg.id);
+        tracing::info!(session = %msg.id, "session closed");
+        if let Some(name) = msg.name
+            && self.named.get(&name) != Some(&msg.activated)
+        {
+            self.named.insert(name, msg.activated);
+            self.save_named();
+        }
+    }
+}
+
+/// A control request from `evoctl`.
+#[derive(Message)]
+#[rtype(result = "CtlReply")]
+pub struct Ctl(pub CtlRequest);
+
+impl Handler<Ctl> for Supervisor {
+    type Result = ResponseFuture<CtlReply>;
+    fn handle(&mut self, msg: Ctl, ctx: &mut Context<Self>) -> Self::Result {
+        let ready = |r: CtlReply| -> ResponseFuture<CtlReply> { Box::pin(async move { r }) };
+        match msg.0 {
+            CtlRequest::Status => self.status(),
+            CtlRequest::List { session, all } => self.list(session, all),
+            CtlRequest::Activate { tools, session } => self.set_active(tools, session, true),
+            CtlRequest::Deactivate { tools, session } => self.set_active(tools, session, false),
+            CtlRequest::Search { query, limit } => {
+                let snapshot = self.snapshot.load_full();
+                let limit = limit
+                    .unwrap_or(self.config.discovery.search_limit)
+                    .clamp(1, search::MAX_LIMIT);
+                let outcome = search::search(&snapshot, &query, limit, None);
+                ready(CtlReply::data(&ctl::SearchResults {
+                    query,
+                    results: outcome
+                        .hits
+                        .iter()
+                        .map(|h| ctl::ToolLine {
+                            name: h.entry.name.clone(),
+                            summary: h.entry.summary.clone(),
+                            domain: h.entry.domain.clone(),
+                            score: Some((h.score as f64 * 100.0).round() / 100.0),
+                            hot: h.entry.hot,
+                        })
+                        .collect(),
+                    reason: outcome.reason,
+                }))
+            }
+            CtlRequest::Sessions => {
+                let sessions: Vec<Addr<Session>> =
+                    self.sessions.values().map(|e| e.addr.clone()).collect();
+                Box::pin(async move {
+                    let mut infos = Vec::new();
+                    for s in sessions {
+                        if let Ok((info, _)) = s.send(session::Describe).await {
+                            infos.push(info);
+                        }
+                    }
+                    infos.sort_by(|a, b| a.id.cmp(&b.id));
+                    CtlReply::data(&ctl::SessionsReport { sessions: infos })
+                })
+            }
+            CtlRequest::Refresh { server } => {
+                let targets: Vec<&ChildHandle> = self
+                    .children
+                    .iter()
+                    .filter(|c| server.as_deref().is_none_or(|s| s == c.spec.id))
+                    .collect();
+                if targets.is_empty() {
+                    let msg = match server {
+                        Some(s) => format!("no server '{s}'; `evoctl status` lists them"),
+                        None => "no servers are configured".into(),
+                    };
+                    return ready(CtlReply::error(ErrorKind::UnknownServer, msg));
+                }
+                let ids: Vec<String> = targets.iter().map(|c| c.spec.id.clone()).collect();
+                for c in targets {
+                    c.addr.do_send(child::Restart);
+                }
+                ready(CtlReply::data(&ctl::ActionReport {
+                    message: format!("re-discovering {}", ids.join(", ")),
+                    restarted: ids,
+                    ..Default::default()
+                }))
+            }
+            CtlRequest::Stop => {
+                ctx.notify(Shutdown);
+                ready(CtlReply::data(&ctl::ActionReport {
+                    message: "evod is shutting down".into(),
+                    ..Default::default()
+                }))
+            }
+            other => ready(CtlReply::error(
+                ErrorKind::Unsupported,
+                format!(
+                    "'{}' is not available in this evod ({})",
+                    serde_json::to_value(&other)
+                        .ok()
+                        .and_then(|v| v.get("cmd").and_then(|c| c.as_str()).map(str::to_string))
+                        .unwrap_or_default(),
+                    crate::VERSION
+                ),
+            )),
+        }
+    }
+}
+
+/// Shut the daemon down: stop every child (whole process trees), remove the
+/// socket, stop the system. Sent by SIGTERM/SIGINT and `evoctl stop`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(actix::fut::ready(()));
+        }
+        self.shutting_down = true;
+        tracing::info!("shutting down: stopping {} children", self.children.len());
+        let stops: Vec<_> = self
+            .children
+            .iter()
+            .map(|c| c.addr.send(child::Shutdown))
+            .collect();
+        let socket = self.opts.socket_path.clone();
+        Box::pin(
+            async move {
+                futures::future::join_all(stops).await;
+                // Let answers to calls that failed with the children reach
+                // their sessions.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let _ = std::fs::remove_file(&socket);
+            }
+            .into_actor(self)
+            .map(|_, _, _| {
+                tracing::info!("evod stopped");
+                System::current().stop();
+            }),
+        )
+    }
+}

@@ -1,0 +1,204 @@
+//! A session's MCP transport: newline-delimited JSON-RPC over the control
+//! socket, after the handshake. Unlike a bare codec it answers bad input: a
+//! line that is not JSON gets a parse error (-32700), JSON that is not a
+//! JSON-RPC message gets an invalid-request error (-32600) with its id when one
+//! can be read, an oversized line gets an error and is skipped; the session
+//! goes on in every case.
+
+use std::sync::Arc;
+
+use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Mutex;
+
+/// See the module docs.
+pub struct SessionTransport<R, W> {
+    reader: R,
+    writer: Arc<Mutex<Option<W>>>,
+    max_line: usize,
+    /// The line being read. It persists across `receive` calls because rmcp
+    /// polls `receive` inside a `select!` and may drop it mid-line.
+    line: Vec<u8>,
+    oversized: bool,
+}
+
+impl<R, W> SessionTransport<R, W>
+where
+    R: AsyncBufRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub fn new(reader: R, writer: W, max_line: usize) -> Self {
+        SessionTransport {
+            reader,
+            writer: Arc::new(Mutex::new(Some(writer))),
+            max_line,
+            line: Vec::new(),
+            oversized: false,
+        }
+    }
+
+    /// Sends an error reply on its own task, so a cancelled `receive` can
+    /// never leave half a reply on the wire.
+    fn reply(&self, value: Value) {
+        let writer = self.writer.clone();
+        tokio::spawn(async move {
+            let Ok(mut bytes) = serde_json::to_vec(&value) else {
+                return;
+            };
+            bytes.push(b'\n');
+            let mut guard = writer.lock().await;
+            if let Some(w) = guard.as_mut() {
+                let _ = w.write_all(&bytes).await;
+                let _ = w.flush().await;
+            }
+        });
+    }
+
+    /// Reads until `self.line` holds a whole line. Returns false at end of
+    /// stream. A line over the limit is consumed up to its newline and
+    /// reported. Cancellation-safe: bytes are consumed only once stored.
+    async fn next_line(&mut self) -> Result<bool, LineError> {
+        loop {
+            let buf = match self.reader.fill_buf().await {
+                Ok(b) => b,
+                Err(e) => return Err(LineError::Io(e)),
+            };
+            if buf.is_empty() {
+                return if self.oversized {
+                    self.oversized = false;
+                    Err(LineError::TooLong)
+                } else {
+                    Ok(!self.line.is_empty())
+                };
+            }
+            let newline = buf.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(buf.len(), |i| i + 1);
+            if !self.oversized {
+                let chunk = &buf[..newline.unwrap_or(buf.len())];
+                if self.line.len() + chunk.len() > self.max_line {
+                    self.oversized = true;
+                    self.line = Vec::new();
+                } else {
+                    self.line.extend_from_slice(chunk);
+                }
+            }
+            self.reader.consume(take);
+            if newline.is_some() {
+                if self.oversized {
+                    self.oversized = false;
+                    return Err(LineError::TooLong);
+                }
+                if self.line.last() == Some(&b'\r') {
+                    self.line.pop();
+                }
+                return Ok(true);
+            }
+        }
+    }
+}
+
+enum LineError {
+    TooLong,
+    Io(std::io::Error),
+}
+
+fn error_reply(id: Value, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+impl<R, W> Transport<RoleServer> for SessionTransport<R, W>
+where
+    R: AsyncBufRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move {
+            let mut bytes = serde_json::to_vec(&item)?;
+            bytes.push(b'\n');
+            let mut guard = writer.lock().await;
+            let Some(w) = guard.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "session transport is closed",
+                ));
+            };
+            w.write_all(&bytes).await?;
+            w.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.next_line().await {
+                Ok(false) => return None,
+                Ok(true) => {}
+                Err(LineError::Io(e)) => {
+                    tracing::debug!(error = %e, "session read failed");
+                    return None;
+                }
+                Err(LineError::TooLong) => {
+                    let msg = format!(
+                        "message exceeds the limit of {} bytes and was discarded; send smaller arguments or raise limits.max_message_bytes",
+                        self.max_line
+                    );
+                    self.reply(error_reply(Value::Null, -32600, msg));
+                    continue;
+                }
+            }
+            let whole = std::mem::take(&mut self.line);
+            let line = whole.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&whole);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+                Ok(msg) => return Some(msg),
+                Err(parse_err) => {
+                    let reply = match serde_json::from_slice::<Value>(line) {
+                        Err(e) => Some(error_reply(
+                            Value::Null,
+                            -32700,
+                            format!("parse error: the message is not valid JSON ({e})"),
+                        )),
+                        Ok(value) => {
+                            let id = value.get("id").cloned();
+                            let is_notification = id.is_none() && value.get("method").is_some();
+                            let is_response =
+                                value.get("result").is_some() || value.get("error").is_some();
+                            if is_notification || is_response {
+                                // Nothing to answer: a bad notification, or a
+                                // response to a request never made.
+                                tracing::debug!(error = %parse_err, "ignoring malformed notification or stray response");
+                                None
+                            } else {
+                                Some(error_reply(
+                                    id.unwrap_or(Value::Null),
+                                    -32600,
+                                    format!("invalid request: {parse_err}"),
+                                ))
+                            }
+                        }
+                    };
+                    if let Some(reply) = reply {
+                        self.reply(reply);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let mut guard = self.writer.lock().await;
+        if let Some(mut w) = guard.take() {
+            let _ = w.shutdown().await;
+        }
+        Ok(())
+    }
+}

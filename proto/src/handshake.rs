@@ -1,0 +1,127 @@
+//! The one-line handshake that opens every control-socket connection.
+
+use serde::{Deserialize, Serialize};
+
+/// What a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnKind {
+    /// An MCP session: after the handshake the bytes are MCP JSON-RPC lines.
+    Mcp,
+    /// A control connection: after the handshake, `CtlRequest` / `CtlReply` lines.
+    Ctl,
+}
+
+/// The first line a client sends: `{"evo":1,"kind":"mcp","mode":"legacy","session":"work"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// Protocol version the client speaks ([`crate::PROTOCOL_VERSION`]).
+    pub evo: u32,
+    pub kind: ConnKind,
+    /// Discovery mode requested for an MCP session (`legacy` or `dynamic`); the
+    /// strongest source of the mode, so it overrides the daemon's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Name of a named session, whose activations persist across reconnects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+impl Hello {
+    pub fn mcp(mode: Option<String>, session: Option<String>) -> Self {
+        Hello {
+            evo: crate::PROTOCOL_VERSION,
+            kind: ConnKind::Mcp,
+            mode,
+            session,
+        }
+    }
+
+    pub fn ctl() -> Self {
+        Hello {
+            evo: crate::PROTOCOL_VERSION,
+            kind: ConnKind::Ctl,
+            mode: None,
+            session: None,
+        }
+    }
+
+    /// Parses a handshake line, with an error message meant for a person.
+    pub fn parse(line: &[u8]) -> Result<Hello, String> {
+        let hello: Hello = serde_json::from_slice(line).map_err(|e| {
+            format!("invalid handshake ({e}); expected one JSON line like {{\"evo\":1,\"kind\":\"mcp\"}}")
+        })?;
+        if hello.evo != crate::PROTOCOL_VERSION {
+            return Err(format!(
+                "handshake version {} is not supported by this daemon (it speaks {}); use evoctl and evod from the same release",
+                hello.evo,
+                crate::PROTOCOL_VERSION
+            ));
+        }
+        Ok(hello)
+    }
+}
+
+/// The daemon's answer to a [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub ok: bool,
+    /// Session id given to an MCP connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The discovery mode the session was fixed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The daemon's version, for diagnostics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<String>,
+}
+
+impl Welcome {
+    pub fn refused(error: impl Into<String>) -> Self {
+        Welcome {
+            ok: false,
+            session_id: None,
+            mode: None,
+            error: Some(error.into()),
+            daemon: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_minimal_and_full_hello() {
+        let h = Hello::parse(br#"{"evo":1,"kind":"ctl"}"#).unwrap();
+        assert_eq!(h, Hello::ctl());
+        let h = Hello::parse(br#"{"evo":1,"kind":"mcp","mode":"legacy","session":"w"}"#).unwrap();
+        assert_eq!(h.mode.as_deref(), Some("legacy"));
+        assert_eq!(h.session.as_deref(), Some("w"));
+    }
+
+    #[test]
+    fn rejects_garbage_wrong_version_and_unknown_fields() {
+        for bad in [
+            &b"hello"[..],
+            br#"{"evo":2,"kind":"mcp"}"#,
+            br#"{"evo":1,"kind":"tcp"}"#,
+            br#"{"evo":1,"kind":"mcp","x":1}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+            b"\xff\xfe",
+        ] {
+            assert!(
+                Hello::parse(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let e = Hello::parse(br#"{"evo":7,"kind":"mcp"}"#).unwrap_err();
+        assert!(e.contains('7') && e.contains('1'), "{e}");
+    }
+}

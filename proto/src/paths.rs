@@ -1,0 +1,149 @@
+//! Where the control socket lives, and how to listen on and connect to it.
+//!
+//! Resolution, strongest first: `--socket PATH`, `EVO_SOCKET`,
+//! `$XDG_RUNTIME_DIR/evo/evod.sock`, `/tmp/evo-$UID/evod.sock`; on Windows the
+//! named pipe `\\.\pipe\evod-$USER`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use interprocess::local_socket::tokio::{Listener, Stream};
+use interprocess::local_socket::traits::tokio::Stream as _;
+use interprocess::local_socket::{ListenerOptions, Name};
+
+/// The socket path for `explicit` (a `--socket` flag) or the environment.
+pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
+    socket_path_with(explicit, &|k| std::env::var_os(k))
+}
+
+/// [`socket_path`] with the environment passed in, for tests.
+pub fn socket_path_with(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> PathBuf {
+    if let Some(p) = explicit {
+        return p.to_path_buf();
+    }
+    if let Some(p) = env("EVO_SOCKET").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    default_socket_path(env)
+}
+
+#[cfg(unix)]
+fn default_socket_path(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    if let Some(dir) = env("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        return PathBuf::from(dir).join("evo").join("evod.sock");
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from(format!("/tmp/evo-{uid}/evod.sock"))
+}
+
+#[cfg(windows)]
+fn default_socket_path(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let user = env("USERNAME")
+        .or_else(|| env("USER"))
+        .map(|u| u.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "default".into());
+    PathBuf::from(format!(r"\\.\pipe\evod-{user}"))
+}
+
+#[cfg(unix)]
+fn socket_name(path: &Path) -> io::Result<Name<'static>> {
+    use interprocess::local_socket::{GenericFilePath, ToFsName};
+    path.to_path_buf().to_fs_name::<GenericFilePath>()
+}
+
+#[cfg(windows)]
+fn socket_name(path: &Path) -> io::Result<Name<'static>> {
+    use interprocess::local_socket::{GenericNamespaced, ToNsName};
+    let s = path.to_string_lossy();
+    let name = s.strip_prefix(r"\\.\pipe\").unwrap_or(&s).to_string();
+    name.to_ns_name::<GenericNamespaced>()
+}
+
+/// Connects to the daemon at `path`.
+pub async fn connect(path: &Path) -> io::Result<Stream> {
+    Stream::connect(socket_name(path)?).await
+}
+
+/// Binds the control socket at `path`: its directory is created 0700 (and
+/// tightened if it exists), the socket is 0600. Refuses to replace a socket a
+/// live daemon answers on; removes a stale one.
+pub async fn listen(path: &Path) -> io::Result<Listener> {
+    #[cfg(unix)]
+    {
+        use interprocess::os::unix::local_socket::ListenerOptionsExt;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        if path.exists() {
+            if connect(path).await.is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "another evod is already listening on {}; stop it with `evoctl stop` or choose another --socket",
+                        path.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = ListenerOptions::new()
+            .name(socket_name(path)?)
+            .mode(0o600)
+            .create_tokio()?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    }
+    #[cfg(windows)]
+    {
+        ListenerOptions::new()
+            .name(socket_name(path)?)
+            .create_tokio()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let map: HashMap<String, OsString> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn resolution_order() {
+        let explicit = Path::new("/x/y.sock");
+        let all = env_of(&[
+            ("EVO_SOCKET", "/e/s.sock"),
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+        ]);
+        assert_eq!(socket_path_with(Some(explicit), &all), explicit);
+        assert_eq!(socket_path_with(None, &all), Path::new("/e/s.sock"));
+        let xdg = env_of(&[("XDG_RUNTIME_DIR", "/run/user/7")]);
+        assert_eq!(
+            socket_path_with(None, &xdg),
+            Path::new("/run/user/7/evo/evod.sock")
+        );
+        let none = env_of(&[("EVO_SOCKET", "")]);
+        let uid = unsafe { libc::getuid() };
+        assert_eq!(
+            socket_path_with(None, &none),
+            PathBuf::from(format!("/tmp/evo-{uid}/evod.sock"))
+        );
+    }
+}
