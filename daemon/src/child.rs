@@ -203,6 +203,14 @@ impl ChildServer {
                         let _ = w.send(peer.clone());
                     }
                 }
+                Err(e) if act.pid.is_some() => {
+                    // The process probably died: give its exit status a
+                    // moment to arrive, as it says more than "connection
+                    // closed" does.
+                    ctx.run_later(Duration::from_millis(250), move |act, ctx| {
+                        act.down(generation, e, ctx)
+                    });
+                }
                 Err(e) => act.down(generation, e, ctx),
             }
         }));

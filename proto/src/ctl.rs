@@ -278,7 +278,7 @@ mod tests {
             b"{}",
             br#"{"cmd":"explode"}"#,
             br#"{"cmd":"search"}"#,
-            br#"{"cmd":"status","extra":1}"#,
+            br#"{"cmd":"search","query":"x","bogus":1}"#,
             b"[1,2]",
         ] {
             assert!(CtlRequest::parse(bad).is_err());

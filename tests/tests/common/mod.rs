@@ -1,0 +1,436 @@
+//! Harness for integration tests: runs real `evod`, `evoctl` and fixture
+//! processes in a private temp directory, and speaks MCP JSON-RPC lines
+//! through `evoctl shim` by hand (an implementation independent of rmcp).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Directory holding the workspace's built binaries.
+pub fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("EVO_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    // target/debug/deps/<test-binary> -> target/debug
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (`cargo build --workspace`)",
+        p.display()
+    );
+    p
+}
+
+pub fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_evo-fixture"))
+}
+
+pub fn catalog_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/mcp-catalog.json")
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        // Short: Unix socket paths are limited to ~108 bytes.
+        let p = std::env::temp_dir().join(format!(
+            "evo-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fixture server entry for a config.
+pub fn fixture_server(extra_args: &[&str]) -> Value {
+    json!({"command": fixture().to_string_lossy(), "args": extra_args})
+}
+
+/// A running evod with its own socket, config, cache and log.
+pub struct Daemon {
+    pub dir: TempDir,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    pub cache: PathBuf,
+    pub log: PathBuf,
+    pub child: Option<Child>,
+}
+
+impl Daemon {
+    /// Writes `config` and starts evod on it, waiting for its socket.
+    pub fn start(config: &Value) -> Daemon {
+        Self::start_with(config, &[], &[])
+    }
+
+    pub fn start_with(config: &Value, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let dir = TempDir::new("d");
+        let config_path = dir.path().join("mcp.config.json");
+        std::fs::write(&config_path, serde_json::to_vec_pretty(config).unwrap()).unwrap();
+        Self::start_raw(dir, config_path, args, env)
+    }
+
+    pub fn start_raw(dir: TempDir, config: PathBuf, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let socket = dir.path().join("run").join("evod.sock");
+        let cache = dir.path().join("cache");
+        let log = dir.path().join("evod.log");
+        let mut d = Daemon {
+            socket,
+            config,
+            cache,
+            log,
+            child: None,
+            dir,
+        };
+        d.spawn(args, env);
+        d
+    }
+
+    pub fn spawn(&mut self, args: &[&str], env: &[(&str, &str)]) {
+        let mut cmd = Command::new(bin("evod"));
+        cmd.arg("--config")
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .env_remove("EVO_DISCOVERY_MODE")
+            .env_remove("EVO_SOCKET")
+            .env("EVO_LOG", "info,evo_daemon=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&self.log).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn evod"));
+        self.wait_for_socket();
+    }
+
+    pub fn wait_for_socket(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("evod did not listen on {}\nlog:\n{}", self.socket.display(), self.log_text());
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).expect("daemon running")
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs `evoctl --socket S ARGS...`: (exit code, stdout, stderr).
+    pub fn ctl(&self, args: &[&str]) -> (i32, String, String) {
+        ctl_at(&self.socket, args)
+    }
+
+    /// `evoctl ARGS --json`, parsed; panics unless it exits 0.
+    pub fn ctl_json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let (code, out, err) = self.ctl(&a);
+        assert_eq!(code, 0, "evoctl {args:?} failed: {err}\n{out}\nlog:\n{}", self.log_text());
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("evoctl {args:?}: bad JSON ({e}): {out}"))
+    }
+
+    /// Polls `evoctl status --json` until `pred` holds.
+    pub fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.ctl_json(&["status"]);
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; status: {s:#}\nlog:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every listed server is `ready`.
+    pub fn wait_ready(&self, ids: &[&str]) -> Value {
+        self.wait_status(&format!("servers {ids:?} ready"), |s| {
+            ids.iter().all(|id| server(s, id).is_some_and(|v| v["state"] == "ready"))
+        })
+    }
+
+    /// Opens an MCP session through `evoctl shim` with extra shim args.
+    pub fn session(&self, shim_args: &[&str]) -> McpClient {
+        McpClient::spawn(&self.socket, shim_args)
+    }
+
+    /// An initialized legacy-mode session.
+    pub fn legacy_session(&self) -> McpClient {
+        let mut c = self.session(&["--mode", "legacy"]);
+        c.initialize();
+        c
+    }
+
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: plain signal to our own child.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn ctl_at(socket: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("evoctl"))
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .env_remove("EVO_SOCKET")
+        .output()
+        .expect("run evoctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The status entry of server `id`.
+pub fn server<'a>(status: &'a Value, id: &str) -> Option<&'a Value> {
+    status["servers"].as_array()?.iter().find(|s| s["id"] == id)
+}
+
+/// Is a process alive (and not a zombie)?
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            state != Some("Z") && state != Some("X")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits up to `limit` for `pid` to be gone.
+pub fn gone_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !alive(pid)
+}
+
+/// A hand-written MCP client over `evoctl shim`'s stdio.
+pub struct McpClient {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+    /// Notifications seen while waiting for responses.
+    pub notifications: Vec<Value>,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl McpClient {
+    pub fn spawn(socket: &Path, shim_args: &[&str]) -> McpClient {
+        Self::spawn_cmd(Command::new(bin("evoctl")).arg("--socket").arg(socket).arg("shim").args(shim_args))
+    }
+
+    pub fn spawn_cmd(cmd: &mut Command) -> McpClient {
+        let mut child = cmd
+            .env_remove("EVO_SOCKET")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn evoctl shim");
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        let err_buf = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let eb = err_buf.clone();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            eb.lock().unwrap().push_str(&s);
+        });
+        McpClient {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            next_id: 1,
+            notifications: Vec::new(),
+            stderr: err_buf,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let mut b = serde_json::to_vec(msg).unwrap();
+        b.push(b'\n');
+        self.send_raw(&b);
+    }
+
+    /// Next line from the server, parsed, within `timeout`.
+    pub fn recv(&mut self, timeout: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(timeout).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("server sent non-JSON ({e}): {line}")))
+    }
+
+    /// Waits for the response with `id`, collecting notifications.
+    pub fn response(&mut self, id: &Value) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let msg = self
+                .recv(left)
+                .unwrap_or_else(|| panic!("no response to id {id}; stderr: {}", self.stderr.lock().unwrap()));
+            if msg.get("id") == Some(id) && (msg.get("result").is_some() || msg.get("error").is_some()) {
+                return msg;
+            }
+            if msg.get("method").is_some() && msg.get("id").is_none() {
+                self.notifications.push(msg);
+            } else if msg.get("method").is_some() {
+                // A server→client request (e.g. ping): answer it.
+                let rid = msg["id"].clone();
+                self.send(&json!({"jsonrpc": "2.0", "id": rid, "result": {}}));
+            }
+        }
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(&id)
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        let r = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "evo-tests", "version": "0"}}),
+        );
+        assert!(r.get("result").is_some(), "initialize failed: {r}");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("tools/list failed: {r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// `tools/call`; returns the result object (panics on a JSON-RPC error).
+    pub fn call(&mut self, name: &str, args: Value) -> Value {
+        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
+        r.get("result").cloned().unwrap_or_else(|| panic!("tools/call {name} failed: {r}"))
+    }
+
+    /// The first text content of a call result.
+    pub fn call_text(&mut self, name: &str, args: Value) -> (String, bool) {
+        let r = self.call(name, args);
+        text_of(&r)
+    }
+
+    /// Closes stdin and waits for the shim to exit.
+    pub fn close(mut self) -> Option<std::process::ExitStatus> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// (first text content, isError) of a tools/call result.
+pub fn text_of(result: &Value) -> (String, bool) {
+    let text = result["content"][0]["text"].as_str().unwrap_or("").to_string();
+    (text, result["isError"].as_bool().unwrap_or(false))
+}

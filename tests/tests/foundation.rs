@@ -1,0 +1,281 @@
+//! The foundation, end to end through real processes: evod, evoctl shim and
+//! fixture children. Legacy mode lists every tool.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn two_fixtures() -> Value {
+    json!({"mcpServers": {
+        "fx": fixture_server(&["--name", "fx"]),
+        "other": {"command": fixture().to_string_lossy(), "args": ["--name", "other"], "prefix": "two"}
+    }})
+}
+
+#[test]
+fn legacy_session_lists_and_calls_tools_of_several_children() {
+    let d = Daemon::start(&two_fixtures());
+    d.wait_ready(&["fx", "other"]);
+    let mut c = d.legacy_session();
+    let names = c.tool_names();
+    for want in ["discover_tools", "call_tool", "fx_echo", "fx_add", "two_echo", "two_add"] {
+        assert!(names.contains(&want.to_string()), "{want} missing from {names:?}");
+    }
+    assert_eq!(c.call_text("fx_add", json!({"a": 2, "b": 3})), ("5".into(), false));
+    assert_eq!(c.call_text("two_echo", json!({"text": "héllo"})), ("héllo".into(), false));
+    // Native call_tool routes to any tool by exact name.
+    assert_eq!(
+        c.call_text("call_tool", json!({"name": "fx_echo", "arguments": {"text": "via call_tool"}})),
+        ("via call_tool".into(), false)
+    );
+    // A child's own tool error stays a tool error.
+    assert_eq!(c.call_text("fx_fail", json!({"message": "boom"})), ("boom".into(), true));
+    // An unknown tool is an isError result naming close names; the session goes on.
+    let (text, is_error) = c.call_text("fx_ech", json!({}));
+    assert!(is_error && text.contains("fx_echo"), "{text}");
+    assert_eq!(c.call_text("fx_echo", json!({"text": "still here"})).0, "still here");
+}
+
+#[test]
+fn env_cwd_and_pagination_reach_the_child() {
+    let dir = TempDir::new("cwd");
+    let cwd = dir.path().to_string_lossy().into_owned();
+    let cfg = json!({"mcpServers": {
+        "fx": {"command": fixture().to_string_lossy(), "args": ["--page-size", "2"],
+               "env": {"GREETING": "hello ${EVO_TEST_WHO}"}, "cwd": cwd}
+    }});
+    let d = Daemon::start_with(&cfg, &[], &[("EVO_TEST_WHO", "world")]);
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    // All pages were listed: the fixture has 13 built-in tools.
+    let fx_tools = c.tool_names().into_iter().filter(|n| n.starts_with("fx_")).count();
+    assert_eq!(fx_tools, 13);
+    assert_eq!(c.call_text("fx_env", json!({"name": "GREETING"})).0, "hello world");
+    // The daemon's environment is inherited too.
+    assert_eq!(c.call_text("fx_env", json!({"name": "EVO_TEST_WHO"})).0, "world");
+    let got = c.call_text("fx_cwd", json!({})).0;
+    assert_eq!(std::fs::canonicalize(got).unwrap(), std::fs::canonicalize(&cwd).unwrap());
+}
+
+#[test]
+fn bad_servers_fail_alone_with_errors_naming_them() {
+    let cfg = json!({"mcpServers": {
+        "good": fixture_server(&[]),
+        "novar": {"command": fixture().to_string_lossy(), "env": {"TOKEN": "${EVO_TEST_SURELY_UNSET_VAR}"}},
+        "dies": fixture_server(&["--exit-at-start"]),
+        "missing": {"command": "/nonexistent/evo-no-such-binary"},
+        "off": {"command": "whatever", "disabled": true}
+    }});
+    let d = Daemon::start(&cfg);
+    let s = d.wait_status("bad servers failed", |s| {
+        ["dies", "missing"].iter().all(|id| server(s, id).is_some_and(|v| v["state"] == "failed"))
+            && server(s, "good").is_some_and(|v| v["state"] == "ready")
+    });
+    let novar = server(&s, "novar").unwrap();
+    let err = novar["error"].as_str().unwrap();
+    assert!(err.contains("novar") && err.contains("EVO_TEST_SURELY_UNSET_VAR") && err.contains("TOKEN"), "{err}");
+    assert!(server(&s, "missing").unwrap()["error"].as_str().unwrap().contains("not found"));
+    let dies = server(&s, "dies").unwrap()["error"].as_str().unwrap();
+    assert!(dies.contains("exited with status 1"), "{dies}");
+    assert_eq!(server(&s, "off").unwrap()["state"], "disabled");
+    // The good server works.
+    let mut c = d.legacy_session();
+    assert_eq!(c.call_text("good_echo", json!({"text": "ok"})).0, "ok");
+    // Calls to a failed server are isError results naming it and its state.
+    let (text, is_error) = c.call_text("call_tool", json!({"name": "dies_echo"}));
+    assert!(is_error, "{text}");
+    // The human status table names the failing servers too.
+    let (code, out, _) = d.ctl(&["status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("missing") && out.contains("failed"), "{out}");
+}
+
+#[test]
+fn malformed_config_is_reported_and_a_missing_one_means_no_children() {
+    let dir = TempDir::new("cfg");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(&cfg, "{\n  \"mcpServers\": {\n    \"a\": {\"command\": }\n  }\n}\n").unwrap();
+    let d = Daemon::start_raw(dir, cfg, &[], &[]);
+    let s = d.ctl_json(&["status"]);
+    assert_eq!(s["config"]["ok"], false);
+    let err = s["config"]["error"].as_str().unwrap();
+    assert!(err.contains("mcp.config.json:3:"), "error should carry file and line: {err}");
+    drop(d);
+
+    let dir = TempDir::new("nocfg");
+    let cfg = dir.path().join("absent.json");
+    let d = Daemon::start_raw(dir, cfg, &[], &[]);
+    let s = d.ctl_json(&["status"]);
+    assert_eq!(s["config"]["ok"], true);
+    assert_eq!(s["servers"].as_array().unwrap().len(), 0);
+    let mut c = d.legacy_session();
+    assert_eq!(c.tool_names(), vec!["discover_tools", "call_tool"]);
+}
+
+#[test]
+fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
+    // Both servers expose unprefixed names: every name collides.
+    let cfg = json!({
+        "mcpServers": {"first": {"command": fixture().to_string_lossy(), "prefix": ""}},
+        "servers": {
+            "second": {"command": fixture().to_string_lossy(), "prefix": ""},
+            "twilio": {"command": fixture().to_string_lossy(),
+                       "args": ["--replay", catalog_path().to_string_lossy(), "--server", "twilio"]}
+        }
+    });
+    let d = Daemon::start(&cfg);
+    let s = d.wait_ready(&["first", "second", "twilio"]);
+    let dups = s["duplicates"].as_array().unwrap();
+    let echo = dups.iter().find(|d| d["name"] == "echo").expect("echo duplicate reported");
+    assert_eq!(echo["kept"], "first:echo");
+    assert_eq!(echo["skipped"], json!(["second:echo"]));
+    assert!(d.log_text().contains("collision"), "collision warning logged");
+    let mut c = d.legacy_session();
+    let pid_first = c.call_text("pid", json!({})).0;
+    let st = d.ctl_json(&["status"]);
+    assert_eq!(server(&st, "first").unwrap()["pid"].to_string(), pid_first);
+    let names = c.tool_names();
+    let re_ok = |n: &str| n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    assert!(names.iter().all(|n| re_ok(n)), "invalid names: {names:?}");
+    let hashed: Vec<&String> = names.iter().filter(|n| n.len() == 64 && n.starts_with("twilio_")).collect();
+    assert!(hashed.len() >= 10, "long twilio names are cut with a hash: {hashed:?}");
+    // A hashed name still routes.
+    let (text, is_error) = c.call_text(hashed[0], json!({}));
+    assert!(!is_error && text.contains("\"tool\""), "{text}");
+}
+
+#[test]
+fn socket_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start(&json!({}));
+    let dir_mode = std::fs::metadata(d.socket.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+    let sock_mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    assert_eq!(sock_mode, 0o600);
+}
+
+#[test]
+fn no_daemon_exits_3_naming_the_socket() {
+    let dir = TempDir::new("nod");
+    let sock = dir.path().join("nothing.sock");
+    let (code, _, err) = ctl_at(&sock, &["status"]);
+    assert_eq!(code, 3);
+    assert!(err.contains(&sock.display().to_string()), "{err}");
+    let (code, _, _) = ctl_at(&sock, &["list", "--all", "--json"]);
+    assert_eq!(code, 3);
+    let mut shim = McpClient::spawn(&sock, &["--no-autostart"]);
+    let status = shim.child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(shim.stderr.lock().unwrap().contains("nothing.sock"));
+    // Usage errors are 2.
+    let (code, _, _) = ctl_at(&sock, &["frobnicate"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn shim_autostarts_the_daemon_with_the_same_config() {
+    let dir = TempDir::new("auto");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(&cfg, serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap()).unwrap();
+    let sock = dir.path().join("run").join("evod.sock");
+    let mut cmd = std::process::Command::new(bin("evoctl"));
+    cmd.arg("--socket")
+        .arg(&sock)
+        .args(["shim", "--mode", "legacy"])
+        .env("EVO_CONFIG", &cfg)
+        .env("EVO_CACHE_DIR", dir.path().join("cache"))
+        .env("XDG_STATE_HOME", dir.path().join("state"));
+    let mut c = McpClient::spawn_cmd(&mut cmd);
+    c.initialize();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !c.tool_names().contains(&"fx_echo".to_string()) {
+        assert!(std::time::Instant::now() < deadline, "fx never listed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.call_text("fx_echo", json!({"text": "auto"})).0, "auto");
+    drop(c);
+    let (code, out, err) = ctl_at(&sock, &["stop"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sock.exists() {
+        assert!(std::time::Instant::now() < deadline, "socket not removed after stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn child_pid(c: &mut McpClient, tool: &str) -> u32 {
+    c.call_text(tool, json!({})).0.parse().expect("pid")
+}
+
+#[test]
+fn children_die_with_the_daemon_even_on_sigkill() {
+    let d = Daemon::start(&two_fixtures());
+    d.wait_ready(&["fx", "other"]);
+    let mut c = d.legacy_session();
+    let pids = [child_pid(&mut c, "fx_pid"), child_pid(&mut c, "two_pid")];
+    // Each child leads its own process group.
+    for pid in pids {
+        let pgid = unsafe { libc::getpgid(pid as i32) };
+        assert_eq!(pgid, pid as i32, "child {pid} is not its own group leader");
+    }
+    unsafe {
+        libc::kill(d.pid() as i32, libc::SIGKILL);
+    }
+    for pid in pids {
+        assert!(gone_within(pid, Duration::from_secs(2)), "child {pid} outlived a SIGKILLed evod");
+    }
+}
+
+#[test]
+fn sigterm_and_stop_shut_down_cleanly() {
+    for how in ["sigterm", "stop"] {
+        let mut d = Daemon::start(&two_fixtures());
+        d.wait_ready(&["fx", "other"]);
+        let mut c = d.legacy_session();
+        let pids = [child_pid(&mut c, "fx_pid"), child_pid(&mut c, "two_pid")];
+        let status = if how == "stop" {
+            let (code, out, _) = d.ctl(&["stop"]);
+            assert_eq!(code, 0);
+            assert!(out.contains("shutting down"));
+            let mut child = d.child.take().unwrap();
+            child.wait().unwrap()
+        } else {
+            d.stop().unwrap()
+        };
+        assert!(status.success(), "{how}: evod exited with {status}\n{}", d.log_text());
+        for pid in pids {
+            assert!(!alive(pid), "{how}: child {pid} left behind");
+        }
+        assert!(!d.socket.exists(), "{how}: socket file left behind");
+        // The session ended with the daemon: the shim exits.
+        assert!(c.close().is_some(), "{how}: shim did not exit");
+    }
+}
+
+#[test]
+fn status_and_list_json_have_stable_keys() {
+    let d = Daemon::start(&two_fixtures());
+    let s = d.wait_ready(&["fx", "other"]);
+    for key in ["servers", "sessions", "duplicates", "config", "permissions"] {
+        assert!(s.get(key).is_some(), "status lacks {key}");
+    }
+    let fx = server(&s, "fx").unwrap();
+    for key in ["id", "state", "tools", "source", "cached_tools", "live_tools", "config_hash", "restarts", "error"] {
+        assert!(fx.get(key).is_some(), "server status lacks {key}: {fx}");
+    }
+    assert_eq!(fx["tools"], 13);
+    assert_eq!(fx["source"], "live");
+    let l = d.ctl_json(&["list", "--all"]);
+    let tools = l["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 26);
+    let echo = tools.iter().find(|t| t["name"] == "fx_echo").unwrap();
+    assert_eq!(echo["summary"], "Return the given text unchanged.");
+    assert_eq!(echo["domain"], "text", "a child's _meta.domain is honoured");
+    let (code, out, _) = d.ctl(&["list", "--all"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("fx_echo — Return the given text unchanged. (text)"), "{out}");
+}
