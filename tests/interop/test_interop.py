@@ -8,7 +8,7 @@ compared with what the same SDK gets from each child directly.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -116,10 +116,6 @@ def by_server(tools: list[Tool]) -> dict[str, dict[str, Tool]]:
     return groups
 
 
-def timeout() -> Callable[[], Any]:
-    return anyio.fail_after(TEST_TIMEOUT_S)  # type: ignore[return-value]
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_list_matches_children(evo: Evo, mode: str) -> None:
     with anyio.fail_after(TEST_TIMEOUT_S):
@@ -177,9 +173,6 @@ async def test_calls_match_children(evo: Evo, mode: str) -> None:
             assert (echo.is_error, texts(echo)) == (False, ["Echo: ping"]), dump(echo)
             tokyo = await client.call_tool("time_convert_time", CALLS["time"][1])
             assert not tokyo.is_error and tokyo.structured_content is not None, dump(tokyo)
-            assert tokyo.structured_content["target"]["datetime"].startswith(
-                tokyo.structured_content["source"]["datetime"][:8]
-            ) or True  # date may roll over between zones; the time is what matters
             assert "T21:00:00+09:00" in tokyo.structured_content["target"]["datetime"], dump(tokyo)
 
 
@@ -219,12 +212,12 @@ async def test_child_tool_error_passes_through(evo: Evo, mode: str) -> None:
             result = await client.call_tool("fx_fail", {"message": message})
             assert result.is_error, f"fx_fail did not give isError: {dump(result)}"
             assert message in " ".join(texts(result)), dump(result)
-        async with direct(evo, "fx", mode) as child:
-            upstream = await child.call_tool("fail", {"message": message})
-        assert outcome(result) == outcome(upstream), (
-            f"tool error through evo differs from the direct one\n"
-            f"  through evo: {outcome(result)}\n  direct:      {outcome(upstream)}"
-        )
-        async with shim(evo, mode) as client:
+            async with direct(evo, "fx", mode) as child:
+                upstream = await child.call_tool("fail", {"message": message})
+            assert outcome(result) == outcome(upstream), (
+                f"tool error through evo differs from the direct one\n"
+                f"  through evo: {outcome(result)}\n  direct:      {outcome(upstream)}"
+            )
+            # The same session goes on after a tool error.
             ok = await client.call_tool("fx_echo", {"text": "still here"})
             assert (ok.is_error, texts(ok)) == (False, ["still here"]), dump(ok)
