@@ -156,9 +156,9 @@ async fn run(opts: DaemonOptions) -> Result<(), String> {
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let refresher = Refresher::new(&opts.cache_dir).start();
     let catalog = Catalog::new(snapshot.clone())
-        .with_persistence(refresher.recipient())
+        .with_persistence(refresher.clone().recipient())
         .start();
-    let supervisor = Supervisor::new(opts, catalog, snapshot.clone()).start();
+    let supervisor = Supervisor::new(opts, catalog, refresher, snapshot.clone()).start();
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),

@@ -1,7 +1,9 @@
-//! The Refresher actor: keeps the persistent catalog cache. The Catalog hands
-//! it each server's last good tool list; it writes the cache file atomically,
-//! debounced and off every session's request path.
+//! The Refresher actor: keeps the daemon's files in the cache directory. The
+//! Catalog hands it each server's last good tool list, the Supervisor the
+//! named sessions' activations; it writes each file atomically, debounced,
+//! never two writes of one file at once, and off every request path.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -46,7 +48,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
     {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -59,43 +63,84 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What the Refresher writes. Serialised on a blocking thread, not on the
+/// actor thread.
+enum Payload {
+    Catalog(Vec<CachedServer>),
+    Named(BTreeMap<String, BTreeSet<String>>),
+}
+
+impl Payload {
+    fn to_bytes(&self) -> serde_json::Result<Vec<u8>> {
+        match self {
+            Payload::Catalog(servers) => serde_json::to_vec(&CacheFile {
+                format: CACHE_FORMAT,
+                servers: servers.clone(),
+            }),
+            Payload::Named(named) => serde_json::to_vec_pretty(named),
+        }
+    }
+}
+
 /// The Refresher actor. See the module docs.
 pub struct Refresher {
-    path: PathBuf,
-    pending: Option<Vec<CachedServer>>,
+    catalog_path: PathBuf,
+    sessions_path: PathBuf,
+    /// The newest unwritten payload per file.
+    pending: HashMap<PathBuf, Payload>,
+    /// Files being written now; a newer payload waits for the write to end,
+    /// so writes of one file never overlap or reorder.
+    in_flight: HashSet<PathBuf>,
     scheduled: bool,
 }
 
 impl Refresher {
     pub fn new(cache_dir: &Path) -> Refresher {
         Refresher {
-            path: cache_dir.join("catalog.json"),
-            pending: None,
+            catalog_path: cache_dir.join("catalog.json"),
+            sessions_path: cache_dir.join("sessions.json"),
+            pending: HashMap::new(),
+            in_flight: HashSet::new(),
             scheduled: false,
         }
     }
 
-    fn flush(&mut self) {
+    fn queue(&mut self, path: PathBuf, payload: Payload, ctx: &mut Context<Self>) {
+        self.pending.insert(path, payload);
+        if !self.scheduled {
+            self.scheduled = true;
+            ctx.run_later(WRITE_DEBOUNCE, |act, ctx| act.flush(ctx));
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Context<Self>) {
         self.scheduled = false;
-        let Some(servers) = self.pending.take() else {
-            return;
-        };
-        let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
-            let file = CacheFile {
-                format: CACHE_FORMAT,
-                servers,
+        let ready: Vec<PathBuf> = self
+            .pending
+            .keys()
+            .filter(|p| !self.in_flight.contains(*p))
+            .cloned()
+            .collect();
+        for path in ready {
+            let Some(payload) = self.pending.remove(&path) else {
+                continue;
             };
-            let result = serde_json::to_vec(&file)
-                .map_err(std::io::Error::other)
-                .and_then(|bytes| write_atomically(&path, &bytes));
-            match result {
-                Ok(()) => tracing::debug!(path = %path.display(), "catalog cache written"),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "could not write the catalog cache; check the cache directory's permissions")
+            self.in_flight.insert(path.clone());
+            let addr = ctx.address();
+            tokio::task::spawn_blocking(move || {
+                let result = payload
+                    .to_bytes()
+                    .map_err(std::io::Error::other)
+                    .and_then(|bytes| write_atomically(&path, &bytes));
+                match result {
+                    Ok(()) => tracing::debug!(path = %path.display(), "written"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "could not write; check the cache directory's permissions")
+                    }
                 }
-            }
-        });
+                addr.do_send(Written(path));
+            });
+        }
     }
 }
 
@@ -111,15 +156,42 @@ pub struct Persist(pub Vec<CachedServer>);
 impl Handler<Persist> for Refresher {
     type Result = ();
     fn handle(&mut self, msg: Persist, ctx: &mut Context<Self>) {
-        self.pending = Some(msg.0);
-        if !self.scheduled {
+        let path = self.catalog_path.clone();
+        self.queue(path, Payload::Catalog(msg.0), ctx);
+    }
+}
+
+/// Named sessions' activations, to persist.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PersistNamed(pub BTreeMap<String, BTreeSet<String>>);
+
+impl Handler<PersistNamed> for Refresher {
+    type Result = ();
+    fn handle(&mut self, msg: PersistNamed, ctx: &mut Context<Self>) {
+        let path = self.sessions_path.clone();
+        self.queue(path, Payload::Named(msg.0), ctx);
+    }
+}
+
+/// A write finished.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Written(PathBuf);
+
+impl Handler<Written> for Refresher {
+    type Result = ();
+    fn handle(&mut self, msg: Written, ctx: &mut Context<Self>) {
+        self.in_flight.remove(&msg.0);
+        if self.pending.contains_key(&msg.0) && !self.scheduled {
             self.scheduled = true;
-            ctx.run_later(WRITE_DEBOUNCE, |act, _| act.flush());
+            ctx.run_later(WRITE_DEBOUNCE, |act, ctx| act.flush(ctx));
         }
     }
 }
 
-/// Write any pending change now (at shutdown).
+/// Write pending changes now, before answering (at shutdown, where blocking
+/// the actor thread is what we want).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct FlushNow;
@@ -127,6 +199,14 @@ pub struct FlushNow;
 impl Handler<FlushNow> for Refresher {
     type Result = ();
     fn handle(&mut self, _: FlushNow, _: &mut Context<Self>) {
-        self.flush();
+        for (path, payload) in self.pending.drain() {
+            let result = payload
+                .to_bytes()
+                .map_err(std::io::Error::other)
+                .and_then(|bytes| write_atomically(&path, &bytes));
+            if let Err(e) = result {
+                tracing::warn!(path = %path.display(), error = %e, "could not write at shutdown");
+            }
+        }
     }
 }

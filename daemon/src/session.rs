@@ -9,19 +9,20 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities,
     ServerConfig, Tool,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
 
 use crate::catalog::{CatalogChanged, Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
 use crate::native;
 use crate::search;
-use crate::supervisor::{SessionClosed, Supervisor};
+use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 
 /// The set of proxied tools a session has made visible (exposed names).
 pub type ActivationSet = BTreeSet<String>;
@@ -34,6 +35,8 @@ pub struct Session {
     activated: ActivationSet,
     last_active: Instant,
     peer: Option<Peer<RoleServer>>,
+    /// `subscriptions/listen` streams of a 2026-07-28 session.
+    listeners: Vec<SubscriptionSink>,
     supervisor: Addr<Supervisor>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// Names visible at the last list_changed (or start), to tell whether a
@@ -57,6 +60,7 @@ impl Session {
             activated,
             last_active: Instant::now(),
             peer: None,
+            listeners: Vec::new(),
             supervisor,
             snapshot,
             visible: Vec::new(),
@@ -77,11 +81,36 @@ impl Session {
         let now = self.visible_names(&self.snapshot.load());
         if now != self.visible {
             self.visible = now;
-            if let Some(peer) = self.peer.clone() {
-                tokio::spawn(async move {
-                    let _ = peer.notify_tool_list_changed().await;
-                });
-            }
+            self.notify_list_changed();
+        }
+    }
+
+    /// `notifications/tools/list_changed`: on the listen streams of a
+    /// 2026-07-28 session, else to the peer (older clients declare no
+    /// capability for it, so it always goes).
+    fn notify_list_changed(&self) {
+        if !self.listeners.is_empty() {
+            let sinks = self.listeners.clone();
+            tokio::spawn(async move {
+                for sink in sinks {
+                    let _ = sink.notify_tool_list_changed().await;
+                }
+            });
+        } else if let Some(peer) = self.peer.clone() {
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
+    /// A named session's activations are saved on every change, so they
+    /// survive a daemon restart as well as a reconnect.
+    fn save_if_named(&self) {
+        if let Some(name) = &self.name {
+            self.supervisor.do_send(SaveNamed {
+                name: name.clone(),
+                activated: self.activated.clone(),
+            });
         }
     }
 
@@ -133,6 +162,24 @@ impl Handler<Attach> for Session {
     }
 }
 
+/// A 2026-07-28 client opened (or closed) a `subscriptions/listen` stream.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum Listener {
+    Add(SubscriptionSink),
+    Remove(rmcp::model::RequestId),
+}
+
+impl Handler<Listener> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: Listener, _: &mut Context<Self>) {
+        match msg {
+            Listener::Add(sink) => self.listeners.push(sink),
+            Listener::Remove(id) => self.listeners.retain(|s| *s.id() != id),
+        }
+    }
+}
+
 /// The client went away.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -149,8 +196,9 @@ impl Handler<Close> for Session {
 impl Handler<CatalogChanged> for Session {
     type Result = ();
     fn handle(&mut self, msg: CatalogChanged, _: &mut Context<Self>) {
-        // Drop activations of tools that no longer exist.
-        self.activated.retain(|n| msg.snapshot.get(n).is_some());
+        // Activations of tools missing from this snapshot are kept: after a
+        // daemon restart a named session's tools come back as servers start.
+        let _ = msg;
         self.refresh_visible();
     }
 }
@@ -204,6 +252,7 @@ impl Handler<SetActive> for Session {
         }
         if !changed.is_empty() {
             self.refresh_visible();
+            self.save_if_named();
         }
         MessageResult(ActivationChange {
             changed,
@@ -408,6 +457,22 @@ impl ServerHandler for SessionServer {
             "evo aggregates many MCP servers. Use discover_tools to find a tool for a task, then call it by name (or through call_tool).".into(),
         );
         info
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let sink = context.sink().clone();
+        let id = sink.id().clone();
+        let _ = self.session.send(Listener::Add(sink)).await;
+        context.cancelled().await;
+        self.session.do_send(Listener::Remove(id));
+        Ok(())
     }
 
     async fn list_tools(

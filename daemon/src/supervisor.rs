@@ -49,6 +49,7 @@ pub struct Supervisor {
     config_error: Option<String>,
     children: Vec<ChildHandle>,
     catalog: Addr<Catalog>,
+    refresher: Addr<crate::refresher::Refresher>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
@@ -62,6 +63,7 @@ impl Supervisor {
     pub fn new(
         opts: DaemonOptions,
         catalog: Addr<Catalog>,
+        refresher: Addr<crate::refresher::Refresher>,
         snapshot: Arc<ArcSwap<Snapshot>>,
     ) -> Supervisor {
         let named = load_named_sessions(&named_sessions_path(&opts));
@@ -71,6 +73,7 @@ impl Supervisor {
             config_error: None,
             children: Vec::new(),
             catalog,
+            refresher,
             snapshot,
             sessions: HashMap::new(),
             named,
@@ -130,18 +133,8 @@ impl Supervisor {
     }
 
     fn save_named(&self) {
-        let path = named_sessions_path(&self.opts);
-        let named = self.named.clone();
-        // Off the actor thread: a slow disk must not stall the daemon.
-        tokio::task::spawn_blocking(move || {
-            let body = match serde_json::to_vec_pretty(&named) {
-                Ok(b) => b,
-                Err(_) => return,
-            };
-            if let Err(e) = crate::refresher::write_atomically(&path, &body) {
-                tracing::warn!(path = %path.display(), error = %e, "could not save named sessions");
-            }
-        });
+        self.refresher
+            .do_send(crate::refresher::PersistNamed(self.named.clone()));
     }
 
     /// Resolves `--session` (an id or a name), else the most recently active
@@ -366,6 +359,7 @@ impl Supervisor {
     }
 }
 
+/// Written by the Refresher (`PersistNamed`).
 fn named_sessions_path(opts: &DaemonOptions) -> PathBuf {
     opts.cache_dir.join("sessions.json")
 }
@@ -479,6 +473,24 @@ impl Handler<SessionClosed> for Supervisor {
             && self.named.get(&name) != Some(&msg.activated)
         {
             self.named.insert(name, msg.activated);
+            self.save_named();
+        }
+    }
+}
+
+/// A named session's activations changed: persist them.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SaveNamed {
+    pub name: String,
+    pub activated: ActivationSet,
+}
+
+impl Handler<SaveNamed> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: SaveNamed, _: &mut Context<Self>) {
+        if self.named.get(&msg.name) != Some(&msg.activated) {
+            self.named.insert(msg.name, msg.activated);
             self.save_named();
         }
     }
@@ -599,9 +611,11 @@ impl Handler<Shutdown> for Supervisor {
             .map(|c| c.addr.send(child::Shutdown))
             .collect();
         let socket = self.opts.socket_path.clone();
+        let refresher = self.refresher.clone();
         Box::pin(
             async move {
                 futures::future::join_all(stops).await;
+                let _ = refresher.send(crate::refresher::FlushNow).await;
                 // Let answers to calls that failed with the children reach
                 // their sessions.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Evo, everything_js, fixture_bin, node_bin
+from harness import SERVER_IDS, Evo, everything_js, fixture_bin, node_bin
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, Tool
@@ -42,9 +42,31 @@ def expected_version(mode: str) -> tuple[str, ...]:
 
 
 @asynccontextmanager
+async def unwrapped() -> AsyncIterator[None]:
+    """The SDK's task groups wrap a failing assertion in an ExceptionGroup; re-raise a lone
+    exception as itself so pytest shows the plain assertion message."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaves = []
+
+        def collect(e: BaseException) -> None:
+            if isinstance(e, BaseExceptionGroup):
+                for inner in e.exceptions:
+                    collect(inner)
+            else:
+                leaves.append(e)
+
+        collect(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+
+
+@asynccontextmanager
 async def shim(evo: Evo, mode: str) -> AsyncIterator[Client]:
     """An SDK client on a legacy-discovery evo session, negotiated in `mode`'s era."""
-    async with Client(evo.shim_params(), mode=mode) as client:
+    async with unwrapped(), Client(evo.shim_params(), mode=mode) as client:
         version = client.protocol_version
         assert version in expected_version(mode), (
             f"mode={mode!r} through evo negotiated {version!r}, expected one of {expected_version(mode)}"
@@ -71,7 +93,7 @@ def direct_target(evo: Evo, server_id: str) -> StdioServerParameters | str:
 
 @asynccontextmanager
 async def direct(evo: Evo, server_id: str, mode: str) -> AsyncIterator[Client]:
-    async with Client(direct_target(evo, server_id), mode=mode) as client:
+    async with unwrapped(), Client(direct_target(evo, server_id), mode=mode) as client:
         yield client
 
 
@@ -108,7 +130,7 @@ def by_server(tools: list[Tool]) -> dict[str, dict[str, Tool]]:
     """Proxied tools grouped by server id, keyed by the upstream (unprefixed) name."""
     groups: dict[str, dict[str, Tool]] = {}
     for tool in tools:
-        for server_id in ("time", "everything", "web", "fx"):
+        for server_id in SERVER_IDS:
             prefix = f"{server_id}_"
             if tool.name.startswith(prefix):
                 groups.setdefault(server_id, {})[tool.name[len(prefix) :]] = tool
@@ -127,7 +149,7 @@ async def test_list_matches_children(evo: Evo, mode: str) -> None:
         assert not missing_native, f"native tools missing from evo's list: {missing_native}"
         groups = by_server(through_evo)
 
-        for server_id in ("time", "everything", "web", "fx"):
+        for server_id in SERVER_IDS:
             async with direct(evo, server_id, mode) as child:
                 upstream = {t.name: t for t in await list_all(child)}
             proxied = groups.get(server_id, {})

@@ -21,22 +21,47 @@ fn legacy_session_lists_and_calls_tools_of_several_children() {
     d.wait_ready(&["fx", "other"]);
     let mut c = d.legacy_session();
     let names = c.tool_names();
-    for want in ["discover_tools", "call_tool", "fx_echo", "fx_add", "two_echo", "two_add"] {
-        assert!(names.contains(&want.to_string()), "{want} missing from {names:?}");
+    for want in [
+        "discover_tools",
+        "call_tool",
+        "fx_echo",
+        "fx_add",
+        "two_echo",
+        "two_add",
+    ] {
+        assert!(
+            names.contains(&want.to_string()),
+            "{want} missing from {names:?}"
+        );
     }
-    assert_eq!(c.call_text("fx_add", json!({"a": 2, "b": 3})), ("5".into(), false));
-    assert_eq!(c.call_text("two_echo", json!({"text": "héllo"})), ("héllo".into(), false));
+    assert_eq!(
+        c.call_text("fx_add", json!({"a": 2, "b": 3})),
+        ("5".into(), false)
+    );
+    assert_eq!(
+        c.call_text("two_echo", json!({"text": "héllo"})),
+        ("héllo".into(), false)
+    );
     // Native call_tool routes to any tool by exact name.
     assert_eq!(
-        c.call_text("call_tool", json!({"name": "fx_echo", "arguments": {"text": "via call_tool"}})),
+        c.call_text(
+            "call_tool",
+            json!({"name": "fx_echo", "arguments": {"text": "via call_tool"}})
+        ),
         ("via call_tool".into(), false)
     );
     // A child's own tool error stays a tool error.
-    assert_eq!(c.call_text("fx_fail", json!({"message": "boom"})), ("boom".into(), true));
+    assert_eq!(
+        c.call_text("fx_fail", json!({"message": "boom"})),
+        ("boom".into(), true)
+    );
     // An unknown tool is an isError result naming close names; the session goes on.
     let (text, is_error) = c.call_text("fx_ech", json!({}));
     assert!(is_error && text.contains("fx_echo"), "{text}");
-    assert_eq!(c.call_text("fx_echo", json!({"text": "still here"})).0, "still here");
+    assert_eq!(
+        c.call_text("fx_echo", json!({"text": "still here"})).0,
+        "still here"
+    );
 }
 
 #[test]
@@ -51,13 +76,26 @@ fn env_cwd_and_pagination_reach_the_child() {
     d.wait_ready(&["fx"]);
     let mut c = d.legacy_session();
     // All pages were listed: the fixture has 13 built-in tools.
-    let fx_tools = c.tool_names().into_iter().filter(|n| n.starts_with("fx_")).count();
+    let fx_tools = c
+        .tool_names()
+        .into_iter()
+        .filter(|n| n.starts_with("fx_"))
+        .count();
     assert_eq!(fx_tools, 13);
-    assert_eq!(c.call_text("fx_env", json!({"name": "GREETING"})).0, "hello world");
+    assert_eq!(
+        c.call_text("fx_env", json!({"name": "GREETING"})).0,
+        "hello world"
+    );
     // The daemon's environment is inherited too.
-    assert_eq!(c.call_text("fx_env", json!({"name": "EVO_TEST_WHO"})).0, "world");
+    assert_eq!(
+        c.call_text("fx_env", json!({"name": "EVO_TEST_WHO"})).0,
+        "world"
+    );
     let got = c.call_text("fx_cwd", json!({})).0;
-    assert_eq!(std::fs::canonicalize(got).unwrap(), std::fs::canonicalize(&cwd).unwrap());
+    assert_eq!(
+        std::fs::canonicalize(got).unwrap(),
+        std::fs::canonicalize(&cwd).unwrap()
+    );
 }
 
 #[test]
@@ -71,13 +109,23 @@ fn bad_servers_fail_alone_with_errors_naming_them() {
     }});
     let d = Daemon::start(&cfg);
     let s = d.wait_status("bad servers failed", |s| {
-        ["dies", "missing"].iter().all(|id| server(s, id).is_some_and(|v| v["state"] == "failed"))
+        ["dies", "missing"]
+            .iter()
+            .all(|id| server(s, id).is_some_and(|v| v["state"] == "failed"))
             && server(s, "good").is_some_and(|v| v["state"] == "ready")
     });
     let novar = server(&s, "novar").unwrap();
     let err = novar["error"].as_str().unwrap();
-    assert!(err.contains("novar") && err.contains("EVO_TEST_SURELY_UNSET_VAR") && err.contains("TOKEN"), "{err}");
-    assert!(server(&s, "missing").unwrap()["error"].as_str().unwrap().contains("not found"));
+    assert!(
+        err.contains("novar") && err.contains("EVO_TEST_SURELY_UNSET_VAR") && err.contains("TOKEN"),
+        "{err}"
+    );
+    assert!(
+        server(&s, "missing").unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .contains("not found")
+    );
     let dies = server(&s, "dies").unwrap()["error"].as_str().unwrap();
     assert!(dies.contains("exited with status 1"), "{dies}");
     assert_eq!(server(&s, "off").unwrap()["state"], "disabled");
@@ -97,12 +145,19 @@ fn bad_servers_fail_alone_with_errors_naming_them() {
 fn malformed_config_is_reported_and_a_missing_one_means_no_children() {
     let dir = TempDir::new("cfg");
     let cfg = dir.path().join("mcp.config.json");
-    std::fs::write(&cfg, "{\n  \"mcpServers\": {\n    \"a\": {\"command\": }\n  }\n}\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "{\n  \"mcpServers\": {\n    \"a\": {\"command\": }\n  }\n}\n",
+    )
+    .unwrap();
     let d = Daemon::start_raw(dir, cfg, &[], &[]);
     let s = d.ctl_json(&["status"]);
     assert_eq!(s["config"]["ok"], false);
     let err = s["config"]["error"].as_str().unwrap();
-    assert!(err.contains("mcp.config.json:3:"), "error should carry file and line: {err}");
+    assert!(
+        err.contains("mcp.config.json:3:"),
+        "error should carry file and line: {err}"
+    );
     drop(d);
 
     let dir = TempDir::new("nocfg");
@@ -129,19 +184,35 @@ fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
     let d = Daemon::start(&cfg);
     let s = d.wait_ready(&["first", "second", "twilio"]);
     let dups = s["duplicates"].as_array().unwrap();
-    let echo = dups.iter().find(|d| d["name"] == "echo").expect("echo duplicate reported");
+    let echo = dups
+        .iter()
+        .find(|d| d["name"] == "echo")
+        .expect("echo duplicate reported");
     assert_eq!(echo["kept"], "first:echo");
     assert_eq!(echo["skipped"], json!(["second:echo"]));
-    assert!(d.log_text().contains("collision"), "collision warning logged");
+    assert!(
+        d.log_text().contains("collision"),
+        "collision warning logged"
+    );
     let mut c = d.legacy_session();
     let pid_first = c.call_text("pid", json!({})).0;
     let st = d.ctl_json(&["status"]);
     assert_eq!(server(&st, "first").unwrap()["pid"].to_string(), pid_first);
     let names = c.tool_names();
-    let re_ok = |n: &str| n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let re_ok = |n: &str| {
+        n.len() <= 64
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
     assert!(names.iter().all(|n| re_ok(n)), "invalid names: {names:?}");
-    let hashed: Vec<&String> = names.iter().filter(|n| n.len() == 64 && n.starts_with("twilio_")).collect();
-    assert!(hashed.len() >= 10, "long twilio names are cut with a hash: {hashed:?}");
+    let hashed: Vec<&String> = names
+        .iter()
+        .filter(|n| n.len() == 64 && n.starts_with("twilio_"))
+        .collect();
+    assert!(
+        hashed.len() >= 10,
+        "long twilio names are cut with a hash: {hashed:?}"
+    );
     // A hashed name still routes.
     let (text, is_error) = c.call_text(hashed[0], json!({}));
     assert!(!is_error && text.contains("\"tool\""), "{text}");
@@ -151,7 +222,11 @@ fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
 fn socket_is_private() {
     use std::os::unix::fs::PermissionsExt;
     let d = Daemon::start(&json!({}));
-    let dir_mode = std::fs::metadata(d.socket.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+    let dir_mode = std::fs::metadata(d.socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     let sock_mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(dir_mode, 0o700);
     assert_eq!(sock_mode, 0o600);
@@ -180,7 +255,11 @@ fn no_daemon_exits_3_naming_the_socket() {
 fn shim_autostarts_the_daemon_with_the_same_config() {
     let dir = TempDir::new("auto");
     let cfg = dir.path().join("mcp.config.json");
-    std::fs::write(&cfg, serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap()).unwrap();
+    std::fs::write(
+        &cfg,
+        serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap(),
+    )
+    .unwrap();
     let sock = dir.path().join("run").join("evod.sock");
     let mut cmd = std::process::Command::new(bin("evoctl"));
     cmd.arg("--socket")
@@ -202,7 +281,10 @@ fn shim_autostarts_the_daemon_with_the_same_config() {
     assert_eq!(code, 0, "{out}{err}");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while sock.exists() {
-        assert!(std::time::Instant::now() < deadline, "socket not removed after stop");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "socket not removed after stop"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -226,7 +308,10 @@ fn children_die_with_the_daemon_even_on_sigkill() {
         libc::kill(d.pid() as i32, libc::SIGKILL);
     }
     for pid in pids {
-        assert!(gone_within(pid, Duration::from_secs(2)), "child {pid} outlived a SIGKILLed evod");
+        assert!(
+            gone_within(pid, Duration::from_secs(2)),
+            "child {pid} outlived a SIGKILLed evod"
+        );
     }
 }
 
@@ -246,7 +331,11 @@ fn sigterm_and_stop_shut_down_cleanly() {
         } else {
             d.stop().unwrap()
         };
-        assert!(status.success(), "{how}: evod exited with {status}\n{}", d.log_text());
+        assert!(
+            status.success(),
+            "{how}: evod exited with {status}\n{}",
+            d.log_text()
+        );
         for pid in pids {
             assert!(!alive(pid), "{how}: child {pid} left behind");
         }
@@ -264,7 +353,17 @@ fn status_and_list_json_have_stable_keys() {
         assert!(s.get(key).is_some(), "status lacks {key}");
     }
     let fx = server(&s, "fx").unwrap();
-    for key in ["id", "state", "tools", "source", "cached_tools", "live_tools", "config_hash", "restarts", "error"] {
+    for key in [
+        "id",
+        "state",
+        "tools",
+        "source",
+        "cached_tools",
+        "live_tools",
+        "config_hash",
+        "restarts",
+        "error",
+    ] {
         assert!(fx.get(key).is_some(), "server status lacks {key}: {fx}");
     }
     assert_eq!(fx["tools"], 13);
@@ -277,5 +376,8 @@ fn status_and_list_json_have_stable_keys() {
     assert_eq!(echo["domain"], "text", "a child's _meta.domain is honoured");
     let (code, out, _) = d.ctl(&["list", "--all"]);
     assert_eq!(code, 0);
-    assert!(out.contains("fx_echo — Return the given text unchanged. (text)"), "{out}");
+    assert!(
+        out.contains("fx_echo — Return the given text unchanged. (text)"),
+        "{out}"
+    );
 }

@@ -21,7 +21,9 @@ fn daemon() -> Daemon {
 }
 
 fn error_code(msg: &Value) -> i64 {
-    msg["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {msg}"))
+    msg["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {msg}"))
 }
 
 #[test]
@@ -56,17 +58,27 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
     c.send_raw(&big);
     let r = c.recv(timeout).unwrap();
     assert_eq!(error_code(&r), -32600, "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("1048576"), "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("1048576"),
+        "{r}"
+    );
 
     // Still alive, and nothing else was sent in between.
     assert_eq!(c.call_text("fx_echo", json!({"text": "alive"})).0, "alive");
-    assert!(c.recv(Duration::from_millis(200)).is_none(), "no stray replies");
+    assert!(
+        c.recv(Duration::from_millis(200)).is_none(),
+        "no stray replies"
+    );
 }
 
 #[test]
 fn garbage_handshake_gets_one_error_line_and_a_close() {
     let d = daemon();
-    for garbage in [&b"hello there\n"[..], b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n", b"{\"evo\":99,\"kind\":\"mcp\"}\n"] {
+    for garbage in [
+        &b"hello there\n"[..],
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n",
+        b"{\"evo\":99,\"kind\":\"mcp\"}\n",
+    ] {
         let mut s = UnixStream::connect(&d.socket).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         s.write_all(garbage).unwrap();
@@ -77,7 +89,11 @@ fn garbage_handshake_gets_one_error_line_and_a_close() {
         assert_eq!(v["ok"], false);
         assert!(v["error"].as_str().unwrap().contains("handshake"), "{v}");
         let mut rest = String::new();
-        assert_eq!(r.read_line(&mut rest).unwrap(), 0, "connection closed after the error");
+        assert_eq!(
+            r.read_line(&mut rest).unwrap(),
+            0,
+            "connection closed after the error"
+        );
     }
     // A 20 MiB line without a newline is refused too.
     let mut s = UnixStream::connect(&d.socket).unwrap();

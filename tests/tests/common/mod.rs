@@ -18,9 +18,14 @@ pub fn bin_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("EVO_BIN_DIR") {
         return PathBuf::from(d);
     }
-    // target/debug/deps/<test-binary> -> target/debug
+    // A bin sits beside evod (target/debug); a test binary one level down
+    // (target/debug/deps).
     let exe = std::env::current_exe().expect("test binary path");
-    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+    let dir = exe.parent().expect("exe dir");
+    if dir.join("evod").exists() {
+        return dir.to_path_buf();
+    }
+    dir.parent().expect("target dir").to_path_buf()
 }
 
 pub fn bin(name: &str) -> PathBuf {
@@ -34,7 +39,7 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 pub fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_evo-fixture"))
+    bin("evo-fixture")
 }
 
 pub fn catalog_path() -> PathBuf {
@@ -142,7 +147,11 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("evod did not listen on {}\nlog:\n{}", self.socket.display(), self.log_text());
+        panic!(
+            "evod did not listen on {}\nlog:\n{}",
+            self.socket.display(),
+            self.log_text()
+        );
     }
 
     pub fn pid(&self) -> u32 {
@@ -163,8 +172,14 @@ impl Daemon {
         let mut a = args.to_vec();
         a.push("--json");
         let (code, out, err) = self.ctl(&a);
-        assert_eq!(code, 0, "evoctl {args:?} failed: {err}\n{out}\nlog:\n{}", self.log_text());
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("evoctl {args:?}: bad JSON ({e}): {out}"))
+        assert_eq!(
+            code,
+            0,
+            "evoctl {args:?} failed: {err}\n{out}\nlog:\n{}",
+            self.log_text()
+        );
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("evoctl {args:?}: bad JSON ({e}): {out}"))
     }
 
     /// Polls `evoctl status --json` until `pred` holds.
@@ -176,7 +191,10 @@ impl Daemon {
                 return s;
             }
             if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; status: {s:#}\nlog:\n{}", self.log_text());
+                panic!(
+                    "timed out waiting for {what}; status: {s:#}\nlog:\n{}",
+                    self.log_text()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -185,7 +203,8 @@ impl Daemon {
     /// Waits until every listed server is `ready`.
     pub fn wait_ready(&self, ids: &[&str]) -> Value {
         self.wait_status(&format!("servers {ids:?} ready"), |s| {
-            ids.iter().all(|id| server(s, id).is_some_and(|v| v["state"] == "ready"))
+            ids.iter()
+                .all(|id| server(s, id).is_some_and(|v| v["state"] == "ready"))
         })
     }
 
@@ -252,7 +271,10 @@ pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             // The state follows the parenthesised command name.
-            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
             state != Some("Z") && state != Some("X")
         }
         Err(_) => false,
@@ -284,7 +306,13 @@ pub struct McpClient {
 
 impl McpClient {
     pub fn spawn(socket: &Path, shim_args: &[&str]) -> McpClient {
-        Self::spawn_cmd(Command::new(bin("evoctl")).arg("--socket").arg(socket).arg("shim").args(shim_args))
+        Self::spawn_cmd(
+            Command::new(bin("evoctl"))
+                .arg("--socket")
+                .arg(socket)
+                .arg("shim")
+                .args(shim_args),
+        )
     }
 
     pub fn spawn_cmd(cmd: &mut Command) -> McpClient {
@@ -342,7 +370,10 @@ impl McpClient {
     /// Next line from the server, parsed, within `timeout`.
     pub fn recv(&mut self, timeout: Duration) -> Option<Value> {
         let line = self.lines.recv_timeout(timeout).ok()?;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("server sent non-JSON ({e}): {line}")))
+        Some(
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("server sent non-JSON ({e}): {line}")),
+        )
     }
 
     /// Waits for the response with `id`, collecting notifications.
@@ -350,10 +381,15 @@ impl McpClient {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let msg = self
-                .recv(left)
-                .unwrap_or_else(|| panic!("no response to id {id}; stderr: {}", self.stderr.lock().unwrap()));
-            if msg.get("id") == Some(id) && (msg.get("result").is_some() || msg.get("error").is_some()) {
+            let msg = self.recv(left).unwrap_or_else(|| {
+                panic!(
+                    "no response to id {id}; stderr: {}",
+                    self.stderr.lock().unwrap()
+                )
+            });
+            if msg.get("id") == Some(id)
+                && (msg.get("result").is_some() || msg.get("error").is_some())
+            {
                 return msg;
             }
             if msg.get("method").is_some() && msg.get("id").is_none() {
@@ -396,7 +432,9 @@ impl McpClient {
     /// `tools/call`; returns the result object (panics on a JSON-RPC error).
     pub fn call(&mut self, name: &str, args: Value) -> Value {
         let r = self.request("tools/call", json!({"name": name, "arguments": args}));
-        r.get("result").cloned().unwrap_or_else(|| panic!("tools/call {name} failed: {r}"))
+        r.get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("tools/call {name} failed: {r}"))
     }
 
     /// The first text content of a call result.
@@ -431,6 +469,9 @@ impl Drop for McpClient {
 
 /// (first text content, isError) of a tools/call result.
 pub fn text_of(result: &Value) -> (String, bool) {
-    let text = result["content"][0]["text"].as_str().unwrap_or("").to_string();
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     (text, result["isError"].as_bool().unwrap_or(false))
 }

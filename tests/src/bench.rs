@@ -1,0 +1,176 @@
+//! `evo-bench`: evo's benchmarks through real processes, printed as tables.
+//! Build everything in release first: `cargo build --release --workspace`,
+//! then run `target/release/evo-bench [--quick]`.
+//!
+//! Every comparison is measured side by side in one run, alternating between
+//! the two sides in rounds, because the machines are noisy.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+/// Times `n` sequential echo calls on an initialized client.
+fn time_calls(c: &mut McpClient, tool: &str, n: usize, out: &mut Vec<Duration>) {
+    for i in 0..n {
+        let t = Instant::now();
+        let r = c.call(tool, json!({"text": i.to_string()}));
+        out.push(t.elapsed());
+        assert_eq!(r["content"][0]["text"], i.to_string());
+    }
+}
+
+fn direct_client() -> McpClient {
+    let mut c = McpClient::spawn_cmd(&mut Command::new(fixture()));
+    c.initialize();
+    c
+}
+
+fn latency(d: &Daemon, rounds: usize, per_round: usize) {
+    let mut direct = direct_client();
+    let mut proxied = d.legacy_session();
+    // Warm up both paths.
+    let mut sink = Vec::new();
+    time_calls(&mut direct, "echo", 200, &mut sink);
+    time_calls(&mut proxied, "fx_echo", 200, &mut sink);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        time_calls(&mut direct, "echo", per_round, &mut a);
+        time_calls(&mut proxied, "fx_echo", per_round, &mut b);
+    }
+    a.sort();
+    b.sort();
+    println!(
+        "\n## Proxied tools/call latency ({} calls each, alternating rounds)\n",
+        a.len()
+    );
+    println!("| path | median µs | p99 µs |");
+    println!("|---|---|---|");
+    println!(
+        "| client → fixture (direct) | {} | {} |",
+        us(percentile(&a, 0.5)),
+        us(percentile(&a, 0.99))
+    );
+    println!(
+        "| client → shim → evod → fixture | {} | {} |",
+        us(percentile(&b, 0.5)),
+        us(percentile(&b, 0.99))
+    );
+    let added = |p| percentile(&b, p).saturating_sub(percentile(&a, p));
+    println!(
+        "| **added by evo** | **{}** (budget 100) | **{}** (budget 500) |",
+        us(added(0.5)),
+        us(added(0.99))
+    );
+}
+
+/// `sessions` clients, each keeping `window` calls in flight.
+fn throughput(d: &Daemon, sessions: usize, calls_per_session: usize, window: usize) {
+    let mut clients: Vec<McpClient> = (0..sessions).map(|_| d.legacy_session()).collect();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for c in clients.iter_mut() {
+            s.spawn(move || {
+                let mut sent = 0usize;
+                let mut done = 0usize;
+                while done < calls_per_session {
+                    while sent < calls_per_session && sent - done < window {
+                        c.send(
+                            &json!({"jsonrpc": "2.0", "id": 100_000 + sent, "method": "tools/call",
+                                       "params": {"name": "fx_echo", "arguments": {"text": "x"}}}),
+                        );
+                        sent += 1;
+                    }
+                    let msg = c.recv(Duration::from_secs(30)).expect("response");
+                    if msg.get("id").is_some() && msg.get("result").is_some() {
+                        done += 1;
+                    } else if msg.get("error").is_some() {
+                        panic!("call failed: {msg}");
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = start.elapsed();
+    let total = sessions * calls_per_session;
+    println!(
+        "\n## Throughput: {sessions} sessions × {calls_per_session} calls, {window} in flight each\n"
+    );
+    println!("| calls | seconds | calls/s |");
+    println!("|---|---|---|");
+    println!(
+        "| {total} | {:.2} | **{:.0}** (budget ≥ 10,000) |",
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn memory() {
+    let servers: serde_json::Map<String, serde_json::Value> = (0..5)
+        .map(|i| (format!("fx{i}"), fixture_server(&[])))
+        .collect();
+    let d = Daemon::start(&json!({"mcpServers": servers}));
+    let ids: Vec<String> = (0..5).map(|i| format!("fx{i}")).collect();
+    d.wait_ready(&ids.iter().map(String::as_str).collect::<Vec<_>>());
+    let idle = rss_kib(d.pid());
+    let mut sessions: Vec<McpClient> = (0..5).map(|_| d.legacy_session()).collect();
+    for s in sessions.iter_mut() {
+        s.tool_names();
+        s.call_text("fx0_echo", json!({"text": "x"}));
+    }
+    let busy = rss_kib(d.pid());
+    println!("\n## evod memory (children excluded)\n");
+    println!("| state | RSS MiB |");
+    println!("|---|---|");
+    println!("| 5 children, no session | {:.1} |", idle as f64 / 1024.0);
+    println!(
+        "| 5 children, 5 sessions | **{:.1}** (budget 20) |",
+        busy as f64 / 1024.0
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let _ = Command::new(bin("evod"))
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status();
+    println!(
+        "# evo benchmarks ({})",
+        if quick { "quick" } else { "full" }
+    );
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    if quick {
+        latency(&d, 5, 100);
+        throughput(&d, 8, 500, 16);
+    } else {
+        latency(&d, 20, 250);
+        throughput(&d, 8, 5000, 16);
+    }
+    drop(d);
+    memory();
+}

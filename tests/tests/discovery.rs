@@ -1,0 +1,306 @@
+//! Dynamic discovery: per-session activation, discover_tools, list_changed,
+//! named sessions, mode precedence and the evoctl control plane.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+fn config() -> Value {
+    json!({"mcpServers": {
+        "fx": {"command": fixture().to_string_lossy(), "hot": ["echo"]},
+        "time": {"command": fixture().to_string_lossy(),
+                 "args": ["--replay", catalog_path().to_string_lossy(), "--server", "time"]},
+        "git": {"command": fixture().to_string_lossy(),
+                "args": ["--replay", catalog_path().to_string_lossy(), "--server", "git"]}
+    }})
+}
+
+fn daemon() -> Daemon {
+    let d = Daemon::start(&config());
+    d.wait_ready(&["fx", "time", "git"]);
+    d
+}
+
+fn dynamic(d: &Daemon, extra: &[&str]) -> McpClient {
+    let mut args = vec!["--mode", "dynamic"];
+    args.extend_from_slice(extra);
+    let mut c = d.session(&args);
+    c.initialize();
+    c
+}
+
+fn list_changed_count(c: &McpClient) -> usize {
+    c.notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/tools/list_changed")
+        .count()
+}
+
+/// Waits for a list_changed notification beyond `seen`.
+fn await_list_changed(c: &mut McpClient, seen: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while list_changed_count(c) <= seen {
+        assert!(Instant::now() < deadline, "no list_changed arrived");
+        if let Some(m) = c.recv(Duration::from_millis(100)) {
+            c.notifications.push(m);
+        }
+    }
+}
+
+#[test]
+fn dynamic_session_starts_small_and_discovers() {
+    let d = daemon();
+    let mut c = dynamic(&d, &[]);
+    assert_eq!(
+        c.tool_names(),
+        vec!["discover_tools", "call_tool", "fx_echo"],
+        "natives and hot tools only"
+    );
+    let (text, is_error) = c.call_text(
+        "discover_tools",
+        json!({"query": "convert a time between timezones", "limit": 3}),
+    );
+    assert!(!is_error, "{text}");
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("time_convert_time — "),
+        "best match first: {text}"
+    );
+    assert!(
+        first.contains("(time)") && first.contains("score"),
+        "{first}"
+    );
+    await_list_changed(&mut c, 0);
+    let names = c.tool_names();
+    assert!(
+        names.contains(&"time_convert_time".to_string()),
+        "{names:?}"
+    );
+    assert!(names.len() <= 3 + 3);
+    // activate: false finds without activating.
+    let before = c.tool_names();
+    let (peek, _) = c.call_text(
+        "discover_tools",
+        json!({"query": "record changes to the repository", "activate": false, "limit": 2}),
+    );
+    let peeked = peek
+        .lines()
+        .next()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(peeked, "git_git_commit", "{peek}");
+    assert_eq!(c.tool_names(), before, "activate:false must not activate");
+}
+
+#[test]
+fn sessions_never_see_each_others_activations() {
+    let d = daemon();
+    let mut a = dynamic(&d, &[]);
+    let mut b = dynamic(&d, &[]);
+    a.call_text(
+        "discover_tools",
+        json!({"query": "current time in a timezone", "limit": 1}),
+    );
+    assert!(
+        a.tool_names()
+            .contains(&"time_get_current_time".to_string())
+    );
+    assert!(
+        !b.tool_names()
+            .contains(&"time_get_current_time".to_string())
+    );
+    // An exact-name call routes without activation, and activates.
+    let (text, is_error) = b.call_text("git_git_status", json!({"repo_path": "/tmp"}));
+    assert!(!is_error, "{text}");
+    assert!(b.tool_names().contains(&"git_git_status".to_string()));
+    assert!(!a.tool_names().contains(&"git_git_status".to_string()));
+    // call_tool works for tools that are not listed.
+    let (text, is_error) = a.call_text(
+        "call_tool",
+        json!({"name": "fx_add", "arguments": {"a": 1, "b": 2}}),
+    );
+    assert_eq!((text.as_str(), is_error), ("3", false));
+}
+
+#[test]
+fn evoctl_activation_reaches_the_live_session() {
+    let d = daemon();
+    let mut c = dynamic(&d, &[]);
+    let sessions = d.ctl_json(&["sessions"]);
+    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_string();
+    for key in ["id", "name", "mode", "activated", "last_active"] {
+        assert!(
+            sessions["sessions"][0].get(key).is_some(),
+            "sessions lacks {key}"
+        );
+    }
+    let seen = list_changed_count(&c);
+    let (code, out, err) = d.ctl(&["activate", "fx_add", "fx_pid", "--session", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&id) && out.contains("fx_add"), "{out}");
+    await_list_changed(&mut c, seen);
+    let names = c.tool_names();
+    assert!(names.contains(&"fx_add".to_string()) && names.contains(&"fx_pid".to_string()));
+    // Without --session the most recently active session is used, and named.
+    let r = d.ctl_json(&["deactivate", "fx_pid"]);
+    assert_eq!(r["session"], id.as_str());
+    assert_eq!(r["changed"], json!(["fx_pid"]));
+    assert!(!c.tool_names().contains(&"fx_pid".to_string()));
+    let l = d.ctl_json(&["list", "--session", &id]);
+    let listed: Vec<&str> = l["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        vec!["discover_tools", "call_tool", "fx_echo", "fx_add"]
+    );
+    // Errors: unknown tool, closed session.
+    let (code, _, err) = d.ctl(&["activate", "fx_nope", "--session", &id]);
+    assert_eq!(code, 1);
+    assert!(err.contains("fx_nope"), "{err}");
+    let (code, _, err) = d.ctl(&["activate", "fx_add", "--session", "s999"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("s999"), "{err}");
+    c.close();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (code, _, _) = d.ctl(&["list", "--session", &id]);
+        if code == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "closed session still listed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn named_sessions_keep_activations_across_reconnects_and_restarts() {
+    let mut d = daemon();
+    let mut c = dynamic(&d, &["--session", "work"]);
+    c.call_text(
+        "discover_tools",
+        json!({"query": "what time is it", "limit": 1}),
+    );
+    let activated = c.tool_names();
+    assert!(activated.len() > 3);
+    c.close();
+    let mut c = dynamic(&d, &["--session", "work"]);
+    assert_eq!(c.tool_names(), activated, "reconnect keeps activations");
+    let s = d.ctl_json(&["sessions"]);
+    assert_eq!(s["sessions"][0]["name"], "work");
+    c.close();
+    // An unnamed session starts empty.
+    let mut u = dynamic(&d, &[]);
+    assert_eq!(u.tool_names().len(), 3);
+    u.close();
+    // Restart the daemon on the same cache dir.
+    d.stop();
+    d.spawn(&[], &[]);
+    d.wait_ready(&["fx", "time", "git"]);
+    let mut c = dynamic(&d, &["--session", "work"]);
+    assert_eq!(
+        c.tool_names(),
+        activated,
+        "daemon restart keeps activations"
+    );
+}
+
+#[test]
+fn mode_precedence_shim_then_evod_then_env_then_config() {
+    let mut cfg = config();
+    cfg["discovery"] = json!({"mode": "legacy"});
+    // config says legacy.
+    let d = Daemon::start(&cfg);
+    d.wait_ready(&["fx", "time", "git"]);
+    let mut c = d.session(&[]);
+    c.initialize();
+    assert!(c.tool_names().len() > 10, "config legacy");
+    let mut c = d.session(&["--mode", "dynamic"]);
+    c.initialize();
+    assert_eq!(c.tool_names().len(), 3, "shim flag beats config");
+    drop(d);
+    // env beats config; evod flag beats env.
+    let d = Daemon::start_with(&cfg, &[], &[("EVO_DISCOVERY_MODE", "dynamic")]);
+    d.wait_ready(&["fx"]);
+    let mut c = d.session(&[]);
+    c.initialize();
+    assert_eq!(c.tool_names().len(), 3, "env beats config");
+    drop(d);
+    let d = Daemon::start_with(
+        &cfg,
+        &["--mode", "legacy"],
+        &[("EVO_DISCOVERY_MODE", "dynamic")],
+    );
+    d.wait_ready(&["fx"]);
+    let mut c = d.session(&[]);
+    c.initialize();
+    assert!(c.tool_names().len() > 3, "evod flag beats env");
+    let s = d.ctl_json(&["sessions"]);
+    assert_eq!(s["sessions"][0]["mode"], "legacy");
+    drop(d);
+    // Default: dynamic.
+    let d = Daemon::start(&config());
+    d.wait_ready(&["fx"]);
+    let mut c = d.session(&[]);
+    c.initialize();
+    assert_eq!(c.tool_names().len(), 3, "default dynamic");
+}
+
+#[test]
+fn bad_discovery_input_gets_reasons_and_the_session_goes_on() {
+    let d = daemon();
+    let mut c = dynamic(&d, &[]);
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"query": ""}), "empty"),
+        (json!({"query": "x".repeat(10 * 1024)}), "bytes"),
+        (
+            json!({"query": "time", "domain": "nowhere"}),
+            "no domain 'nowhere'",
+        ),
+        (json!({"query": "time", "limit": 0}), "limit"),
+        (json!({}), "query"),
+    ];
+    for (args, want) in cases {
+        let (text, _) = c.call_text("discover_tools", args.clone());
+        assert!(text.contains(want), "{args}: {text}");
+    }
+    assert_eq!(c.tool_names().len(), 3, "nothing was activated");
+    let (text, is_error) =
+        c.call_text("discover_tools", json!({"query": "time", "domain": "time"}));
+    assert!(
+        !is_error
+            && text
+                .lines()
+                .all(|l| l.is_empty() || l.contains("(time)") || l.starts_with("These tools")),
+        "{text}"
+    );
+}
+
+#[test]
+fn evoctl_search_ranks_and_reports() {
+    let d = daemon();
+    let r = d.ctl_json(&[
+        "search", "convert", "time", "between", "zones", "--limit", "2",
+    ]);
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["name"], "time_convert_time");
+    for key in ["name", "summary", "domain", "score"] {
+        assert!(results[0].get(key).is_some(), "search result lacks {key}");
+    }
+    let r = d.ctl_json(&["search", "zzzzqqqq"]);
+    assert!(r["results"].as_array().unwrap().is_empty());
+    assert!(r["reason"].as_str().unwrap().contains("zzzzqqqq"));
+    let (code, out, _) = d.ctl(&["search", "git", "status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("git_git_status"), "{out}");
+}
