@@ -62,11 +62,12 @@ pub struct ServerLink {
     pub timeout: Duration,
     peer: ArcSwapOption<Peer<RoleClient>>,
     state: AtomicU8,
-    child: Addr<ChildServer>,
+    /// `None` for a link built outside a running daemon (tests, benchmarks).
+    child: Option<Addr<ChildServer>>,
 }
 
 impl ServerLink {
-    pub fn new(id: String, timeout: Duration, child: Addr<ChildServer>) -> ServerLink {
+    pub fn new(id: String, timeout: Duration, child: Option<Addr<ChildServer>>) -> ServerLink {
         ServerLink {
             id,
             timeout,
@@ -92,7 +93,10 @@ impl ServerLink {
         if let Some(peer) = self.peer.load_full() {
             return Ok(peer);
         }
-        match self.child.send(EnsureRunning).await {
+        let Some(child) = &self.child else {
+            return Err(format!("server '{}' has no child in this process", self.id));
+        };
+        match child.send(EnsureRunning).await {
             Ok(result) => result,
             Err(_) => Err(format!(
                 "server '{}' is {} (its supervisor is gone); run `evoctl status` to see why",

@@ -92,7 +92,7 @@ impl ChildServer {
             let link = Arc::new(ServerLink::new(
                 spec.id.clone(),
                 spec.timeout,
-                ctx.address(),
+                Some(ctx.address()),
             ));
             link_out = Some(link.clone());
             ChildServer {

@@ -211,12 +211,12 @@ class Evo:
         except json.JSONDecodeError:
             return None
 
-    def shim_params(self) -> StdioServerParameters:
+    def shim_params(self, discovery: str = "legacy", *extra: str) -> StdioServerParameters:
         # --no-autostart: if evod died, fail loudly instead of spawning a second daemon with a
         # default config that would answer with a different tool set.
         return StdioServerParameters(
             command=self.evoctl,
-            args=["--socket", str(self.socket), "shim", "--mode", "legacy", "--no-autostart"],
+            args=["--socket", str(self.socket), "shim", "--mode", discovery, "--no-autostart", *extra],
         )
 
     def diagnostics(self) -> str:

@@ -1,0 +1,96 @@
+"""Dynamic discovery driven by the official Python SDK, in both protocol eras.
+
+A dynamic session starts with the native tools only; ``discover_tools`` activates matches for
+that session alone, the session is told with ``notifications/tools/list_changed`` (a plain
+notification on handshake-era sessions, on the ``subscriptions/listen`` stream on 2026-07-28
+ones), and its next ``tools/list`` shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from harness import Evo
+from mcp.client.client import Client
+from test_interop import unwrapped
+
+pytestmark = pytest.mark.anyio
+
+NATIVE = {"discover_tools", "call_tool"}
+
+
+class ListChanged:
+    """Counts tools/list_changed notifications seen by a handshake-era client."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method == "notifications/tools/list_changed" or type(root).__name__ == "ToolListChangedNotification":
+            self.count += 1
+            self.event.set()
+
+
+@asynccontextmanager
+async def dynamic(evo: Evo, mode: str, on_message: ListChanged | None = None) -> AsyncIterator[Client]:
+    async with unwrapped(), Client(evo.shim_params("dynamic"), mode=mode, message_handler=on_message) as client:
+        yield client
+
+
+async def names(client: Client) -> set[str]:
+    kwargs: dict[str, Any] = {}
+    if client.protocol_version >= "2026-07-28":
+        kwargs["cache_mode"] = "refresh"  # the SDK caches lists on modern sessions
+    page = await client.list_tools(**kwargs)
+    return {t.name for t in page.tools}
+
+
+def text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_discover_activates_and_notifies(evo: Evo, mode: str) -> None:
+    seen = ListChanged()
+    async with dynamic(evo, mode, seen) as c:
+        assert await names(c) == NATIVE
+        if mode == "auto":
+            async with c.listen(tools_list_changed=True) as sub:
+                result = await c.call_tool("discover_tools", {"query": "convert a time between timezones", "limit": 2})
+                with anyio.fail_after(5):
+                    async for _event in sub:
+                        break
+        else:
+            result = await c.call_tool("discover_tools", {"query": "convert a time between timezones", "limit": 2})
+            with anyio.fail_after(5):
+                await seen.event.wait()
+        assert not result.is_error
+        assert text(result).splitlines()[0].startswith("time_convert_time — ")
+        visible = await names(c)
+        assert "time_convert_time" in visible and NATIVE < visible
+        # The activated tool works by name.
+        r = await c.call_tool("time_convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+        assert not r.is_error and "Asia/Tokyo" in text(r)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_sessions_are_isolated_and_exact_names_route(evo: Evo, mode: str) -> None:
+    async with dynamic(evo, mode) as a, dynamic(evo, mode) as b:
+        await a.call_tool("discover_tools", {"query": "add two numbers", "limit": 1})
+        assert "fx_add" in await names(a)
+        assert "fx_add" not in await names(b)
+        # An exact-name call routes without activation, and activates for that session only.
+        r = await b.call_tool("fx_echo", {"text": "direct"})
+        assert text(r) == "direct"
+        assert "fx_echo" in await names(b)
+        assert "fx_echo" not in await names(a)
+        # call_tool reaches any tool.
+        r = await a.call_tool("call_tool", {"name": "everything_echo", "arguments": {"message": "hi"}})
+        assert "hi" in text(r) and not r.is_error
