@@ -102,6 +102,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let socket = evo_proto::paths::socket_path(cli.socket.as_deref());
+    if let Command::Shim {
+        mode,
+        session,
+        no_autostart,
+    } = cli.command
+    {
+        return shim::run(&socket, cli.socket.is_some(), mode, session, !no_autostart);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -112,20 +121,8 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let socket = evo_proto::paths::socket_path(cli.socket.as_deref());
-    runtime.block_on(async move {
-        match cli.command {
-            Command::Shim {
-                mode,
-                session,
-                no_autostart,
-            } => shim::run(&socket, cli.socket.is_some(), mode, session, !no_autostart).await,
-            other => {
-                let (request, out) = to_request(other);
-                control(&socket, request, cli.json, out).await
-            }
-        }
-    })
+    let (request, out) = to_request(cli.command);
+    runtime.block_on(control(&socket, request, cli.json, out))
 }
 
 fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {

@@ -1,33 +1,37 @@
 //! `evoctl shim`: the stdio MCP entry. After the handshake it only copies
-//! bytes both ways; MCP never passes through a parser here.
+//! bytes both ways, on two plain threads with blocking I/O: MCP never passes
+//! through a parser or a runtime here.
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use evo_proto::{Hello, Welcome, frame};
-use interprocess::local_socket::tokio::Stream;
-use tokio::io::{AsyncWriteExt, BufReader};
+use evo_proto::{Hello, Welcome};
+use interprocess::local_socket::Stream;
 
 use crate::{EXIT_NO_DAEMON, EXIT_REFUSED, no_daemon_message};
 
 /// How long to wait for an autostarted evod to listen.
 const AUTOSTART_WAIT: Duration = Duration::from_secs(15);
+/// Longest welcome line accepted.
+const MAX_WELCOME: u64 = 64 * 1024;
+const PUMP_BUFFER: usize = 64 * 1024;
 
-pub async fn run(
+pub fn run(
     socket: &Path,
     explicit_socket: bool,
     mode: Option<String>,
     session: Option<String>,
     autostart: bool,
 ) -> ExitCode {
-    let conn = match evo_proto::paths::connect(socket).await {
+    let conn = match evo_proto::paths::connect_blocking(socket) {
         Ok(c) => c,
         Err(e) if !autostart => {
             eprintln!("evoctl shim: {}", no_daemon_message(socket, &e));
             return ExitCode::from(EXIT_NO_DAEMON);
         }
-        Err(_) => match start_daemon(socket, explicit_socket).await {
+        Err(_) => match start_daemon(socket, explicit_socket) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("evoctl shim: {e}");
@@ -35,16 +39,25 @@ pub async fn run(
             }
         },
     };
-    #[allow(deprecated)] // owned halves are what we want here
-    let (r, mut w) = interprocess::local_socket::traits::tokio::Stream::split(conn);
-    let mut reader = BufReader::new(r);
-    if let Err(e) = frame::write_json(&mut w, &Hello::mcp(mode, session)).await {
+    let mut hello = match serde_json::to_vec(&Hello::mcp(mode, session)) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("evoctl shim: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    hello.push(b'\n');
+    if let Err(e) = (&conn).write_all(&hello) {
         eprintln!("evoctl shim: handshake failed: {e}");
         return ExitCode::from(EXIT_NO_DAEMON);
     }
-    let welcome = match frame::read_line(&mut reader, 64 * 1024).await {
-        Ok(Some(line)) => serde_json::from_slice::<Welcome>(&line).map_err(|e| e.to_string()),
-        Ok(None) => Err("the daemon closed the connection during the handshake".into()),
+    // Read the welcome byte by byte so nothing after it is buffered here:
+    // everything past the newline belongs to the client.
+    let mut line = Vec::new();
+    let read = BufReader::with_capacity(1, (&conn).take(MAX_WELCOME)).read_until(b'\n', &mut line);
+    let welcome = match read {
+        Ok(0) => Err("the daemon closed the connection during the handshake".to_string()),
+        Ok(_) => serde_json::from_slice::<Welcome>(&line).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     match welcome {
@@ -61,30 +74,59 @@ pub async fn run(
             return ExitCode::from(EXIT_REFUSED);
         }
     }
-    // The byte pump. The reader may hold bytes that arrived after the
-    // welcome line; copying from it forwards them too.
-    let upstream = async move {
-        let mut stdin = tokio::io::stdin();
-        let _ = tokio::io::copy(&mut stdin, &mut w).await;
-        // The client closed stdin: tell the daemon we are done sending.
-        let _ = w.shutdown().await;
-    };
-    let downstream = async move {
-        let mut stdout = tokio::io::stdout();
-        let _ = tokio::io::copy_buf(&mut reader, &mut stdout).await;
-        let _ = stdout.flush().await;
-    };
-    tokio::pin!(upstream);
-    tokio::pin!(downstream);
-    tokio::select! {
-        _ = &mut downstream => {}
-        _ = &mut upstream => {
-            // Let the daemon's last answers through, then stop.
-            let _ = tokio::time::timeout(Duration::from_secs(5), downstream).await;
-        }
-    }
+    pump(conn);
     ExitCode::SUCCESS
 }
+
+/// Copies stdin to the socket and the socket to stdout until the daemon
+/// closes the session. When the client closes stdin, the daemon is told
+/// (write side shut down) and its last answers still reach stdout.
+fn pump(conn: Stream) {
+    let conn = std::sync::Arc::new(conn);
+    let up = conn.clone();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; PUMP_BUFFER];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if (&*up).write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        shutdown_write(&up);
+    });
+    let mut stdout = std::io::stdout().lock();
+    let mut buf = vec![0u8; PUMP_BUFFER];
+    loop {
+        match (&*conn).read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if stdout
+                    .write_all(&buf[..n])
+                    .and_then(|_| stdout.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn shutdown_write(conn: &Stream) {
+    #[allow(irrefutable_let_patterns)] // a Unix local socket is always a UdSocket
+    if let Stream::UdSocket(s) = conn {
+        let _ = s.inner().shutdown(std::net::Shutdown::Write);
+    }
+}
+
+#[cfg(not(unix))]
+fn shutdown_write(_conn: &Stream) {}
 
 /// The evod next to this evoctl, else the one on PATH.
 fn evod_path() -> std::path::PathBuf {
@@ -101,7 +143,7 @@ fn evod_path() -> std::path::PathBuf {
 
 /// Starts evod in the background (same config resolution: it inherits our
 /// environment) and waits for its socket.
-async fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, String> {
+fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, String> {
     let evod = evod_path();
     let mut cmd = std::process::Command::new(&evod);
     if explicit_socket {
@@ -113,7 +155,7 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, St
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        // Its own session: the daemon outlives this shim and its terminal.
+        // Its own process group: the daemon outlives this shim and its terminal.
         cmd.process_group(0);
     }
     let mut child = cmd.spawn().map_err(|e| {
@@ -125,12 +167,12 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, St
     })?;
     let deadline = Instant::now() + AUTOSTART_WAIT;
     loop {
-        match evo_proto::paths::connect(socket).await {
+        match evo_proto::paths::connect_blocking(socket) {
             Ok(c) => return Ok(c),
             Err(e) => {
                 if let Ok(Some(status)) = child.try_wait() {
                     // It may have lost a race with another evod that is now up.
-                    if let Ok(c) = evo_proto::paths::connect(socket).await {
+                    if let Ok(c) = evo_proto::paths::connect_blocking(socket) {
                         return Ok(c);
                     }
                     return Err(format!(
@@ -143,7 +185,7 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, St
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        std::thread::sleep(Duration::from_millis(25));
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use actix::prelude::*;
@@ -27,13 +28,54 @@ use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 /// The set of proxied tools a session has made visible (exposed names).
 pub type ActivationSet = BTreeSet<String>;
 
+/// What a session's rmcp handler reads without a round trip to its actor:
+/// the activation set (written only by the Session actor) and the time of
+/// the last request (written only by the handler), so a proxied call never
+/// waits on, or even wakes, the actor thread.
+#[derive(Clone, Default)]
+pub struct SessionView {
+    pub activated: Arc<ArcSwap<ActivationSet>>,
+    last_active_ms: Arc<AtomicU64>,
+}
+
+impl SessionView {
+    fn new(activated: &ActivationSet) -> SessionView {
+        let view = SessionView {
+            activated: Arc::new(ArcSwap::from_pointee(activated.clone())),
+            last_active_ms: Arc::new(AtomicU64::new(0)),
+        };
+        view.touch();
+        view
+    }
+
+    pub fn touch(&self) {
+        self.last_active_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Seconds since the session's last request.
+    pub fn idle_secs(&self) -> u64 {
+        now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000
+    }
+
+    /// Milliseconds since the session's last request, for ordering sessions.
+    pub fn idle_ms(&self) -> u64 {
+        now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// Milliseconds since the daemon started.
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
 /// The Session actor. See the module docs.
 pub struct Session {
     pub id: String,
     pub name: Option<String>,
     pub mode: DiscoveryMode,
     activated: ActivationSet,
-    last_active: Instant,
+    view: SessionView,
     peer: Option<Peer<RoleServer>>,
     /// `subscriptions/listen` streams of a 2026-07-28 session.
     listeners: Vec<SubscriptionSink>,
@@ -57,8 +99,8 @@ impl Session {
             id,
             name,
             mode,
+            view: SessionView::new(&activated),
             activated,
-            last_active: Instant::now(),
             peer: None,
             listeners: Vec::new(),
             supervisor,
@@ -114,13 +156,18 @@ impl Session {
         }
     }
 
+    /// The handles the session's rmcp handler reads.
+    pub fn view(&self) -> SessionView {
+        self.view.clone()
+    }
+
     pub fn info(&self) -> evo_proto::ctl::SessionInfo {
         evo_proto::ctl::SessionInfo {
             id: self.id.clone(),
             name: self.name.clone(),
             mode: self.mode.as_str().to_string(),
             activated: self.activated.iter().cloned().collect(),
-            last_active: self.last_active.elapsed().as_secs(),
+            last_active: self.view.idle_secs(),
         }
     }
 }
@@ -203,18 +250,6 @@ impl Handler<CatalogChanged> for Session {
     }
 }
 
-/// The session made a request (for `last_active` and session auto-resolution).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Touch;
-
-impl Handler<Touch> for Session {
-    type Result = ();
-    fn handle(&mut self, _: Touch, _: &mut Context<Self>) {
-        self.last_active = Instant::now();
-    }
-}
-
 /// Activate or deactivate tools (exposed names, already checked to exist).
 /// Answers with the names whose state changed and sends list_changed if the
 /// visible set changed.
@@ -237,7 +272,7 @@ impl Handler<SetActive> for Session {
     type Result = MessageResult<SetActive>;
     fn handle(&mut self, msg: SetActive, _: &mut Context<Self>) -> Self::Result {
         if msg.touch {
-            self.last_active = Instant::now();
+            self.view.touch();
         }
         let mut changed = Vec::new();
         for t in msg.tools {
@@ -251,6 +286,7 @@ impl Handler<SetActive> for Session {
             }
         }
         if !changed.is_empty() {
+            self.view.activated.store(Arc::new(self.activated.clone()));
             self.refresh_visible();
             self.save_if_named();
         }
@@ -280,6 +316,7 @@ pub struct SessionServer {
     pub id: String,
     pub mode: DiscoveryMode,
     pub session: Addr<Session>,
+    pub view: SessionView,
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
 }
@@ -302,10 +339,7 @@ impl SessionServer {
                 tools.extend(snapshot.tools.iter().map(|e| e.tool.clone()));
             }
             DiscoveryMode::Dynamic => {
-                let activated = match self.session.send(Describe).await {
-                    Ok((_, a)) => a,
-                    Err(_) => ActivationSet::new(),
-                };
+                let activated = self.view.activated.load();
                 tools.extend(
                     visible_entries(&snapshot, self.mode, &activated).map(|e| e.tool.clone()),
                 );
@@ -375,14 +409,16 @@ impl SessionServer {
         let Some(entry) = snapshot.get(name) else {
             return Ok(text_result(unknown_tool_message(&snapshot, name), true).into());
         };
-        if self.mode == DiscoveryMode::Dynamic && !entry.hot {
+        self.view.touch();
+        if self.mode == DiscoveryMode::Dynamic
+            && !entry.hot
+            && !self.view.activated.load().contains(&entry.name)
+        {
             self.session.do_send(SetActive {
                 tools: vec![entry.name.clone()],
                 active: true,
                 touch: true,
             });
-        } else {
-            self.session.do_send(Touch);
         }
         Ok(self.forward(entry, arguments, ctx).await)
     }
@@ -412,7 +448,7 @@ impl SessionServer {
                 .await;
             text.push_str("\nThese tools are now active in this session: call them by name, or through call_tool if your client does not refresh its tool list.");
         } else {
-            self.session.do_send(Touch);
+            self.view.touch();
         }
         text_result(text, false)
     }

@@ -40,6 +40,7 @@ struct ChildHandle {
 struct SessionEntry {
     addr: Addr<Session>,
     name: Option<String>,
+    view: session::SessionView,
 }
 
 /// The Supervisor actor. See the module docs.
@@ -155,21 +156,13 @@ impl Supervisor {
             );
             return Box::pin(async move { found.ok_or(err) });
         }
-        let all: Vec<(String, Addr<Session>)> = self
+        let recent = self
             .sessions
             .iter()
-            .map(|(id, e)| (id.clone(), e.addr.clone()))
-            .collect();
+            .min_by_key(|(_, e)| e.view.idle_ms())
+            .map(|(id, e)| (id.clone(), e.addr.clone()));
         Box::pin(async move {
-            let mut best: Option<(u64, String, Addr<Session>)> = None;
-            for (id, addr) in all {
-                if let Ok((info, _)) = addr.send(session::Describe).await
-                    && best.as_ref().is_none_or(|b| info.last_active < b.0)
-                {
-                    best = Some((info.last_active, id, addr));
-                }
-            }
-            best.map(|(_, id, a)| (id, a)).ok_or_else(|| {
+            recent.ok_or_else(|| {
                 CtlReply::error(
                     ErrorKind::UnknownSession,
                     "no live session: connect an MCP client through `evoctl shim` first",
@@ -405,6 +398,7 @@ pub struct OpenedSession {
     pub id: String,
     pub mode: DiscoveryMode,
     pub addr: Addr<Session>,
+    pub view: session::SessionView,
     pub search_limit: usize,
     pub max_message_bytes: usize,
 }
@@ -436,12 +430,14 @@ impl Handler<OpenSession> for Supervisor {
             ctx.address(),
             self.snapshot.clone(),
         );
+        let view = session.view();
         let addr = session.start();
         self.sessions.insert(
             id.clone(),
             SessionEntry {
                 addr: addr.clone(),
                 name: msg.name,
+                view: view.clone(),
             },
         );
         tracing::info!(session = %id, mode = mode.as_str(), "session opened");
@@ -449,6 +445,7 @@ impl Handler<OpenSession> for Supervisor {
             id,
             mode,
             addr,
+            view,
             search_limit: self.config.discovery.search_limit,
             max_message_bytes: self.config.limits.max_message_bytes,
         })

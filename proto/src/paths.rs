@@ -68,6 +68,13 @@ pub async fn connect(path: &Path) -> io::Result<Stream> {
     Stream::connect(socket_name(path)?).await
 }
 
+/// Connects to the daemon at `path` with blocking I/O (the shim's byte pump
+/// runs on plain threads: no runtime between the client and the socket).
+pub fn connect_blocking(path: &Path) -> io::Result<interprocess::local_socket::Stream> {
+    use interprocess::local_socket::traits::Stream as _;
+    interprocess::local_socket::Stream::connect(socket_name(path)?)
+}
+
 /// Binds the control socket at `path`: its directory is created 0700 (and
 /// tightened if it exists), the socket is 0600. Refuses to replace a socket a
 /// live daemon answers on; removes a stale one.

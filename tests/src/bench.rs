@@ -42,17 +42,22 @@ fn direct_client() -> McpClient {
 fn latency(d: &Daemon, rounds: usize, per_round: usize) {
     let mut direct = direct_client();
     let mut proxied = d.legacy_session();
-    // Warm up both paths.
+    let mut socket = McpClient::connect_socket(&d.socket, "legacy");
+    socket.initialize();
+    // Warm up every path.
     let mut sink = Vec::new();
     time_calls(&mut direct, "echo", 200, &mut sink);
     time_calls(&mut proxied, "fx_echo", 200, &mut sink);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    time_calls(&mut socket, "fx_echo", 200, &mut sink);
+    let (mut a, mut b, mut s) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         time_calls(&mut direct, "echo", per_round, &mut a);
         time_calls(&mut proxied, "fx_echo", per_round, &mut b);
+        time_calls(&mut socket, "fx_echo", per_round, &mut s);
     }
     a.sort();
     b.sort();
+    s.sort();
     println!(
         "\n## Proxied tools/call latency ({} calls each, alternating rounds)\n",
         a.len()
@@ -68,6 +73,11 @@ fn latency(d: &Daemon, rounds: usize, per_round: usize) {
         "| client → shim → evod → fixture | {} | {} |",
         us(percentile(&b, 0.5)),
         us(percentile(&b, 0.99))
+    );
+    println!(
+        "| client → evod socket → fixture (no shim) | {} | {} |",
+        us(percentile(&s, 0.5)),
+        us(percentile(&s, 0.99))
     );
     let added = |p| percentile(&b, p).saturating_sub(percentile(&a, p));
     println!(

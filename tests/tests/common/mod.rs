@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -296,7 +296,7 @@ pub fn gone_within(pid: u32, limit: Duration) -> bool {
 /// A hand-written MCP client over `evoctl shim`'s stdio.
 pub struct McpClient {
     pub child: Child,
-    stdin: Option<ChildStdin>,
+    stdin: Option<Box<dyn Write + Send>>,
     lines: mpsc::Receiver<String>,
     next_id: u64,
     /// Notifications seen while waiting for responses.
@@ -346,12 +346,53 @@ impl McpClient {
             eb.lock().unwrap().push_str(&s);
         });
         McpClient {
-            stdin: child.stdin.take(),
+            stdin: child
+                .stdin
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Write + Send>),
             child,
             lines: rx,
             next_id: 1,
             notifications: Vec::new(),
             stderr: err_buf,
+        }
+    }
+
+    /// A session straight on the control socket (no shim): the handshake,
+    /// then MCP lines. `child` is a placeholder process kept for the API.
+    pub fn connect_socket(socket: &Path, mode: &str) -> McpClient {
+        let stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+        let mut w = stream.try_clone().unwrap();
+        w.write_all(format!("{{\"evo\":1,\"kind\":\"mcp\",\"mode\":\"{mode}\"}}\n").as_bytes())
+            .unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut welcome = String::new();
+        reader.read_line(&mut welcome).unwrap();
+        assert!(welcome.contains("\"ok\":true"), "{welcome}");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        let child = Command::new("sleep")
+            .arg("3600")
+            .spawn()
+            .expect("placeholder");
+        McpClient {
+            child,
+            stdin: Some(Box::new(w)),
+            lines: rx,
+            next_id: 1,
+            notifications: Vec::new(),
+            stderr: Default::default(),
         }
     }
 
