@@ -202,6 +202,9 @@ pub fn render(
                 println!("session {}: {verb} {}", r.session, r.changed.join(", "));
             }
         }
+        CtlRequest::Describe { .. } => {
+            print!("{}", data["text"].as_str().unwrap_or_default());
+        }
         CtlRequest::Docs => {
             let text = data.as_str().unwrap_or_default();
             match out {

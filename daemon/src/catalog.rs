@@ -121,6 +121,12 @@ pub struct ToolEntry {
     pub hot: bool,
     /// The tool as listed to clients: exposed name, normalised schema.
     pub tool: Tool,
+    /// Configured parameter aliases for this tool: wrong name → right name.
+    pub aliases: std::collections::BTreeMap<String, String>,
+    /// The input validator, compiled on first use and kept with the entry
+    /// (entries outlive snapshots while their tool is unchanged); `None` when
+    /// the schema cannot be compiled and calls go unchecked.
+    compiled: std::sync::OnceLock<Option<crate::repair::CompiledSchema>>,
 }
 
 /// An immutable view of the merged catalog. A new one is published on every
@@ -134,6 +140,8 @@ pub struct Snapshot {
     pub duplicates: Vec<evo_proto::ctl::Duplicate>,
     /// Built with the snapshot, so a search only reads.
     pub search: crate::search::Index,
+    /// Each server's capabilities (from env flags), in config order.
+    pub capabilities: Vec<(String, Vec<String>)>,
 }
 
 impl Snapshot {
@@ -141,42 +149,34 @@ impl Snapshot {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
-    /// Builds a snapshot from each server's tools, in config order: the first
+    /// Merges each server's entries, in config order: the first
     /// registration of a name wins, later ones are recorded as duplicates.
-    pub fn build(version: u64, servers: &[ServerTools<'_>], discovery_hot: &[String]) -> Snapshot {
+    /// Entries are shared with earlier snapshots, so what they compile lazily
+    /// (input validators) is compiled once.
+    pub fn build(version: u64, servers: &[ServerTools<'_>]) -> Snapshot {
         let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
         for server in servers {
-            let spec = server.spec;
-            let mut seen_upstream = std::collections::HashSet::new();
-            for tool in server.tools {
-                if !seen_upstream.insert(tool.name.as_ref()) {
-                    tracing::warn!(server = %spec.id, tool = %tool.name, "child listed the same tool name twice; keeping the first");
-                    continue;
-                }
-                let name = names::exposed_name(&spec.prefix, &tool.name);
-                let origin = format!("{}:{}", spec.id, tool.name);
-                if let Some(&i) = index.get(&name) {
+            for entry in server.entries {
+                if let Some(&i) = index.get(&entry.name) {
                     let kept = format!("{}:{}", tools[i].server.id, tools[i].upstream);
-                    tracing::warn!(tool = %name, kept = %kept, skipped = %origin, "tool name collision: the first registration in config order wins");
-                    match duplicates.iter_mut().find(|d| d.name == name) {
+                    let origin = format!("{}:{}", entry.server.id, entry.upstream);
+                    match duplicates.iter_mut().find(|d| d.name == entry.name) {
                         Some(d) => d.skipped.push(origin),
                         None => duplicates.push(evo_proto::ctl::Duplicate {
-                            name,
+                            name: entry.name.clone(),
                             kept,
                             skipped: vec![origin],
                         }),
                     }
                     continue;
                 }
-                let entry =
-                    ToolEntry::new(name.clone(), tool, spec, server.link.clone(), discovery_hot);
-                index.insert(name, tools.len());
-                tools.push(Arc::new(entry));
+                index.insert(entry.name.clone(), tools.len());
+                tools.push(entry.clone());
             }
         }
-        let capabilities = servers
+        let capabilities: Vec<(String, Vec<String>)> = servers
             .iter()
             .map(|s| {
                 (
@@ -185,15 +185,43 @@ impl Snapshot {
                 )
             })
             .collect();
-        let search = crate::search::Index::build(&tools, &capabilities);
+        let search = crate::search::Index::build(&tools, &capabilities.iter().cloned().collect());
         Snapshot {
             version,
             tools,
             index,
             duplicates,
             search,
+            capabilities,
         }
     }
+}
+
+/// The entries of one server's tools under their exposed names. A tool name
+/// the child listed twice keeps its first listing.
+pub fn entries_for(
+    spec: &ServerSpec,
+    link: &Arc<ServerLink>,
+    tools: &[Tool],
+    discovery_hot: &[String],
+) -> Vec<Arc<ToolEntry>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(tools.len());
+    for tool in tools {
+        if !seen.insert(tool.name.as_ref()) {
+            tracing::warn!(server = %spec.id, tool = %tool.name, "child listed the same tool name twice; keeping the first");
+            continue;
+        }
+        let name = names::exposed_name(&spec.prefix, &tool.name);
+        out.push(Arc::new(ToolEntry::new(
+            name,
+            tool,
+            spec,
+            link.clone(),
+            discovery_hot,
+        )));
+    }
+    out
 }
 
 impl ToolEntry {
@@ -233,16 +261,39 @@ impl ToolEntry {
             server: link,
             domain,
             hot,
+            aliases: spec
+                .aliases
+                .get(upstream.name.as_ref())
+                .cloned()
+                .unwrap_or_default(),
             tool,
+            compiled: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The compiled input schema (compiled once, on first use).
+    pub fn compiled(&self) -> Option<&crate::repair::CompiledSchema> {
+        self.compiled
+            .get_or_init(|| {
+                crate::repair::CompiledSchema::compile(&self.name, &self.tool.input_schema)
+            })
+            .as_ref()
+    }
+
+    /// Does the input schema require `param`?
+    pub fn requires(&self, param: &str) -> bool {
+        self.tool
+            .input_schema
+            .get("required")
+            .and_then(|r| r.as_array())
+            .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(param)))
     }
 }
 
 /// One server's contribution to a snapshot build.
 pub struct ServerTools<'a> {
     pub spec: &'a ServerSpec,
-    pub link: Arc<ServerLink>,
-    pub tools: &'a [Tool],
+    pub entries: &'a [Arc<ToolEntry>],
 }
 
 /// Where a server's listed tools came from.
@@ -269,6 +320,8 @@ struct ServerSlot {
     link: Arc<ServerLink>,
     /// The last good tool list.
     tools: Vec<Tool>,
+    /// `tools` under exposed names; rebuilt when the tools or spec change.
+    entries: Vec<Arc<ToolEntry>>,
     source: ToolSource,
     live: Option<usize>,
     cached: Option<usize>,
@@ -327,11 +380,16 @@ impl Catalog {
             .iter()
             .map(|s| ServerTools {
                 spec: &s.spec,
-                link: s.link.clone(),
-                tools: &s.tools,
+                entries: &s.entries,
             })
             .collect();
-        let snapshot = Arc::new(Snapshot::build(self.version, &servers, &self.discovery_hot));
+        let snapshot = Arc::new(Snapshot::build(self.version, &servers));
+        let before = self.published.load();
+        for d in &snapshot.duplicates {
+            if !before.duplicates.contains(d) {
+                tracing::warn!(tool = %d.name, kept = %d.kept, skipped = %d.skipped.join(", "), "tool name collision: the first registration in config order wins");
+            }
+        }
         self.published.store(snapshot.clone());
         for r in &self.on_change {
             r.do_send(CatalogChanged {
@@ -385,11 +443,27 @@ impl Handler<SetServers> for Catalog {
             .servers
             .into_iter()
             .map(|(spec, link)| match old.remove(&spec.id) {
-                Some(prev) if prev.spec.hash == spec.hash => ServerSlot { spec, link, ..prev },
+                Some(prev) if prev.spec.hash == spec.hash => {
+                    let unchanged = *prev.spec == *spec
+                        && Arc::ptr_eq(&prev.link, &link)
+                        && self.discovery_hot == msg.discovery_hot;
+                    let entries = if unchanged {
+                        prev.entries
+                    } else {
+                        entries_for(&spec, &link, &prev.tools, &msg.discovery_hot)
+                    };
+                    ServerSlot {
+                        spec,
+                        link,
+                        entries,
+                        ..prev
+                    }
+                }
                 _ => ServerSlot {
                     spec,
                     link,
                     tools: Vec::new(),
+                    entries: Vec::new(),
                     source: ToolSource::None,
                     live: None,
                     cached: None,
@@ -425,6 +499,7 @@ impl Handler<ToolsDiscovered> for Catalog {
         if slot.source == ToolSource::Live && slot.tools == msg.tools {
             return;
         }
+        slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
         slot.tools = msg.tools;
         slot.source = ToolSource::Live;
         self.publish();

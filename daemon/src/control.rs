@@ -129,6 +129,8 @@ async fn handle(
                 view: opened.view.clone(),
                 snapshot,
                 search_limit: opened.search_limit,
+                instructions_budget: opened.instructions_budget,
+                breaker: Default::default(),
             };
             let transport = SessionTransport::new(reader, w, opened.max_message_bytes);
             let addr = opened.addr;

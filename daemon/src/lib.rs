@@ -5,10 +5,12 @@
 //! [`schema`]. [`control`] serves the control socket; [`transport`] frames a
 //! session's MCP lines.
 
+pub mod breaker;
 pub mod catalog;
 pub mod child;
 pub mod config;
 pub mod control;
+pub mod disclosure;
 pub mod example;
 pub mod names;
 pub mod native;

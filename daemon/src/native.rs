@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 pub const CALL_TOOL: &str = "call_tool";
 pub const DISCOVER_TOOLS: &str = "discover_tools";
+pub const DESCRIBE_CAPABILITY: &str = "describe_capability";
+pub const DESCRIBE_TOOL: &str = "describe_tool";
 
 fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
     let schema: JsonObject = match schema {
@@ -35,6 +37,27 @@ pub fn tools() -> Vec<Tool> {
             }),
         ),
         tool(
+            DESCRIBE_CAPABILITY,
+            "List the domains of tools evo can reach with their tool counts, or the tools of one domain, one line each.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "domain": {"type": "string", "description": "A domain to list; omit for every domain."}
+                }
+            }),
+        ),
+        tool(
+            DESCRIBE_TOOL,
+            "Show one tool's full description, input schema and a worked example call.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Exact tool name, e.g. \"time_convert_time\"."}
+                },
+                "required": ["name"]
+            }),
+        ),
+        tool(
             CALL_TOOL,
             "Call any tool evo can reach by its exact name, whether or not it is listed. Use it when a tool you found is not in your tool list.",
             json!({
@@ -47,6 +70,17 @@ pub fn tools() -> Vec<Tool> {
             }),
         ),
     ]
+}
+
+/// A required string argument of a native tool, with a usage error.
+pub fn string_arg<'a>(
+    args: Option<&'a JsonObject>,
+    key: &str,
+    tool: &str,
+) -> Result<&'a str, String> {
+    args.and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{tool} needs a string \"{key}\""))
 }
 
 /// Arguments of `call_tool`.

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::io;
-use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -135,28 +134,42 @@ pub struct Teaching {
 /// Repair renames and coerces the top-level properties and, recursively, the properties of
 /// nested objects (and array items) the schema declares; it never renames onto a name that was
 /// also sent and never drops a value: a name it cannot map stays as sent.
+///
+/// `arguments` is the call's arguments object as a `Value` (what the validator
+/// takes, so a valid call is checked without a copy); anything but an object
+/// is refused.
 pub fn check(
     schema: &CompiledSchema,
-    arguments: &JsonObject,
+    arguments: &Value,
     aliases: &BTreeMap<String, String>,
 ) -> Checked {
-    if let Err(excess) = measure_object(arguments, 1, &mut 0) {
+    let Some(object) = arguments.as_object() else {
+        return Checked::Invalid(Teaching {
+            problems: vec![
+                "the arguments must be a JSON object of parameter names and values".into(),
+            ],
+            closest: Vec::new(),
+            valid_params: schema.valid_params(),
+        });
+    };
+    if let Err(excess) = measure_object(object, 1, &mut 0) {
         return Checked::Invalid(Teaching {
             problems: vec![excess.to_string()],
             closest: Vec::new(),
             valid_params: schema.valid_params(),
         });
     }
-    if with_object_value(arguments, |value| schema.validator.is_valid(value)) {
+    if schema.validator.is_valid(arguments) {
         return Checked::Valid;
     }
-    repair_or_teach(schema, arguments, aliases)
+    repair_or_teach(schema, object, arguments, aliases)
 }
 
 /// The cold path of [`check`]: `arguments` are known to be invalid as sent.
 fn repair_or_teach(
     schema: &CompiledSchema,
     arguments: &JsonObject,
+    value: &Value,
     aliases: &BTreeMap<String, String>,
 ) -> Checked {
     let doc = schema.doc();
@@ -166,17 +179,20 @@ fn repair_or_teach(
     };
     let mut repaired = arguments.clone();
     repairer.repair_object(&mut repaired, doc.root, "", Some(aliases), 1);
-    if !repairer.fixes.is_empty()
-        && with_object_value(&repaired, |value| schema.validator.is_valid(value))
-    {
-        return Checked::Repaired {
-            arguments: repaired,
-            repair: Repair {
-                fixes: repairer.fixes,
-            },
-        };
+    if !repairer.fixes.is_empty() {
+        let repaired = Value::Object(repaired);
+        if schema.validator.is_valid(&repaired)
+            && let Value::Object(arguments) = repaired
+        {
+            return Checked::Repaired {
+                arguments,
+                repair: Repair {
+                    fixes: repairer.fixes,
+                },
+            };
+        }
     }
-    let problems = with_object_value(arguments, |value| problems(schema, value));
+    let problems = problems(schema, value);
     let mut closest = Vec::new();
     suggest_object(doc, arguments, doc.root, "", Some(aliases), &mut closest);
     Checked::Invalid(Teaching {
@@ -251,18 +267,6 @@ pub fn teaching_text(
 
 // ---------------------------------------------------------------------------------------------
 // The hot path: guards and a copy-free view of the arguments.
-
-/// Runs `f` on `object` as a `Value` without copying it: jsonschema validates a `&Value`, calls
-/// carry a bare map, and wrapping it would cost a deep clone on every call.
-fn with_object_value<R>(object: &JsonObject, f: impl FnOnce(&Value) -> R) -> R {
-    // SAFETY: `ptr::read` makes a bitwise copy of the map that shares its heap buffers. The copy
-    // is inside `ManuallyDrop`, so it is never dropped (no double free); it is reached only
-    // through the shared reference given to `f`, while `object` is borrowed shared for the same
-    // span, so neither side can mutate or free the buffers meanwhile (`Value` has no interior
-    // mutability), and `f`'s result cannot borrow from the copy.
-    let value = ManuallyDrop::new(Value::Object(unsafe { std::ptr::read(object) }));
-    f(&value)
-}
 
 /// Why arguments were refused before validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1253,6 +1257,14 @@ fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<&'a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check_obj(
+        schema: &CompiledSchema,
+        arguments: &JsonObject,
+        aliases: &BTreeMap<String, String>,
+    ) -> Checked {
+        check(schema, &Value::Object(arguments.clone()), aliases)
+    }
     use serde_json::json;
 
     fn object(value: Value) -> JsonObject {
@@ -1375,7 +1387,7 @@ mod tests {
         ];
         for (sent, want, fixes) in cases {
             let arguments = object(sent.clone());
-            let checked = check(&schema, &arguments, &aliases);
+            let checked = check_obj(&schema, &arguments, &aliases);
             if fixes.is_empty() {
                 assert!(
                     matches!(checked, Checked::Invalid(_)),
@@ -1388,7 +1400,7 @@ mod tests {
             assert_eq!(got_fixes, fixes, "{sent}");
             // A repaired call validates as it is.
             assert_eq!(
-                check(&schema, &object(got), &aliases),
+                check_obj(&schema, &object(got), &aliases),
                 Checked::Valid,
                 "{sent}"
             );
@@ -1435,7 +1447,7 @@ mod tests {
             ),
         ];
         for (sent, want) in cases {
-            let checked = check(&schema, &object(sent.clone()), &no_aliases());
+            let checked = check_obj(&schema, &object(sent.clone()), &no_aliases());
             match want {
                 None => assert!(
                     matches!(checked, Checked::Invalid(_)),
@@ -1478,7 +1490,8 @@ mod tests {
             (json!({"pth": "a"}), vec!["pth"]),
         ];
         for (sent, left) in cases {
-            let Checked::Invalid(teaching) = check(&schema, &object(sent.clone()), &no_aliases())
+            let Checked::Invalid(teaching) =
+                check_obj(&schema, &object(sent.clone()), &no_aliases())
             else {
                 panic!("{sent}: expected Invalid");
             };
@@ -1498,12 +1511,12 @@ mod tests {
             "required": ["path"]
         }));
         let sent = object(json!({"path": "a", "colour": "red", "count": "2"}));
-        let (got, fixes) = repaired(check(&schema, &sent, &no_aliases()));
+        let (got, fixes) = repaired(check_obj(&schema, &sent, &no_aliases()));
         assert_eq!(got, json!({"path": "a", "colour": "red", "count": 2}));
         assert_eq!(fixes, [r#"converted 'count' from "2" to 2"#]);
         // Valid as sent, even with an unknown name: nothing to repair.
         let sent = object(json!({"path": "a", "colour": "red"}));
-        assert_eq!(check(&schema, &sent, &no_aliases()), Checked::Valid);
+        assert_eq!(check_obj(&schema, &sent, &no_aliases()), Checked::Valid);
     }
 
     #[test]
@@ -1550,7 +1563,8 @@ mod tests {
             ),
         ];
         for (sent, problems, closest) in cases {
-            let Checked::Invalid(teaching) = check(&schema, &object(sent.clone()), &aliases) else {
+            let Checked::Invalid(teaching) = check_obj(&schema, &object(sent.clone()), &aliases)
+            else {
                 panic!("{sent}: expected Invalid");
             };
             assert_eq!(teaching.problems, problems, "{sent}");
@@ -1598,7 +1612,8 @@ mod tests {
             (json!({"k": "other"}), r#"'k' must be "fixed", got "other""#),
         ];
         for (sent, problem) in cases {
-            let Checked::Invalid(teaching) = check(&schema, &object(sent.clone()), &no_aliases())
+            let Checked::Invalid(teaching) =
+                check_obj(&schema, &object(sent.clone()), &no_aliases())
             else {
                 panic!("{sent}: expected Invalid");
             };
@@ -1638,7 +1653,7 @@ mod tests {
             ),
         ];
         for (index, (arguments, excess)) in cases.into_iter().enumerate() {
-            let checked = check(&schema, &arguments, &no_aliases());
+            let checked = check_obj(&schema, &arguments, &no_aliases());
             match excess {
                 None => assert_eq!(checked, Checked::Valid, "case {index}"),
                 Some(excess) => {
@@ -1677,7 +1692,7 @@ mod tests {
         let schema = CompiledSchema::compile("gitlab_push_files", &only_schema).expect("compiles");
         assert_eq!(schema.schema["type"], "object");
         assert_eq!(
-            check(&schema, &object(json!({"any": 1})), &no_aliases()),
+            check_obj(&schema, &object(json!({"any": 1})), &no_aliases()),
             Checked::Valid
         );
         let broken = [
@@ -1699,7 +1714,7 @@ mod tests {
     fn teaching_text_says_it_all() {
         let schema = files_schema();
         let compiled = compiled(schema.clone());
-        let Checked::Invalid(teaching) = check(
+        let Checked::Invalid(teaching) = check_obj(
             &compiled,
             &object(json!({"pth": "/tmp", "count": "many"})),
             &no_aliases(),
@@ -1767,7 +1782,7 @@ mod tests {
                 };
                 compiled_count += 1;
                 for arguments in odd_arguments(&schema) {
-                    let _ = check(&schema, &arguments, &no_aliases());
+                    let _ = check_obj(&schema, &arguments, &no_aliases());
                 }
             }
         }

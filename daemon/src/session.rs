@@ -18,10 +18,15 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
+use serde_json::Value;
 
+use crate::breaker::{REFUSE_AFTER, RetryBreaker, canonical_key};
 use crate::catalog::{CatalogChanged, Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
+use crate::disclosure;
+use crate::example;
 use crate::native;
+use crate::repair::{self, Checked};
 use crate::search;
 use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 
@@ -319,6 +324,10 @@ pub struct SessionServer {
     pub view: SessionView,
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
+    /// Byte budget of the one-line listing in `instructions`.
+    pub instructions_budget: usize,
+    /// Identical failing calls of this session (see [`crate::breaker`]).
+    pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
 }
 
 fn text_result(text: impl Into<String>, is_error: bool) -> CallToolResult {
@@ -398,7 +407,9 @@ impl SessionServer {
     }
 
     /// A proxied call by exposed name: route it whether or not it is active,
-    /// and activate it.
+    /// and activate it. Arguments are checked against the tool's schema first:
+    /// repaired when that makes them valid, refused with a teaching error
+    /// when not; identical failures are counted and, past a point, refused.
     async fn call_proxied(
         &self,
         name: &str,
@@ -420,7 +431,119 @@ impl SessionServer {
                 touch: true,
             });
         }
-        Ok(self.forward(entry, arguments, ctx).await)
+        let mut args = arguments.unwrap_or_default();
+        let mut notes = Vec::new();
+        if entry.requires("session_id") && !args.contains_key("session_id") {
+            args.insert("session_id".into(), Value::String(self.id.clone()));
+            notes.push(format!(
+                "evo filled the missing required parameter session_id with this session's id '{}'.",
+                self.id
+            ));
+        }
+        let key = canonical_key(&args);
+        let prior = self.breaker_do(|b| b.prior_failures(&entry.name, key));
+        if prior >= REFUSE_AFTER {
+            return Ok(text_result(refusal_text(entry, prior), true).into());
+        }
+        let mut fixes = Vec::new();
+        if let Some(schema) = entry.compiled() {
+            // The validator takes a Value: move the map in and back out.
+            let value = Value::Object(std::mem::take(&mut args));
+            let checked = repair::check(schema, &value, &entry.aliases);
+            if let Value::Object(m) = value {
+                args = m;
+            }
+            match checked {
+                Checked::Valid => {}
+                Checked::Repaired { arguments, repair } => {
+                    args = arguments;
+                    fixes = repair.fixes;
+                }
+                Checked::Invalid(teaching) => {
+                    let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                    let example = example::example_call(&entry.name, &entry.tool.input_schema);
+                    let mut text = repair::teaching_text(
+                        &entry.name,
+                        &teaching,
+                        &entry.tool.input_schema,
+                        &example,
+                    );
+                    if failures >= 2 {
+                        text = escalation_text(
+                            entry,
+                            failures,
+                            teaching.problems.first().map(String::as_str),
+                        ) + "\n\n"
+                            + &text;
+                    }
+                    return Ok(text_result(text, true).into());
+                }
+            }
+        }
+        let response = self.forward(entry, Some(args), ctx).await;
+        let CallToolResponse::Complete(mut result) = response else {
+            return Ok(response);
+        };
+        if result.is_error == Some(true) {
+            let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+            if failures >= 2 {
+                result
+                    .content
+                    .push(ContentBlock::text(escalation_text(entry, failures, None)));
+            }
+        } else {
+            self.breaker_do(|b| b.succeeded(&entry.name));
+        }
+        if !fixes.is_empty() || !notes.is_empty() {
+            let meta = result.meta.get_or_insert_with(Default::default);
+            if !fixes.is_empty() {
+                meta.insert("evo/repaired".into(), Value::from(fixes));
+            }
+            if !notes.is_empty() {
+                meta.insert("evo/notes".into(), Value::from(notes.clone()));
+                for n in notes {
+                    result
+                        .content
+                        .push(ContentBlock::text(format!("[evo] {n}")));
+                }
+            }
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {
+        let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut b)
+    }
+
+    fn describe_tool(&self, args: Option<&JsonObject>) -> CallToolResult {
+        let name = match native::string_arg(args, "name", native::DESCRIBE_TOOL) {
+            Ok(n) => n,
+            Err(e) => return text_result(e, true),
+        };
+        self.view.touch();
+        let snapshot = self.snapshot.load_full();
+        match snapshot.get(name) {
+            Some(entry) => text_result(disclosure::describe_tool(entry), false),
+            None => text_result(unknown_tool_message(&snapshot, name), true),
+        }
+    }
+
+    fn describe_capability(&self, args: Option<&JsonObject>) -> CallToolResult {
+        self.view.touch();
+        let domain = args
+            .and_then(|a| a.get("domain"))
+            .and_then(Value::as_str)
+            .filter(|d| !d.trim().is_empty());
+        let snapshot = self.snapshot.load_full();
+        match disclosure::describe_capability(
+            &snapshot,
+            domain.map(str::trim),
+            &snapshot.capabilities,
+        ) {
+            Ok(text) => text_result(text, false),
+            Err(e) => text_result(e, true),
+        }
     }
 
     async fn discover(&self, args: Option<&JsonObject>) -> CallToolResult {
@@ -452,6 +575,24 @@ impl SessionServer {
         }
         text_result(text, false)
     }
+}
+
+/// The text of a call refused by the retry-loop breaker.
+fn refusal_text(entry: &ToolEntry, failures: u32) -> String {
+    format!(
+        "Refused without calling {}: this exact call (same arguments) has already failed {failures} times in this session, and repeating it will not help. Change the arguments — run describe_tool {{\"name\": \"{}\"}} for the schema and a worked example — or choose another tool with discover_tools.",
+        entry.name, entry.name
+    )
+}
+
+/// Guidance for the second identical failure: say it is a repeat, name the
+/// one fix, point to describe_tool.
+fn escalation_text(entry: &ToolEntry, failures: u32, fix: Option<&str>) -> String {
+    let fix = fix.map(|f| format!(" The fix: {f}.")).unwrap_or_default();
+    format!(
+        "[evo] This is failure {failures} of the same call to {} with the same arguments.{fix} Read describe_tool {{\"name\": \"{}\"}} before retrying; an identical call will now be refused.",
+        entry.name, entry.name
+    )
 }
 
 /// A legacy child's result has no `resultType`; 2026-07-28 clients require
@@ -489,9 +630,18 @@ impl ServerHandler for SessionServer {
             .build();
         let mut info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("evo", crate::VERSION));
-        info.instructions = Some(
-            "evo aggregates many MCP servers. Use discover_tools to find a tool for a task, then call it by name (or through call_tool).".into(),
-        );
+        let snapshot = self.snapshot.load();
+        let activated = self.view.activated.load();
+        let mode = self.mode;
+        let listed = |e: &ToolEntry| match mode {
+            DiscoveryMode::Legacy => true,
+            DiscoveryMode::Dynamic => e.hot || activated.contains(&e.name),
+        };
+        info.instructions = Some(disclosure::instructions(
+            &snapshot,
+            &listed,
+            self.instructions_budget,
+        ));
         info
     }
 
@@ -530,6 +680,10 @@ impl ServerHandler for SessionServer {
                 Err(e) => Ok(text_result(e, true).into()),
             },
             native::DISCOVER_TOOLS => Ok(self.discover(request.arguments.as_ref()).await.into()),
+            native::DESCRIBE_TOOL => Ok(self.describe_tool(request.arguments.as_ref()).into()),
+            native::DESCRIBE_CAPABILITY => {
+                Ok(self.describe_capability(request.arguments.as_ref()).into())
+            }
             name => self.call_proxied(name, request.arguments, &ctx).await,
         }
     }

@@ -400,6 +400,7 @@ pub struct OpenedSession {
     pub addr: Addr<Session>,
     pub view: session::SessionView,
     pub search_limit: usize,
+    pub instructions_budget: usize,
     pub max_message_bytes: usize,
 }
 
@@ -447,6 +448,7 @@ impl Handler<OpenSession> for Supervisor {
             addr,
             view,
             search_limit: self.config.discovery.search_limit,
+            instructions_budget: self.config.discovery.instructions_budget,
             max_message_bytes: self.config.limits.max_message_bytes,
         })
     }
@@ -528,6 +530,32 @@ impl Handler<Ctl> for Supervisor {
                         .collect(),
                     reason: outcome.reason,
                 }))
+            }
+            CtlRequest::Describe { name } => {
+                let snapshot = self.snapshot.load_full();
+                let reply = match snapshot.get(&name) {
+                    Some(e) => CtlReply::data(&serde_json::json!({
+                        "name": e.name,
+                        "summary": e.summary,
+                        "domain": e.domain,
+                        "server": e.server.id,
+                        "upstream": e.upstream,
+                        "hot": e.hot,
+                        "description": e.tool.description,
+                        "input_schema": &*e.tool.input_schema,
+                        "example": {"name": e.name, "arguments": crate::example::example_arguments(&e.tool.input_schema)},
+                        "text": crate::disclosure::describe_tool(e),
+                    })),
+                    None => CtlReply::error(
+                        ErrorKind::UnknownTool,
+                        session::unknown_tool_message(&snapshot, &name),
+                    ),
+                };
+                ready(reply)
+            }
+            CtlRequest::Docs => {
+                let snapshot = self.snapshot.load_full();
+                ready(CtlReply::data(&crate::disclosure::docs(&snapshot)))
             }
             CtlRequest::Sessions => {
                 let sessions: Vec<Addr<Session>> =

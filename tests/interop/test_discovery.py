@@ -20,7 +20,7 @@ from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 
-NATIVE = {"discover_tools", "call_tool"}
+NATIVE = {"discover_tools", "describe_capability", "describe_tool", "call_tool"}
 
 
 class ListChanged:

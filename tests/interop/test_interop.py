@@ -23,7 +23,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "auto"]
-NATIVE_TOOLS = {"discover_tools", "call_tool"}
+NATIVE_TOOLS = {"discover_tools", "describe_capability", "describe_tool", "call_tool"}
 TEST_TIMEOUT_S = 90.0  # per test: a hang fails with a message instead of stalling CI
 LIST_PAGE_CAP = 100
 

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{Value, json};
 
+/// Tools a dynamic session starts with here: 4 natives and the hot fx_echo.
+const START: usize = 5;
+
 fn config() -> Value {
     json!({"mcpServers": {
         "fx": {"command": fixture().to_string_lossy(), "hot": ["echo"]},
@@ -56,7 +59,13 @@ fn dynamic_session_starts_small_and_discovers() {
     let mut c = dynamic(&d, &[]);
     assert_eq!(
         c.tool_names(),
-        vec!["discover_tools", "call_tool", "fx_echo"],
+        vec![
+            "discover_tools",
+            "describe_capability",
+            "describe_tool",
+            "call_tool",
+            "fx_echo"
+        ],
         "natives and hot tools only"
     );
     let (text, is_error) = c.call_text(
@@ -79,7 +88,10 @@ fn dynamic_session_starts_small_and_discovers() {
         names.contains(&"time_convert_time".to_string()),
         "{names:?}"
     );
-    assert!(names.len() <= 3 + 3);
+    assert!(
+        names.len() <= START + 3,
+        "at most the 3 matches were activated"
+    );
     // activate: false finds without activating.
     let before = c.tool_names();
     let (peek, _) = c.call_text(
@@ -161,7 +173,14 @@ fn evoctl_activation_reaches_the_live_session() {
         .collect();
     assert_eq!(
         listed,
-        vec!["discover_tools", "call_tool", "fx_echo", "fx_add"]
+        vec![
+            "discover_tools",
+            "describe_capability",
+            "describe_tool",
+            "call_tool",
+            "fx_echo",
+            "fx_add"
+        ]
     );
     // Errors: unknown tool, closed session.
     let (code, _, err) = d.ctl(&["activate", "fx_nope", "--session", &id]);
@@ -191,7 +210,7 @@ fn named_sessions_keep_activations_across_reconnects_and_restarts() {
         json!({"query": "what time is it", "limit": 1}),
     );
     let activated = c.tool_names();
-    assert!(activated.len() > 3);
+    assert!(activated.len() > START);
     c.close();
     let mut c = dynamic(&d, &["--session", "work"]);
     assert_eq!(c.tool_names(), activated, "reconnect keeps activations");
@@ -200,7 +219,7 @@ fn named_sessions_keep_activations_across_reconnects_and_restarts() {
     c.close();
     // An unnamed session starts empty.
     let mut u = dynamic(&d, &[]);
-    assert_eq!(u.tool_names().len(), 3);
+    assert_eq!(u.tool_names().len(), START);
     u.close();
     // Restart the daemon on the same cache dir.
     d.stop();
@@ -226,14 +245,14 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     assert!(c.tool_names().len() > 10, "config legacy");
     let mut c = d.session(&["--mode", "dynamic"]);
     c.initialize();
-    assert_eq!(c.tool_names().len(), 3, "shim flag beats config");
+    assert_eq!(c.tool_names().len(), START, "shim flag beats config");
     drop(d);
     // env beats config; evod flag beats env.
     let d = Daemon::start_with(&cfg, &[], &[("EVO_DISCOVERY_MODE", "dynamic")]);
     d.wait_ready(&["fx"]);
     let mut c = d.session(&[]);
     c.initialize();
-    assert_eq!(c.tool_names().len(), 3, "env beats config");
+    assert_eq!(c.tool_names().len(), START, "env beats config");
     drop(d);
     let d = Daemon::start_with(
         &cfg,
@@ -243,7 +262,7 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     d.wait_ready(&["fx"]);
     let mut c = d.session(&[]);
     c.initialize();
-    assert!(c.tool_names().len() > 3, "evod flag beats env");
+    assert!(c.tool_names().len() > START, "evod flag beats env");
     let s = d.ctl_json(&["sessions"]);
     assert_eq!(s["sessions"][0]["mode"], "legacy");
     drop(d);
@@ -252,7 +271,7 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     d.wait_ready(&["fx"]);
     let mut c = d.session(&[]);
     c.initialize();
-    assert_eq!(c.tool_names().len(), 3, "default dynamic");
+    assert_eq!(c.tool_names().len(), START, "default dynamic");
 }
 
 #[test]
@@ -273,7 +292,7 @@ fn bad_discovery_input_gets_reasons_and_the_session_goes_on() {
         let (text, _) = c.call_text("discover_tools", args.clone());
         assert!(text.contains(want), "{args}: {text}");
     }
-    assert_eq!(c.tool_names().len(), 3, "nothing was activated");
+    assert_eq!(c.tool_names().len(), START, "nothing was activated");
     let (text, is_error) =
         c.call_text("discover_tools", json!({"query": "time", "domain": "time"}));
     assert!(

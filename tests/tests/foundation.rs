@@ -167,7 +167,15 @@ fn malformed_config_is_reported_and_a_missing_one_means_no_children() {
     assert_eq!(s["config"]["ok"], true);
     assert_eq!(s["servers"].as_array().unwrap().len(), 0);
     let mut c = d.legacy_session();
-    assert_eq!(c.tool_names(), vec!["discover_tools", "call_tool"]);
+    assert_eq!(
+        c.tool_names(),
+        vec![
+            "discover_tools",
+            "describe_capability",
+            "describe_tool",
+            "call_tool"
+        ]
+    );
 }
 
 #[test]
@@ -213,8 +221,10 @@ fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
         hashed.len() >= 10,
         "long twilio names are cut with a hash: {hashed:?}"
     );
-    // A hashed name still routes.
-    let (text, is_error) = c.call_text(hashed[0], json!({}));
+    // A hashed name still routes (with valid arguments: the example evo
+    // generates for it).
+    let described = d.ctl_json(&["describe", hashed[0]]);
+    let (text, is_error) = c.call_text(hashed[0], described["example"]["arguments"].clone());
     assert!(!is_error && text.contains("\"tool\""), "{text}");
 }
 
