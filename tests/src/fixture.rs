@@ -115,6 +115,7 @@ enum Kind {
     Pid,
     Env,
     Cwd,
+    Whoami,
     Record,
     Progress,
     AddTool,
@@ -206,6 +207,14 @@ fn builtin_tools() -> Vec<(Tool, Kind)> {
                 schema(json!({}), &[]),
             ),
             Kind::Cwd,
+        ),
+        (
+            Tool::new(
+                "whoami",
+                "Return the session_id it was called with (a required parameter).",
+                schema(json!({"session_id": {"type": "string"}}), &["session_id"]),
+            ),
+            Kind::Whoami,
         ),
         (
             Tool::new(
@@ -528,6 +537,7 @@ impl Fixture {
                 std::process::exit(code);
             }
             Kind::Pid => text(std::process::id().to_string()),
+            Kind::Whoami => text(str_arg(args, "session_id")?.to_owned()),
             Kind::Env => {
                 let var = str_arg(args, "name")?;
                 text(std::env::var(var).unwrap_or_else(|_| "<unset>".to_owned()))

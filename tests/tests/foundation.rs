@@ -75,13 +75,13 @@ fn env_cwd_and_pagination_reach_the_child() {
     let d = Daemon::start_with(&cfg, &[], &[("EVO_TEST_WHO", "world")]);
     d.wait_ready(&["fx"]);
     let mut c = d.legacy_session();
-    // All pages were listed: the fixture has 13 built-in tools.
+    // All pages were listed: the fixture has 14 built-in tools.
     let fx_tools = c
         .tool_names()
         .into_iter()
         .filter(|n| n.starts_with("fx_"))
         .count();
-    assert_eq!(fx_tools, 13);
+    assert_eq!(fx_tools, 14);
     assert_eq!(
         c.call_text("fx_env", json!({"name": "GREETING"})).0,
         "hello world"
@@ -376,11 +376,11 @@ fn status_and_list_json_have_stable_keys() {
     ] {
         assert!(fx.get(key).is_some(), "server status lacks {key}: {fx}");
     }
-    assert_eq!(fx["tools"], 13);
+    assert_eq!(fx["tools"], 14);
     assert_eq!(fx["source"], "live");
     let l = d.ctl_json(&["list", "--all"]);
     let tools = l["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 26);
+    assert_eq!(tools.len(), 28);
     let echo = tools.iter().find(|t| t["name"] == "fx_echo").unwrap();
     assert_eq!(echo["summary"], "Return the given text unchanged.");
     assert_eq!(echo["domain"], "text", "a child's _meta.domain is honoured");
