@@ -336,6 +336,9 @@ pub struct Catalog {
     version: u64,
     on_change: Vec<Recipient<CatalogChanged>>,
     persist: Option<Recipient<crate::refresher::Persist>>,
+    /// Discoveries waiting for the next publish; answered once it is out.
+    acks: Vec<tokio::sync::oneshot::Sender<()>>,
+    publish_scheduled: bool,
 }
 
 impl Catalog {
@@ -347,6 +350,17 @@ impl Catalog {
             version: 0,
             on_change: Vec::new(),
             persist: None,
+            acks: Vec::new(),
+            publish_scheduled: false,
+        }
+    }
+
+    /// Publishes soon, coalescing bursts (many children coming up at once)
+    /// into one snapshot build.
+    fn publish_soon(&mut self, ctx: &mut Context<Self>) {
+        if !self.publish_scheduled {
+            self.publish_scheduled = true;
+            ctx.run_later(PUBLISH_COALESCE, |act, _| act.publish());
         }
     }
 
@@ -374,6 +388,7 @@ impl Catalog {
     }
 
     fn publish(&mut self) {
+        self.publish_scheduled = false;
         self.version += 1;
         let servers: Vec<ServerTools<'_>> = self
             .slots
@@ -396,12 +411,18 @@ impl Catalog {
                 snapshot: snapshot.clone(),
             });
         }
+        for ack in self.acks.drain(..) {
+            let _ = ack.send(());
+        }
     }
 }
 
 impl Actor for Catalog {
     type Context = Context<Self>;
 }
+
+/// How long discoveries are gathered into one snapshot build.
+const PUBLISH_COALESCE: Duration = Duration::from_millis(10);
 
 /// Sent to subscribers after a new snapshot is published.
 #[derive(Message, Clone)]
@@ -429,11 +450,19 @@ impl Handler<Subscribe> for Catalog {
 pub struct SetServers {
     pub servers: Vec<(Arc<ServerSpec>, Arc<ServerLink>)>,
     pub discovery_hot: Vec<String>,
+    /// Tools from the cache file for servers whose config hash matched.
+    pub cached: HashMap<String, CachedTools>,
+}
+
+/// A server's tool list as the cache file had it.
+pub struct CachedTools {
+    pub tools: Vec<Tool>,
+    pub fetched_at: SystemTime,
 }
 
 impl Handler<SetServers> for Catalog {
     type Result = ();
-    fn handle(&mut self, msg: SetServers, _: &mut Context<Self>) {
+    fn handle(&mut self, mut msg: SetServers, _: &mut Context<Self>) {
         let mut old: HashMap<String, ServerSlot> = self
             .slots
             .drain(..)
@@ -459,15 +488,27 @@ impl Handler<SetServers> for Catalog {
                         ..prev
                     }
                 }
-                _ => ServerSlot {
-                    spec,
-                    link,
-                    tools: Vec::new(),
-                    entries: Vec::new(),
-                    source: ToolSource::None,
-                    live: None,
-                    cached: None,
-                    fetched_at: None,
+                _ => match msg.cached.remove(&spec.id) {
+                    Some(c) => ServerSlot {
+                        entries: entries_for(&spec, &link, &c.tools, &msg.discovery_hot),
+                        spec,
+                        link,
+                        cached: Some(c.tools.len()),
+                        tools: c.tools,
+                        source: ToolSource::Cache,
+                        live: None,
+                        fetched_at: Some(c.fetched_at),
+                    },
+                    None => ServerSlot {
+                        spec,
+                        link,
+                        tools: Vec::new(),
+                        entries: Vec::new(),
+                        source: ToolSource::None,
+                        live: None,
+                        cached: None,
+                        fetched_at: None,
+                    },
                 },
             })
             .collect();
@@ -485,25 +526,36 @@ pub struct ToolsDiscovered {
 }
 
 impl Handler<ToolsDiscovered> for Catalog {
-    type Result = ();
-    fn handle(&mut self, msg: ToolsDiscovered, _: &mut Context<Self>) {
+    /// Answers once the tools are in a published snapshot.
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, msg: ToolsDiscovered, ctx: &mut Context<Self>) -> Self::Result {
+        let done = || -> ResponseFuture<()> { Box::pin(async {}) };
         let Some(slot) = self.slots.iter_mut().find(|s| s.spec.id == msg.server) else {
-            return;
+            return done();
         };
         slot.live = Some(msg.tools.len());
         slot.fetched_at = Some(SystemTime::now());
         if msg.tools.is_empty() && !slot.tools.is_empty() {
             tracing::warn!(server = %msg.server, kept = slot.tools.len(), "child listed no tools; keeping the last good list");
-            return;
+            return done();
         }
-        if slot.source == ToolSource::Live && slot.tools == msg.tools {
-            return;
+        if slot.tools == msg.tools {
+            if slot.source != ToolSource::Live {
+                slot.source = ToolSource::Live;
+                self.persist();
+            }
+            return done();
         }
         slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
         slot.tools = msg.tools;
         slot.source = ToolSource::Live;
-        self.publish();
         self.persist();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.acks.push(tx);
+        self.publish_soon(ctx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

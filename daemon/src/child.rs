@@ -191,17 +191,33 @@ impl ChildServer {
             match res {
                 Ok((client, tools)) => {
                     tracing::info!(server = %act.spec.id, tools = tools.len(), "child ready");
+                    listen_for_changes(
+                        client.peer().clone(),
+                        act.spec.id.clone(),
+                        generation,
+                        ctx.address(),
+                    );
                     act.client = Some(client);
                     act.last_error = None;
-                    act.set_state(ServerState::Ready);
-                    act.catalog.do_send(ToolsDiscovered {
+                    if tools.is_empty() {
+                        act.relist_empty(generation, 1, ctx);
+                    }
+                    // Ready once the tools are in the catalog, so "ready" in
+                    // `evoctl status` means listed.
+                    let listed = act.catalog.send(ToolsDiscovered {
                         server: act.spec.id.clone(),
                         tools,
                     });
-                    let peer = act.link_peer();
-                    for w in act.waiters.drain(..) {
-                        let _ = w.send(peer.clone());
-                    }
+                    ctx.spawn(listed.into_actor(act).map(move |_, act, _| {
+                        if act.generation != generation || act.stopping || act.client.is_none() {
+                            return;
+                        }
+                        act.set_state(ServerState::Ready);
+                        let peer = act.link_peer();
+                        for w in act.waiters.drain(..) {
+                            let _ = w.send(peer.clone());
+                        }
+                    }));
                 }
                 Err(e) if act.pid.is_some() => {
                     // The process probably died: give its exit status a
@@ -214,6 +230,32 @@ impl ChildServer {
                 Err(e) => act.down(generation, e, ctx),
             }
         }));
+    }
+
+    /// A child that listed no tools is probably still warming up (a cold
+    /// `npx` start): list again with backoff, a few times.
+    fn relist_empty(&mut self, generation: u64, attempt: u32, ctx: &mut Context<Self>) {
+        if attempt > 5 {
+            return;
+        }
+        let delay = Duration::from_millis(500 * (1 << attempt));
+        ctx.run_later(delay, move |act, ctx| {
+            if act.generation != generation {
+                return;
+            }
+            let Some(client) = &act.client else { return };
+            let peer = client.peer().clone();
+            let fut = async move { peer.list_all_tools().await };
+            ctx.spawn(fut.into_actor(act).map(move |res, act, ctx| match res {
+                Ok(tools) if !tools.is_empty() => {
+                    act.catalog.do_send(ToolsDiscovered {
+                        server: act.spec.id.clone(),
+                        tools,
+                    });
+                }
+                _ => act.relist_empty(generation, attempt + 1, ctx),
+            }));
+        });
     }
 
     fn link_peer(&self) -> Result<Arc<Peer<RoleClient>>, String> {
@@ -412,6 +454,44 @@ fn http_config(
     Ok(config.custom_headers(custom))
 }
 
+/// A 2026-07-28 child announces tool changes only on a `subscriptions/listen`
+/// stream (older ones send a plain notification to [`ChildEvents`]): open one
+/// and turn its events into re-listing.
+fn listen_for_changes(
+    peer: Peer<RoleClient>,
+    server: String,
+    generation: u64,
+    actor: Addr<ChildServer>,
+) {
+    let Some(info) = peer.peer_info() else { return };
+    let modern = info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str();
+    let announces = info
+        .capabilities
+        .tools
+        .as_ref()
+        .and_then(|t| t.list_changed)
+        .unwrap_or(false);
+    if !modern || !announces {
+        return;
+    }
+    tokio::spawn(async move {
+        let filter = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .build();
+        let mut sub = match peer.listen(filter).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(server = %server, error = %e, "child refused subscriptions/listen");
+                return;
+            }
+        };
+        while let Ok(Some(_)) = sub.next().await {
+            tracing::info!(server = %server, "child says its tool list changed; re-listing");
+            actor.do_send(Relist { generation });
+        }
+    });
+}
+
 /// Reaps the child and reports its exit to the actor.
 fn watch_exit(
     mut child: tokio::process::Child,
@@ -587,6 +667,25 @@ impl Handler<EnsureRunning> for ChildServer {
                 let e = self.unavailable();
                 Box::pin(async move { Err(e) })
             }
+        }
+    }
+}
+
+/// Discover the tools now: start an idle child, or re-list a running one.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Discover;
+
+impl Handler<Discover> for ChildServer {
+    type Result = ();
+    fn handle(&mut self, _: Discover, ctx: &mut Context<Self>) {
+        match self.state {
+            ServerState::Idle => self.start(ctx),
+            ServerState::Ready => {
+                let generation = self.generation;
+                ctx.notify(Relist { generation });
+            }
+            _ => {}
         }
     }
 }

@@ -39,6 +39,48 @@ pub fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Reads the catalog cache of `cache_dir`: each server's entry by id. A
+/// missing file is an empty cache; an unreadable, corrupt or newer-format
+/// one is discarded with a warning (the daemon starts anyway, discovering
+/// live).
+pub fn load_cache(cache_dir: &Path) -> HashMap<String, CachedServer> {
+    let path = cache_dir.join("catalog.json");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the catalog cache; discovering live");
+            return HashMap::new();
+        }
+    };
+    #[derive(Deserialize)]
+    struct Header {
+        format: u32,
+    }
+    match serde_json::from_slice::<Header>(&bytes) {
+        Ok(h) if h.format != CACHE_FORMAT => {
+            tracing::warn!(path = %path.display(), format = h.format, expected = CACHE_FORMAT, "catalog cache has another format version (written by another evod?); ignoring it");
+            return HashMap::new();
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "catalog cache is corrupt; discarding it");
+            return HashMap::new();
+        }
+    }
+    match serde_json::from_slice::<CacheFile>(&bytes) {
+        Ok(file) => file
+            .servers
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "catalog cache is corrupt; discarding it");
+            HashMap::new()
+        }
+    }
+}
+
 /// Writes `bytes` to `path` so a reader sees the old file or the new one,
 /// never a torn one: temp file in the same directory, fsync, rename.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -186,6 +228,22 @@ impl Handler<Written> for Refresher {
         if self.pending.contains_key(&msg.0) && !self.scheduled {
             self.scheduled = true;
             ctx.run_later(WRITE_DEBOUNCE, |act, ctx| act.flush(ctx));
+        }
+    }
+}
+
+/// Re-discover these servers in the background: their cached entries are
+/// older than `cache.max_age_hours` (stale-while-revalidate).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Revalidate(pub Vec<(String, Addr<crate::child::ChildServer>)>);
+
+impl Handler<Revalidate> for Refresher {
+    type Result = ();
+    fn handle(&mut self, msg: Revalidate, _: &mut Context<Self>) {
+        for (id, child) in msg.0 {
+            tracing::info!(server = %id, "cached tools are stale; re-discovering in the background");
+            child.do_send(crate::child::Discover);
         }
     }
 }

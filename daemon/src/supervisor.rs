@@ -103,10 +103,40 @@ impl Supervisor {
         }
     }
 
+    /// Starts a ChildServer per server. A server whose cached entry has a
+    /// matching config hash is listed from the cache at once and its child
+    /// is not spawned until a call needs it (lazy start); a stale entry is
+    /// re-discovered in the background.
     fn start_children(&mut self) {
+        let mut cache = crate::refresher::load_cache(&self.opts.cache_dir);
+        let max_age = self.config.cache.max_age();
+        let mut cached = HashMap::new();
+        let mut stale = Vec::new();
         for spec in &self.config.servers {
             let spec = Arc::new(spec.clone());
-            let (addr, link) = ChildServer::launch(spec.clone(), self.catalog.clone(), false);
+            let hit = cache
+                .remove(&spec.id)
+                .filter(|c| c.config_hash == spec.hash.to_string() && !c.tools.is_empty());
+            let (addr, link) =
+                ChildServer::launch(spec.clone(), self.catalog.clone(), hit.is_some());
+            if let Some(c) = hit {
+                let fetched_at =
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.fetched_at);
+                let age = SystemTime::now()
+                    .duration_since(fetched_at)
+                    .unwrap_or_default();
+                tracing::info!(server = %spec.id, tools = c.tools.len(), age_s = age.as_secs(), "listed from cache; child starts on first call");
+                if age > max_age {
+                    stale.push((spec.id.clone(), addr.clone()));
+                }
+                cached.insert(
+                    spec.id.clone(),
+                    crate::catalog::CachedTools {
+                        tools: c.tools,
+                        fetched_at,
+                    },
+                );
+            }
             self.children.push(ChildHandle { spec, addr, link });
         }
         self.catalog.do_send(SetServers {
@@ -116,7 +146,11 @@ impl Supervisor {
                 .map(|c| (c.spec.clone(), c.link.clone()))
                 .collect(),
             discovery_hot: self.config.discovery.hot.clone(),
+            cached,
         });
+        if !stale.is_empty() {
+            self.refresher.do_send(crate::refresher::Revalidate(stale));
+        }
     }
 
     /// The mode for a new session: shim flag, evod flag / env, config, default.

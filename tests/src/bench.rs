@@ -7,6 +7,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod searcheval;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -162,8 +163,36 @@ fn memory() {
     );
 }
 
+fn data_dir() -> std::path::PathBuf {
+    catalog_path().parent().unwrap().to_path_buf()
+}
+
+fn search_benchmarks() {
+    let catalog = searcheval::load_catalog(&catalog_path());
+    let snap = searcheval::snapshot(&catalog);
+    let ours = searcheval::load_queries(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries.jsonl"),
+    );
+    let dev = searcheval::load_queries(&data_dir().join("queries-dev.jsonl"));
+    searcheval::print_quality("bench/queries.jsonl (ours)", &ours, &snap);
+    searcheval::print_quality("shared queries-dev.jsonl", &dev, &snap);
+    let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
+    println!("\n## discover_tools search latency, in-process\n");
+    println!("| tools | median per query | snapshot + index build |");
+    println!("|---|---|---|");
+    println!(
+        "| {n} | **{} µs** (budget 2,000) | {:.1} ms |",
+        us(median),
+        build.as_secs_f64() * 1e3
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--search") {
+        search_benchmarks();
+        return;
+    }
     let _ = Command::new(bin("evod"))
         .arg("--version")
         .stdout(Stdio::null())

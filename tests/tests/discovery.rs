@@ -224,7 +224,12 @@ fn named_sessions_keep_activations_across_reconnects_and_restarts() {
     // Restart the daemon on the same cache dir.
     d.stop();
     d.spawn(&[], &[]);
-    d.wait_ready(&["fx", "time", "git"]);
+    // Listed again (from the cache: the children start on first call).
+    d.wait_status("servers listed", |s| {
+        ["fx", "time", "git"]
+            .iter()
+            .all(|id| server(s, id).is_some_and(|v| v["tools"].as_u64() > Some(0)))
+    });
     let mut c = dynamic(&d, &["--session", "work"]);
     assert_eq!(
         c.tool_names(),

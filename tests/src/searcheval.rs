@@ -1,0 +1,237 @@
+//! In-process search evaluation and timing over the real catalog: the same
+//! `Snapshot` and `search` the daemon uses, without processes around them.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use evo_daemon::catalog::{ServerLink, ServerTools, Snapshot, ToolEntry, entries_for};
+use evo_daemon::config;
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+
+/// One query of an evaluation set.
+pub struct Query {
+    pub id: String,
+    pub query: String,
+    pub kind: String,
+    /// Exposed names of every tool that satisfies the query.
+    pub relevant: HashSet<String>,
+}
+
+pub fn load_queries(path: &Path) -> Vec<Query> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("query line");
+            Query {
+                id: v["id"].as_str().unwrap_or_default().into(),
+                query: v["query"].as_str().unwrap_or_default().into(),
+                kind: v["kind"].as_str().unwrap_or_default().into(),
+                relevant: v["relevant"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| {
+                        evo_daemon::names::exposed_name(
+                            p[0].as_str().unwrap_or(""),
+                            p[1].as_str().unwrap_or(""),
+                        )
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// (server id, tools) of the recorded catalog.
+pub fn load_catalog(path: &Path) -> Vec<(String, Vec<Tool>)> {
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(path).expect("catalog")).expect("catalog JSON");
+    v["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|s| {
+            let tools = s["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| {
+                    let mut t = t.clone();
+                    if !t["inputSchema"].is_object() {
+                        t["inputSchema"] = json!({"type": "object"});
+                    }
+                    serde_json::from_value::<Tool>(t).ok()
+                })
+                .collect();
+            (s["id"].as_str().unwrap_or_default().to_string(), tools)
+        })
+        .collect()
+}
+
+/// A snapshot of `servers` built the way the Catalog builds one.
+pub fn snapshot(servers: &[(String, Vec<Tool>)]) -> Snapshot {
+    let mut cfg = serde_json::Map::new();
+    for (id, _) in servers {
+        cfg.insert(id.clone(), json!({"command": "unused"}));
+    }
+    let text = json!({"mcpServers": cfg}).to_string();
+    let parsed = config::parse(&text, Path::new("eval.json"), &|_| None).expect("config");
+    let entries: Vec<(config::ServerSpec, Vec<Arc<ToolEntry>>)> = parsed
+        .servers
+        .into_iter()
+        .zip(servers)
+        .map(|(spec, (_, tools))| {
+            let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
+            let e = entries_for(&spec, &link, tools, &[]);
+            (spec, e)
+        })
+        .collect();
+    let views: Vec<ServerTools<'_>> = entries
+        .iter()
+        .map(|(spec, e)| ServerTools { spec, entries: e })
+        .collect();
+    Snapshot::build(1, &views)
+}
+
+/// Recall@1, recall@5 and MRR (over the top 10) of a ranking function.
+pub struct Quality {
+    pub recall1: f64,
+    pub recall5: f64,
+    pub mrr: f64,
+    pub misses: Vec<String>,
+}
+
+pub fn evaluate(queries: &[Query], rank: &mut dyn FnMut(&str) -> Vec<String>) -> Quality {
+    let (mut r1, mut r5, mut mrr) = (0.0, 0.0, 0.0);
+    let mut misses = Vec::new();
+    for q in queries {
+        let got = rank(&q.query);
+        let first = got.iter().take(10).position(|n| q.relevant.contains(n));
+        match first {
+            Some(0) => {
+                r1 += 1.0;
+                r5 += 1.0;
+                mrr += 1.0;
+            }
+            Some(i) => {
+                if i < 5 {
+                    r5 += 1.0;
+                } else {
+                    misses.push(format!("{} [{}] rank {}: {}", q.id, q.kind, i + 1, q.query));
+                }
+                mrr += 1.0 / (i as f64 + 1.0);
+            }
+            None => misses.push(format!(
+                "{} [{}] miss: {} (top: {})",
+                q.id,
+                q.kind,
+                q.query,
+                got.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+    let n = queries.len().max(1) as f64;
+    Quality {
+        recall1: r1 / n,
+        recall5: r5 / n,
+        mrr: mrr / n,
+        misses,
+    }
+}
+
+pub fn evo_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ {
+    move |q| {
+        evo_daemon::search::search(snapshot, q, 10, None)
+            .hits
+            .iter()
+            .map(|h| h.entry.name.clone())
+            .collect()
+    }
+}
+
+/// The baseline: tools whose name or description contains the query as a
+/// plain, case-insensitive substring, in catalog order.
+pub fn substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ {
+    let haystacks: Vec<(String, String)> = snapshot
+        .tools
+        .iter()
+        .map(|e| {
+            let hay = format!("{} {}", e.name, e.tool.description.as_deref().unwrap_or(""))
+                .to_lowercase();
+            (e.name.clone(), hay)
+        })
+        .collect();
+    move |q| {
+        let q = q.to_lowercase();
+        haystacks
+            .iter()
+            .filter(|(_, h)| h.contains(&q))
+            .take(10)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
+pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot) {
+    let evo = evaluate(queries, &mut evo_ranking(snapshot));
+    let base = evaluate(queries, &mut substring_ranking(snapshot));
+    println!(
+        "\n## Search quality: {title} ({} queries, {} tools)\n",
+        queries.len(),
+        snapshot.tools.len()
+    );
+    println!("| ranking | recall@1 | recall@5 | MRR |");
+    println!("|---|---|---|---|");
+    println!(
+        "| substring baseline | {:.3} | {:.3} | {:.3} |",
+        base.recall1, base.recall5, base.mrr
+    );
+    println!(
+        "| **evo discover_tools** | **{:.3}** | **{:.3}** (target ≥ 0.90) | **{:.3}** |",
+        evo.recall1, evo.recall5, evo.mrr
+    );
+    if std::env::var_os("EVO_BENCH_MISSES").is_some() {
+        for m in &evo.misses {
+            println!("  - {m}");
+        }
+    }
+}
+
+/// Median search latency over a catalog replicated to at least `min_tools`.
+pub fn search_latency(
+    catalog: &[(String, Vec<Tool>)],
+    queries: &[Query],
+    min_tools: usize,
+) -> (usize, Duration, Duration) {
+    let mut big = Vec::new();
+    let mut copy = 0;
+    while big
+        .iter()
+        .map(|(_, t): &(String, Vec<Tool>)| t.len())
+        .sum::<usize>()
+        < min_tools
+    {
+        for (id, tools) in catalog {
+            big.push((format!("{id}{copy}"), tools.clone()));
+        }
+        copy += 1;
+    }
+    let build = Instant::now();
+    let snap = snapshot(&big);
+    let build_time = build.elapsed();
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        for q in queries {
+            let t = Instant::now();
+            let r = evo_daemon::search::search(&snap, &q.query, 8, None);
+            times.push(t.elapsed());
+            std::hint::black_box(r);
+        }
+    }
+    times.sort();
+    (snap.tools.len(), times[times.len() / 2], build_time)
+}
