@@ -138,8 +138,8 @@ pub struct Snapshot {
     pub tools: Vec<Arc<ToolEntry>>,
     index: HashMap<String, usize>,
     pub duplicates: Vec<evo_proto::ctl::Duplicate>,
-    /// Built with the snapshot, so a search only reads.
-    pub search: crate::search::Index,
+    /// Built on the first search of this snapshot, then only read.
+    pub search: LazyIndex,
     /// Each server's capabilities (from env flags), in config order.
     pub capabilities: Vec<(String, Vec<String>)>,
 }
@@ -185,7 +185,11 @@ impl Snapshot {
                 )
             })
             .collect();
-        let search = crate::search::Index::build(&tools, &capabilities.iter().cloned().collect());
+        let search = LazyIndex {
+            index: std::sync::OnceLock::new(),
+            tools: tools.clone(),
+            capabilities: capabilities.iter().cloned().collect(),
+        };
         Snapshot {
             version,
             tools,
@@ -194,6 +198,24 @@ impl Snapshot {
             search,
             capabilities,
         }
+    }
+}
+
+/// A snapshot's search index, built on first use: a burst of publishes (many
+/// children coming up) costs no index builds, and a snapshot nobody searches
+/// never builds one.
+#[derive(Default)]
+pub struct LazyIndex {
+    index: std::sync::OnceLock<crate::search::Index>,
+    tools: Vec<Arc<ToolEntry>>,
+    capabilities: HashMap<String, Vec<String>>,
+}
+
+impl std::ops::Deref for LazyIndex {
+    type Target = crate::search::Index;
+    fn deref(&self) -> &crate::search::Index {
+        self.index
+            .get_or_init(|| crate::search::Index::build(&self.tools, &self.capabilities))
     }
 }
 

@@ -187,8 +187,101 @@ fn search_benchmarks() {
     );
 }
 
+/// Time from spawning evod to the first answered legacy tools/list that
+/// holds `want` tools; and how many children were running then.
+fn start_to_list(d: &mut Daemon, want: usize) -> (Duration, usize) {
+    let t = Instant::now();
+    d.spawn(&[], &[]);
+    loop {
+        let mut c = McpClient::connect_socket(&d.socket, "legacy");
+        c.initialize();
+        let n = c.tool_names().len();
+        if n >= want {
+            let elapsed = t.elapsed();
+            let s = d.ctl_json(&["status"]);
+            let running = s["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| v["pid"].is_u64())
+                .count();
+            return (elapsed, running);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn cache_benchmarks() {
+    // 20 servers × 100 tools (14 built-in + 86 synthetic).
+    let servers: serde_json::Map<String, serde_json::Value> = (0..20)
+        .map(|i| (format!("s{i:02}"), fixture_server(&["--extra-tools", "86"])))
+        .collect();
+    let mut d = Daemon::start(&json!({"mcpServers": servers}));
+    let ids: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
+    d.wait_ready(&ids.iter().map(String::as_str).collect::<Vec<_>>());
+    let want = 2000 + 4;
+    // Let the cache be written.
+    std::thread::sleep(Duration::from_millis(800));
+    let cache = d.cache.join("catalog.json");
+    let cache_copy = d.dir.path().join("catalog.json.keep");
+    std::fs::copy(&cache, &cache_copy).expect("cache written");
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    let mut warm_running = 0;
+    for _ in 0..5 {
+        d.stop();
+        let _ = std::fs::remove_file(&cache);
+        cold.push(start_to_list(&mut d, want).0);
+        d.stop();
+        std::fs::copy(&cache_copy, &cache).unwrap();
+        let (t, running) = start_to_list(&mut d, want);
+        warm.push(t);
+        warm_running = warm_running.max(running);
+    }
+    cold.sort();
+    warm.sort();
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    println!("\n## Daemon start to first tools/list with 2,000 tools (20 servers), median of 5\n");
+    println!("| start | ms | children running at first list |");
+    println!("|---|---|---|");
+    println!(
+        "| no cache (every child spawned and listed) | {} | 20 |",
+        ms(cold[2])
+    );
+    println!(
+        "| cache hit (lazy) | **{}** (budget 50) | **{warm_running}** (budget 0) |",
+        ms(warm[2])
+    );
+    println!(
+        "| ratio | {:.1}× faster | |",
+        cold[2].as_secs_f64() / warm[2].as_secs_f64()
+    );
+    // Cache write, in-process: serialise and write atomically.
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cache_copy).unwrap()).unwrap();
+    let parsed: evo_daemon::refresher::CacheFile = serde_json::from_value(file).unwrap();
+    let tools: usize = parsed.servers.iter().map(|s| s.tools.len()).sum();
+    let target = d.dir.path().join("bench-cache.json");
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let bytes = serde_json::to_vec(&parsed).unwrap();
+        evo_daemon::refresher::write_atomically(&target, &bytes).unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    println!(
+        "\n| cache write ({tools} tools, serialise + fsync + rename) | median {} ms (budget 20) |",
+        ms(times[10])
+    );
+    println!("|---|---|");
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--cache") {
+        cache_benchmarks();
+        return;
+    }
     if std::env::args().any(|a| a == "--search") {
         search_benchmarks();
         return;
