@@ -59,7 +59,8 @@ impl ServerState {
 /// child without an actor hop. Only the owning ChildServer writes it.
 pub struct ServerLink {
     pub id: String,
-    pub timeout: Duration,
+    /// Call timeout in milliseconds (`timeout_s`; a reload may change it).
+    timeout_ms: std::sync::atomic::AtomicU64,
     peer: ArcSwapOption<Peer<RoleClient>>,
     state: AtomicU8,
     /// `None` for a link built outside a running daemon (tests, benchmarks).
@@ -70,11 +71,20 @@ impl ServerLink {
     pub fn new(id: String, timeout: Duration, child: Option<Addr<ChildServer>>) -> ServerLink {
         ServerLink {
             id,
-            timeout,
+            timeout_ms: std::sync::atomic::AtomicU64::new(timeout.as_millis() as u64),
             peer: ArcSwapOption::empty(),
             state: AtomicU8::new(ServerState::Starting as u8),
             child,
         }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn set_timeout(&self, timeout: Duration) {
+        self.timeout_ms
+            .store(timeout.as_millis() as u64, Ordering::Relaxed);
     }
 
     pub fn state(&self) -> ServerState {
@@ -474,6 +484,9 @@ pub struct SetServers {
     pub discovery_hot: Vec<String>,
     /// Tools from the cache file for servers whose config hash matched.
     pub cached: HashMap<String, CachedTools>,
+    /// Renamed servers, new id -> old id: their tools carry over under the
+    /// new prefix until the child re-lists them.
+    pub renamed: HashMap<String, String>,
 }
 
 /// A server's tool list as the cache file had it.
@@ -490,6 +503,17 @@ impl Handler<SetServers> for Catalog {
             .drain(..)
             .map(|s| (s.spec.id.clone(), s))
             .collect();
+        for (new_id, old_id) in &msg.renamed {
+            if let Some(prev) = old.remove(old_id) {
+                msg.cached.insert(
+                    new_id.clone(),
+                    CachedTools {
+                        tools: prev.tools,
+                        fetched_at: prev.fetched_at.unwrap_or_else(SystemTime::now),
+                    },
+                );
+            }
+        }
         self.slots = msg
             .servers
             .into_iter()

@@ -21,6 +21,7 @@ pub mod search;
 pub mod session;
 pub mod supervisor;
 pub mod transport;
+pub mod watch;
 
 /// The daemon's version, shown in handshakes and `evoctl status`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -214,6 +214,31 @@ impl Handler<Attach> for Session {
     }
 }
 
+/// After a reload: activations follow renamed tools and drop removed ones.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Remap {
+    pub renamed: std::collections::HashMap<String, String>,
+    pub dropped: Vec<String>,
+}
+
+impl Handler<Remap> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: Remap, _: &mut Context<Self>) {
+        let before = self.activated.clone();
+        self.activated = before
+            .iter()
+            .filter(|n| !msg.dropped.contains(n))
+            .map(|n| msg.renamed.get(n).cloned().unwrap_or_else(|| n.clone()))
+            .collect();
+        if self.activated != before {
+            self.view.activated.store(Arc::new(self.activated.clone()));
+            self.save_if_named();
+            self.refresh_visible();
+        }
+    }
+}
+
 /// A 2026-07-28 client opened (or closed) a `subscriptions/listen` stream.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -379,7 +404,7 @@ impl SessionServer {
             _ = ctx.ct.cancelled() => {
                 text_result(format!("{} cancelled by the client", entry.name), true).into()
             }
-            r = tokio::time::timeout(server.timeout, call) => match r {
+            r = tokio::time::timeout(server.timeout(), call) => match r {
                 Ok(Ok(resp)) => mark_complete(resp),
                 Ok(Err(e)) => text_result(
                     format!(
@@ -395,7 +420,7 @@ impl SessionServer {
                     format!(
                         "{} timed out after {}s on server '{}'; the call was cancelled. Raise timeout_s for '{}' if it needs longer.",
                         entry.name,
-                        server.timeout.as_secs(),
+                        server.timeout().as_secs(),
                         server.id,
                         server.id
                     ),

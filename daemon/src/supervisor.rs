@@ -58,6 +58,8 @@ pub struct Supervisor {
     next_session: u64,
     started: Instant,
     shutting_down: bool,
+    /// Keeps the config and permissions watcher alive.
+    watcher: Option<crate::watch::Watcher>,
 }
 
 impl Supervisor {
@@ -81,6 +83,7 @@ impl Supervisor {
             next_session: 0,
             started: Instant::now(),
             shutting_down: false,
+            watcher: None,
         }
     }
 
@@ -147,10 +150,149 @@ impl Supervisor {
                 .collect(),
             discovery_hot: self.config.discovery.hot.clone(),
             cached,
+            renamed: HashMap::new(),
         });
         if !stale.is_empty() {
             self.refresher.do_send(crate::refresher::Revalidate(stale));
         }
+    }
+
+    /// Re-reads the config and applies it as a diff: removed servers stop,
+    /// added ones start, changed ones (config hash) restart, a renamed id or
+    /// a changed prefix re-prefixes that server's tools (activations follow),
+    /// and unchanged children keep running untouched. An invalid file leaves
+    /// the running config in force.
+    fn reload(&mut self) -> Result<ctl::ActionReport, String> {
+        let cfg = match config::load(&self.opts.config_path) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                let msg = e.to_string();
+                tracing::error!("{msg}; keeping the running config");
+                self.config_error = Some(msg.clone());
+                return Err(format!("{msg}; the running config stays in force"));
+            }
+        };
+        if let Some(e) = cfg.failed.first() {
+            let msg = format!("{}: {e}", self.opts.config_path.display());
+            tracing::error!("{msg}; keeping the running config");
+            self.config_error = Some(msg.clone());
+            return Err(format!("{msg}; the running config stays in force"));
+        }
+        for w in &cfg.warnings {
+            tracing::warn!(config = %self.opts.config_path.display(), "{w}");
+        }
+        self.config_error = None;
+        let snapshot = self.snapshot.load_full();
+        let mut report = ctl::ActionReport::default();
+        let mut old: Vec<Option<ChildHandle>> = self.children.drain(..).map(Some).collect();
+        let mut renames: HashMap<String, String> = HashMap::new();
+        let mut next = Vec::new();
+        for spec in &cfg.servers {
+            let spec = Arc::new(spec.clone());
+            let same_id = old
+                .iter()
+                .position(|h| h.as_ref().is_some_and(|h| h.spec.id == spec.id));
+            // A server whose id changed but whose transport did not.
+            let renamed_from = || {
+                old.iter().position(|h| {
+                    h.as_ref().is_some_and(|h| {
+                        h.spec.transport == spec.transport
+                            && !cfg.servers.iter().any(|s| s.id == h.spec.id)
+                    })
+                })
+            };
+            match same_id {
+                Some(i) if old[i].as_ref().is_some_and(|h| h.spec.hash == spec.hash) => {
+                    let Some(h) = old[i].take() else { continue };
+                    if h.spec.prefix != spec.prefix {
+                        report.reprefixed.push(spec.id.clone());
+                    }
+                    h.link.set_timeout(spec.timeout);
+                    next.push(ChildHandle {
+                        spec,
+                        addr: h.addr,
+                        link: h.link,
+                    });
+                }
+                Some(i) => {
+                    if let Some(h) = old[i].take() {
+                        h.addr.do_send(child::Shutdown);
+                    }
+                    report.restarted.push(spec.id.clone());
+                    let (addr, link) =
+                        ChildServer::launch(spec.clone(), self.catalog.clone(), false);
+                    next.push(ChildHandle { spec, addr, link });
+                }
+                None => {
+                    if let Some(i) = renamed_from() {
+                        if let Some(h) = old[i].take() {
+                            renames.insert(spec.id.clone(), h.spec.id.clone());
+                            report
+                                .reprefixed
+                                .push(format!("{} (was {})", spec.id, h.spec.id));
+                            h.addr.do_send(child::Shutdown);
+                        }
+                    } else {
+                        report.added.push(spec.id.clone());
+                    }
+                    let (addr, link) =
+                        ChildServer::launch(spec.clone(), self.catalog.clone(), false);
+                    next.push(ChildHandle { spec, addr, link });
+                }
+            }
+        }
+        let mut removed_ids = Vec::new();
+        for h in old.into_iter().flatten() {
+            report.removed.push(h.spec.id.clone());
+            removed_ids.push(h.spec.id.clone());
+            h.addr.do_send(child::Shutdown);
+        }
+        // How activations follow: old exposed name -> new one.
+        let mut remap = HashMap::new();
+        let mut dropped = Vec::new();
+        for e in &snapshot.tools {
+            let new_spec = next.iter().find(|h| {
+                h.spec.id == e.server.id || renames.get(&h.spec.id) == Some(&e.server.id)
+            });
+            match new_spec {
+                Some(h) => {
+                    let name = crate::names::exposed_name(&h.spec.prefix, &e.upstream);
+                    if name != e.name {
+                        remap.insert(e.name.clone(), name);
+                    }
+                }
+                None => dropped.push(e.name.clone()),
+            }
+        }
+        self.children = next;
+        self.config = cfg;
+        self.catalog.do_send(SetServers {
+            servers: self
+                .children
+                .iter()
+                .map(|c| (c.spec.clone(), c.link.clone()))
+                .collect(),
+            discovery_hot: self.config.discovery.hot.clone(),
+            cached: HashMap::new(),
+            renamed: renames,
+        });
+        for s in self.sessions.values() {
+            s.addr.do_send(session::Remap {
+                renamed: remap.clone(),
+                dropped: dropped.clone(),
+            });
+        }
+        let changes = report.added.len()
+            + report.removed.len()
+            + report.restarted.len()
+            + report.reprefixed.len();
+        report.message = if changes == 0 {
+            "config reloaded: no server changed".into()
+        } else {
+            format!("config reloaded: {changes} server(s) changed")
+        };
+        tracing::info!(added = ?report.added, removed = ?report.removed, restarted = ?report.restarted, reprefixed = ?report.reprefixed, "{}", report.message);
+        Ok(report)
     }
 
     /// The mode for a new session: shim flag, evod flag / env, config, default.
@@ -408,6 +550,16 @@ impl Actor for Supervisor {
         self.catalog.do_send(Subscribe(ctx.address().recipient()));
         self.load_config();
         self.start_children();
+        let files = vec![
+            self.opts.config_path.clone(),
+            self.opts.permissions_path.clone(),
+        ];
+        match crate::watch::watch(files, ctx.address().recipient()) {
+            Ok(w) => self.watcher = Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the config files; use `evoctl reload` after editing them")
+            }
+        }
     }
 }
 
@@ -628,6 +780,10 @@ impl Handler<Ctl> for Supervisor {
                     ..Default::default()
                 }))
             }
+            CtlRequest::Reload => ready(match self.reload() {
+                Ok(report) => CtlReply::data(&report),
+                Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
+            }),
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);
                 ready(CtlReply::data(&ctl::ActionReport {
@@ -647,6 +803,22 @@ impl Handler<Ctl> for Supervisor {
                 ),
             )),
         }
+    }
+}
+
+/// A watched file changed (config or permissions): reload.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FileChanged;
+
+impl Handler<FileChanged> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, _: FileChanged, _: &mut Context<Self>) {
+        if self.shutting_down {
+            return;
+        }
+        tracing::info!(config = %self.opts.config_path.display(), "config file changed; reloading");
+        let _ = self.reload();
     }
 }
 
