@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use actix::prelude::*;
 use arc_swap::{ArcSwap, ArcSwapOption};
-use rmcp::model::Tool;
-use rmcp::service::{Peer, RoleClient};
+use rmcp::model::{ProgressToken, Tool};
+use rmcp::service::{Peer, RoleClient, RoleServer};
 
 use crate::child::{ChildServer, EnsureRunning};
 use crate::config::ServerSpec;
@@ -65,6 +65,33 @@ pub struct ServerLink {
     state: AtomicU8,
     /// `None` for a link built outside a running daemon (tests, benchmarks).
     child: Option<Addr<ChildServer>>,
+    /// Calls in flight whose client asked for progress: the child-side
+    /// progress token -> the session to tell and the client's own token.
+    /// Only calls with a progress token touch it.
+    progress: std::sync::Mutex<HashMap<ProgressToken, ProgressRoute>>,
+}
+
+/// Where a child's progress notification for one call goes.
+#[derive(Clone)]
+pub struct ProgressRoute {
+    pub session: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// Unregisters a progress route when the call ends, however it ends.
+pub struct ProgressGuard<'a> {
+    link: &'a ServerLink,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressGuard<'_> {
+    fn drop(&mut self) {
+        self.link
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+    }
 }
 
 impl ServerLink {
@@ -75,7 +102,35 @@ impl ServerLink {
             peer: ArcSwapOption::empty(),
             state: AtomicU8::new(ServerState::Starting as u8),
             child,
+            progress: Default::default(),
         }
+    }
+
+    /// Routes the child's progress for `child_token` to `route` until the
+    /// guard drops.
+    pub fn route_progress(
+        &self,
+        child_token: ProgressToken,
+        route: ProgressRoute,
+    ) -> ProgressGuard<'_> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(child_token.clone(), route);
+        ProgressGuard {
+            link: self,
+            token: child_token,
+        }
+    }
+
+    /// The route of a progress notification from the child, if a call of a
+    /// session asked for it.
+    pub fn progress_route(&self, child_token: &ProgressToken) -> Option<ProgressRoute> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(child_token)
+            .cloned()
     }
 
     pub fn timeout(&self) -> Duration {

@@ -138,6 +138,7 @@ impl ChildServer {
             server: self.spec.id.clone(),
             generation,
             actor: ctx.address(),
+            link: self.link.clone(),
         };
         // Probe `server/discover` (2026-07-28), fall back to `initialize`.
         let lifecycle = ClientLifecycleMode::Auto {
@@ -575,6 +576,7 @@ pub struct ChildEvents {
     server: String,
     generation: u64,
     actor: Addr<ChildServer>,
+    link: Arc<ServerLink>,
 }
 
 impl ClientHandler for ChildEvents {
@@ -583,6 +585,20 @@ impl ClientHandler for ChildEvents {
             ClientCapabilities::default(),
             Implementation::new("evo", crate::VERSION),
         )
+    }
+
+    /// Progress of a call goes to the session that made it, under the
+    /// client's own progress token, and nowhere else.
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        if let Some(route) = self.link.progress_route(&params.progress_token) {
+            let mut params = params;
+            params.progress_token = route.token;
+            let _ = route.session.notify_progress(params).await;
+        }
     }
 
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {

@@ -10,18 +10,19 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
-use rmcp::model::SubscriptionFilter;
+use rmcp::model::{CallToolRequest, CancelledNotificationParam, ClientRequest, SubscriptionFilter};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities,
     ServerConfig, Tool,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
+use rmcp::service::{PeerRequestOptions, RoleClient};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 
 use crate::breaker::{REFUSE_AFTER, RetryBreaker, canonical_key};
-use crate::catalog::{CatalogChanged, Snapshot, ToolEntry};
+use crate::catalog::{CatalogChanged, ProgressRoute, Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
 use crate::disclosure;
 use crate::example;
@@ -398,25 +399,72 @@ impl SessionServer {
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
         params.arguments = arguments;
-        let call = peer.call_tool_once(params);
-        tokio::select! {
+        match ctx.meta.get_progress_token() {
+            None => {
+                // Dropping this future (client cancel, timeout) sends
+                // notifications/cancelled to the child.
+                let call = peer.call_tool_once(params);
+                self.await_call(entry, call, None, ctx).await
+            }
+            Some(client_token) => {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+                let handle = match peer
+                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .await
+                {
+                    Ok(h) => h,
+                    Err(e) => return self.call_failed(entry, e),
+                };
+                let _route = server.route_progress(
+                    handle.progress_token.clone(),
+                    ProgressRoute {
+                        session: ctx.peer.clone(),
+                        token: client_token,
+                    },
+                );
+                let id = handle.id.clone();
+                let call = async move { handle.await_response().await.map(call_response) };
+                self.await_call(entry, call, Some((&peer, id)), ctx).await
+            }
+        }
+    }
+
+    /// Waits for a forwarded call, racing the client's cancellation and the
+    /// server's timeout. `cancel` is the child request to cancel explicitly
+    /// when the call future does not do it on drop.
+    async fn await_call(
+        &self,
+        entry: &ToolEntry,
+        call: impl Future<Output = Result<CallToolResponse, rmcp::ServiceError>>,
+        cancel: Option<(&Peer<RoleClient>, rmcp::model::RequestId)>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let server = &entry.server;
+        let outcome = tokio::select! {
             biased;
-            _ = ctx.ct.cancelled() => {
+            _ = ctx.ct.cancelled() => None,
+            r = tokio::time::timeout(server.timeout(), call) => Some(r),
+        };
+        let tell_child = |reason: &'static str| async move {
+            if let Some((peer, id)) = cancel {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some(reason.into()),
+                    ))
+                    .await;
+            }
+        };
+        match outcome {
+            None => {
+                tell_child("cancelled by the client").await;
                 text_result(format!("{} cancelled by the client", entry.name), true).into()
             }
-            r = tokio::time::timeout(server.timeout(), call) => match r {
-                Ok(Ok(resp)) => mark_complete(resp),
-                Ok(Err(e)) => text_result(
-                    format!(
-                        "{} failed: server '{}' ({}) did not answer: {e}",
-                        entry.name,
-                        server.id,
-                        server.state().as_str()
-                    ),
-                    true,
-                )
-                .into(),
-                Err(_) => text_result(
+            Some(Ok(Ok(resp))) => mark_complete(resp),
+            Some(Ok(Err(e))) => self.call_failed(entry, e),
+            Some(Err(_)) => {
+                tell_child("timed out").await;
+                text_result(
                     format!(
                         "{} timed out after {}s on server '{}'; the call was cancelled. Raise timeout_s for '{}' if it needs longer.",
                         entry.name,
@@ -426,9 +474,22 @@ impl SessionServer {
                     ),
                     true,
                 )
-                .into(),
+                .into()
             }
         }
+    }
+
+    fn call_failed(&self, entry: &ToolEntry, e: rmcp::ServiceError) -> CallToolResponse {
+        text_result(
+            format!(
+                "{} failed: server '{}' ({}) did not answer: {e}",
+                entry.name,
+                entry.server.id,
+                entry.server.state().as_str()
+            ),
+            true,
+        )
+        .into()
     }
 
     /// A proxied call by exposed name: route it whether or not it is active,
@@ -618,6 +679,21 @@ fn escalation_text(entry: &ToolEntry, failures: u32, fix: Option<&str>) -> Strin
         "[evo] This is failure {failures} of the same call to {} with the same arguments.{fix} Read describe_tool {{\"name\": \"{}\"}} before retrying; an identical call will now be refused.",
         entry.name, entry.name
     )
+}
+
+/// A child's answer to a call, as a call response.
+fn call_response(result: rmcp::model::ServerResult) -> CallToolResponse {
+    use rmcp::model::ServerResult;
+    match result {
+        ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),
+        ServerResult::InputRequiredResult(r) => CallToolResponse::InputRequired(r),
+        ServerResult::CreateTaskResult(r) => CallToolResponse::Task(r),
+        _ => text_result(
+            "the server answered tools/call with something other than a tool result",
+            true,
+        )
+        .into(),
+    }
 }
 
 /// A legacy child's result has no `resultType`; 2026-07-28 clients require

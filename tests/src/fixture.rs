@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! evo-fixture [--name NAME] [--replay FILE --server ID] [--page-size N]
-//!             [--extra-tools N] [--delay-start-ms N] [--exit-at-start]
+//!             [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N]
 //! ```
 
 use std::{
@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 const USAGE: &str = "usage: evo-fixture [--name NAME] [--replay FILE --server ID] \
-[--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start]";
+[--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N]";
 
 /// Command-line options, parsed by hand.
 #[derive(Debug)]
@@ -48,6 +48,8 @@ struct Options {
     exit_at_start: bool,
     delay_start_ms: u64,
     extra_tools: usize,
+    /// Exit (without answering) on every N-th tools/call: a crashy child.
+    crash_every: Option<u64>,
 }
 
 impl Options {
@@ -60,6 +62,7 @@ impl Options {
             exit_at_start: false,
             delay_start_ms: 0,
             extra_tools: 0,
+            crash_every: None,
         };
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -84,6 +87,12 @@ impl Options {
                     opts.delay_start_ms = value("--delay-start-ms")?
                         .parse()
                         .context("--delay-start-ms takes an integer")?;
+                }
+                "--crash-every" => {
+                    let n: u64 = value("--crash-every")?
+                        .parse()
+                        .context("--crash-every takes a positive integer")?;
+                    opts.crash_every = Some(n.max(1));
                 }
                 "--extra-tools" => {
                     opts.extra_tools = value("--extra-tools")?
@@ -459,6 +468,8 @@ struct Fixture {
     /// registration.
     pending_listens: Arc<AtomicUsize>,
     listen_ready: Arc<Notify>,
+    crash_every: Option<u64>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Fixture {
@@ -670,6 +681,14 @@ impl ServerHandler for Fixture {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name: Cow<'_, str> = request.name.clone();
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if self
+            .crash_every
+            .is_some_and(|every| n.is_multiple_of(every))
+        {
+            eprintln!("evo-fixture: crashing on call {n} as asked (--crash-every)");
+            std::process::exit(5);
+        }
         let Some(kind) = self.kind_of(&name) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {name:?}"),
@@ -745,6 +764,8 @@ async fn main() {
         listeners: Arc::new(Mutex::new(Vec::new())),
         pending_listens: Arc::new(AtomicUsize::new(0)),
         listen_ready: Arc::new(Notify::new()),
+        crash_every: opts.crash_every,
+        calls: Default::default(),
     };
     let running = match fixture.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,

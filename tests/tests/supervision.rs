@@ -1,0 +1,275 @@
+//! Supervision and fault tolerance through real processes: crashing, hanging
+//! and slow children, cancellation, progress routing, floods, graceful
+//! shutdown with calls in flight, and a bounded soak.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+#[test]
+fn crashes_restart_then_fail_until_refreshed() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    let pid = c.call_text("fx_pid", json!({})).0;
+    // A call whose child dies mid-call gets an isError naming the server.
+    let (text, e) = c.call_text("fx_crash", json!({"code": 7}));
+    assert!(e && text.contains("'fx'"), "{text}");
+    // Restarted at once, with the exit reason on record.
+    let s = d.wait_status("restart", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "ready" && v["restarts"].as_u64() >= Some(1))
+    });
+    assert_ne!(server(&s, "fx").unwrap()["pid"].to_string(), pid);
+    assert!(d.log_text().contains("exited with status 7"));
+    assert_eq!(c.call_text("fx_echo", json!({"text": "back"})).0, "back");
+    // Repeated crashes in a short window: failed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Each crash call differs: identical failing calls would be refused by
+    // the retry-loop breaker before reaching the child.
+    let mut code = 10;
+    loop {
+        let s = d.ctl_json(&["status"]);
+        let fx = server(&s, "fx").unwrap();
+        if fx["state"] == "failed" {
+            assert!(
+                fx["error"].as_str().unwrap().contains("exited with status"),
+                "{fx}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never marked failed: {fx}");
+        if fx["state"] == "ready" {
+            code += 1;
+            c.call_text("fx_crash", json!({"code": code}));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let (text, e) = c.call_text("fx_echo", json!({"text": "x"}));
+    assert!(
+        e && text.contains("failed") && text.contains("evoctl refresh fx"),
+        "{text}"
+    );
+    d.ctl_json(&["refresh", "fx"]);
+    d.wait_ready(&["fx"]);
+    assert_eq!(c.call_text("fx_echo", json!({"text": "again"})).0, "again");
+}
+
+#[test]
+fn timeouts_and_cancellation_reach_the_child() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": {"command": fixture().to_string_lossy(), "timeout_s": 0.5}
+    }}));
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    let t = Instant::now();
+    let (text, e) = c.call_text("fx_sleep", json!({"ms": 5000}));
+    assert!(e && text.contains("timed out"), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(4));
+    // The late answer is discarded; the next call gets its own answer.
+    assert_eq!(c.call_text("fx_echo", json!({"text": "next"})).0, "next");
+    // A client cancel is forwarded to the child (it logs the cancel on
+    // stderr, which evod captures with the server id).
+    c.send(&json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+                   "params": {"name": "fx_sleep", "arguments": {"ms": 400}}}));
+    std::thread::sleep(Duration::from_millis(100));
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 900, "reason": "user"}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(d.log_text().contains("sleep 400 cancelled")) {
+        assert!(
+            Instant::now() < deadline,
+            "cancel never reached the child:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = d.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("sleep 400 cancelled"))
+        .unwrap();
+    assert!(
+        line.contains("server=fx"),
+        "stderr lines carry the server id: {line}"
+    );
+    assert_eq!(c.call_text("fx_echo", json!({"text": "alive"})).0, "alive");
+}
+
+#[test]
+fn progress_reaches_only_the_calling_session() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let mut a = d.legacy_session();
+    let mut b = d.legacy_session();
+    let r = a.request(
+        "tools/call",
+        json!({"name": "fx_progress", "arguments": {"steps": 3},
+                                           "_meta": {"progressToken": "tok-A"}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "done 3");
+    // Progress may trail the result by a moment.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while a
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .count()
+        < 3
+    {
+        assert!(
+            Instant::now() < deadline,
+            "progress missing: {:?}",
+            a.notifications
+        );
+        if let Some(m) = a.recv(Duration::from_millis(100)) {
+            a.notifications.push(m);
+        }
+    }
+    for n in a
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+    {
+        assert_eq!(
+            n["params"]["progressToken"], "tok-A",
+            "the client's own token"
+        );
+        assert_eq!(n["params"]["total"], 3.0);
+    }
+    assert!(
+        b.recv(Duration::from_millis(300)).is_none(),
+        "the other session hears nothing"
+    );
+    b.tool_names();
+}
+
+#[test]
+fn a_child_flooding_stdout_blocks_nobody() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&[]), "calm": fixture_server(&[])
+    }}));
+    d.wait_ready(&["fx", "calm"]);
+    let mut c = d.legacy_session();
+    let mut other = d.legacy_session();
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "fx_flood", "arguments": {"lines": 20000}}}));
+    assert_eq!(
+        other.call_text("calm_echo", json!({"text": "unblocked"})).0,
+        "unblocked"
+    );
+    let r = c.response(&json!(1));
+    assert_eq!(r["result"]["content"][0]["text"], "flooded");
+    assert_eq!(c.call_text("fx_echo", json!({"text": "fine"})).0, "fine");
+}
+
+#[test]
+fn shutdown_answers_calls_in_flight() {
+    let mut d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    c.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                   "params": {"name": "fx_sleep", "arguments": {"ms": 20000}}}));
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, _, _) = d.ctl(&["stop"]);
+    assert_eq!(code, 0);
+    let r = c.response(&json!(5));
+    let (text, e) = text_of(&r["result"]);
+    assert!(e, "an in-flight call gets an error answer at shutdown: {r}");
+    assert!(text.contains("fx"), "{text}");
+    let st = d.child.take().unwrap().wait().unwrap();
+    assert!(st.success());
+}
+
+/// 50 sessions × 200 calls against a steady child and one that crashes
+/// every 100 calls: every request gets exactly one response, and memory
+/// does not grow.
+#[test]
+fn soak_every_request_gets_exactly_one_response() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "steady": fixture_server(&[]),
+        "crashy": fixture_server(&["--crash-every", "100"])
+    }}));
+    d.wait_ready(&["steady", "crashy"]);
+    let rss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    const SESSIONS: usize = 50;
+    const CALLS: usize = 200;
+    let run = |rounds: usize| -> (usize, usize, usize, usize) {
+        let mut clients: Vec<McpClient> = (0..SESSIONS)
+            .map(|_| {
+                let mut c = McpClient::connect_socket(&d.socket, "legacy");
+                c.initialize();
+                c
+            })
+            .collect();
+        let totals = std::sync::Mutex::new((0usize, 0usize, 0usize, 0usize));
+        std::thread::scope(|s| {
+            for (n, c) in clients.iter_mut().enumerate() {
+                let totals = &totals;
+                s.spawn(move || {
+                    let mut answers: HashMap<u64, usize> = HashMap::new();
+                    let mut errors = 0;
+                    let window = 8u64;
+                    let (mut sent, mut got) = (0u64, 0usize);
+                    let calls = rounds as u64;
+                    let deadline = Instant::now() + Duration::from_secs(90);
+                    while got < rounds && Instant::now() < deadline {
+                        while sent < calls && sent - got as u64 <= window {
+                            let tool = if (sent + n as u64).is_multiple_of(2) { "steady_echo" } else { "crashy_echo" };
+                            c.send(&json!({"jsonrpc": "2.0", "id": 10_000 + sent, "method": "tools/call",
+                                           "params": {"name": tool, "arguments": {"text": "s"}}}));
+                            sent += 1;
+                        }
+                        let Some(msg) = c.recv(Duration::from_secs(20)) else { break };
+                        let Some(id) = msg.get("id").and_then(Value::as_u64) else { continue };
+                        *answers.entry(id).or_default() += 1;
+                        got += 1;
+                        if msg["result"]["isError"] == true || msg.get("error").is_some() {
+                            errors += 1;
+                        }
+                    }
+                    let dup = answers.values().filter(|&&n| n > 1).count();
+                    let lost = (0..calls).filter(|i| !answers.contains_key(&(10_000 + i))).count();
+                    let mut t = totals.lock().unwrap();
+                    t.0 += got - errors;
+                    t.1 += errors;
+                    t.2 += lost;
+                    t.3 += dup;
+                });
+            }
+        });
+        totals.into_inner().unwrap()
+    };
+    // Warm up, then measure memory around the full run.
+    run(20);
+    let before = rss(d.pid());
+    let (ok, err, lost, dup) = run(CALLS);
+    let after = rss(d.pid());
+    println!(
+        "soak: {} calls: ok {ok}, isError {err}, lost {lost}, duplicated {dup}; evod RSS {before} KiB -> {after} KiB",
+        SESSIONS * CALLS
+    );
+    assert_eq!(lost, 0, "every request gets a response");
+    assert_eq!(dup, 0, "and only one");
+    assert_eq!(ok + err, SESSIONS * CALLS);
+    assert!(err > 0, "the crashy child did crash");
+    assert!(
+        after <= before + before / 10 + 2048,
+        "RSS grew from {before} to {after} KiB"
+    );
+    let s = d.ctl_json(&["status"]);
+    assert!(server(&s, "crashy").unwrap()["restarts"].as_u64() >= Some(1));
+}
