@@ -207,6 +207,10 @@ pub struct Snapshot {
     pub search: LazyIndex,
     /// Each server's capabilities (from env flags), in config order.
     pub capabilities: Vec<(String, Vec<String>)>,
+    /// Denied tools (absent from `tools`), with the rule that denies them.
+    pub denied: HashMap<String, String>,
+    /// Tools each call of which a person approves, with the rule.
+    pub needs_approval: HashMap<String, String>,
 }
 
 impl Snapshot {
@@ -214,11 +218,25 @@ impl Snapshot {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
+    /// Why `name` may not be called, when permissions deny it.
+    pub fn refusal(&self, name: &str) -> Option<String> {
+        self.denied.get(name).map(|rule| {
+            format!("'{name}' is denied by the permissions ({rule}); ask the person who runs evo to allow it in permissions.yml")
+        })
+    }
+
     /// Merges each server's entries, in config order: the first
     /// registration of a name wins, later ones are recorded as duplicates.
     /// Entries are shared with earlier snapshots, so what they compile lazily
     /// (input validators) is compiled once.
-    pub fn build(version: u64, servers: &[ServerTools<'_>]) -> Snapshot {
+    pub fn build(
+        version: u64,
+        servers: &[ServerTools<'_>],
+        permissions: &crate::permissions::Permissions,
+    ) -> Snapshot {
+        use crate::permissions::Permission;
+        let mut denied = HashMap::new();
+        let mut needs_approval = HashMap::new();
         let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
@@ -236,6 +254,18 @@ impl Snapshot {
                         }),
                     }
                     continue;
+                }
+                // Resolved once per snapshot, never per call.
+                let decision = permissions.decide(&entry.name);
+                match decision.permission {
+                    Permission::Deny => {
+                        denied.insert(entry.name.clone(), decision.source);
+                        continue;
+                    }
+                    Permission::RequireApproval => {
+                        needs_approval.insert(entry.name.clone(), decision.source);
+                    }
+                    Permission::Allow => {}
                 }
                 index.insert(entry.name.clone(), tools.len());
                 tools.push(entry.clone());
@@ -262,6 +292,8 @@ impl Snapshot {
             duplicates,
             search,
             capabilities,
+            denied,
+            needs_approval,
         }
     }
 }
@@ -426,6 +458,7 @@ pub struct Catalog {
     /// Discoveries waiting for the next publish; answered once it is out.
     acks: Vec<tokio::sync::oneshot::Sender<()>>,
     publish_scheduled: bool,
+    permissions: Arc<crate::permissions::Permissions>,
 }
 
 impl Catalog {
@@ -439,6 +472,7 @@ impl Catalog {
             persist: None,
             acks: Vec::new(),
             publish_scheduled: false,
+            permissions: Default::default(),
         }
     }
 
@@ -485,7 +519,7 @@ impl Catalog {
                 entries: &s.entries,
             })
             .collect();
-        let snapshot = Arc::new(Snapshot::build(self.version, &servers));
+        let snapshot = Arc::new(Snapshot::build(self.version, &servers, &self.permissions));
         let before = self.published.load();
         for d in &snapshot.duplicates {
             if !before.duplicates.contains(d) {
@@ -614,6 +648,19 @@ impl Handler<SetServers> for Catalog {
             })
             .collect();
         self.discovery_hot = msg.discovery_hot;
+        self.publish();
+    }
+}
+
+/// New permissions (loaded by the Supervisor): republish.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetPermissions(pub Arc<crate::permissions::Permissions>);
+
+impl Handler<SetPermissions> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: SetPermissions, _: &mut Context<Self>) {
+        self.permissions = msg.0;
         self.publish();
     }
 }

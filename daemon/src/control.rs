@@ -126,6 +126,7 @@ async fn handle(
                 id: opened.id.clone(),
                 mode: opened.mode,
                 session: opened.addr.clone(),
+                supervisor: supervisor.clone(),
                 view: opened.view.clone(),
                 snapshot,
                 search_limit: opened.search_limit,

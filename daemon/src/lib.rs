@@ -5,6 +5,7 @@
 //! [`schema`]. [`control`] serves the control socket; [`transport`] frames a
 //! session's MCP lines.
 
+pub mod approvals;
 pub mod breaker;
 pub mod catalog;
 pub mod child;
@@ -14,6 +15,7 @@ pub mod disclosure;
 pub mod example;
 pub mod names;
 pub mod native;
+pub mod permissions;
 pub mod refresher;
 pub mod repair;
 pub mod schema;

@@ -21,6 +21,7 @@ use rmcp::service::{PeerRequestOptions, RoleClient};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 
+use crate::approvals::Gate;
 use crate::breaker::{REFUSE_AFTER, RetryBreaker, canonical_key};
 use crate::catalog::{CatalogChanged, ProgressRoute, Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
@@ -29,7 +30,7 @@ use crate::example;
 use crate::native;
 use crate::repair::{self, Checked};
 use crate::search;
-use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
+use crate::supervisor::{CheckApproval, SaveNamed, SessionClosed, Supervisor};
 
 /// The set of proxied tools a session has made visible (exposed names).
 pub type ActivationSet = BTreeSet<String>;
@@ -347,6 +348,7 @@ pub struct SessionServer {
     pub id: String,
     pub mode: DiscoveryMode,
     pub session: Addr<Session>,
+    pub supervisor: Addr<Supervisor>,
     pub view: SessionView,
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
@@ -504,7 +506,10 @@ impl SessionServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let snapshot = self.snapshot.load_full();
         let Some(entry) = snapshot.get(name) else {
-            return Ok(text_result(unknown_tool_message(&snapshot, name), true).into());
+            let text = snapshot
+                .refusal(name)
+                .unwrap_or_else(|| unknown_tool_message(&snapshot, name));
+            return Ok(text_result(text, true).into());
         };
         self.view.touch();
         if self.mode == DiscoveryMode::Dynamic
@@ -566,6 +571,11 @@ impl SessionServer {
                 }
             }
         }
+        if let Some(rule) = snapshot.needs_approval.get(&entry.name)
+            && let Err(refused) = self.approval(entry, rule, &args, key, ctx).await
+        {
+            return Ok(text_result(refused, true).into());
+        }
         let response = self.forward(entry, Some(args), ctx).await;
         let CallToolResponse::Complete(mut result) = response else {
             return Ok(response);
@@ -595,6 +605,69 @@ impl SessionServer {
             }
         }
         Ok(CallToolResponse::Complete(result))
+    }
+
+    /// A person approves each call of a `require_approval` tool: through the
+    /// client (elicitation) when it can ask its user, else by `evoctl
+    /// approve ID`. `Err` is the refusal to return instead of calling.
+    async fn approval(
+        &self,
+        entry: &ToolEntry,
+        rule: &str,
+        args: &JsonObject,
+        key: u64,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), String> {
+        let preview = Value::Object(args.clone()).to_string();
+        if !ctx.peer.supported_elicitation_modes().is_empty() {
+            let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: format!(
+                    "Allow the call {} with arguments {}? (evo permissions: {rule})",
+                    entry.name,
+                    preview.chars().take(500).collect::<String>()
+                ),
+                requested_schema: rmcp::model::ElicitationSchema::new(Default::default()),
+            };
+            match ctx
+                .peer
+                .create_elicitation_with_timeout(params, Some(std::time::Duration::from_secs(300)))
+                .await
+            {
+                Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => return Ok(()),
+                Ok(_) => {
+                    return Err(format!(
+                        "The user declined the call to {}; it was not made.",
+                        entry.name
+                    ));
+                }
+                // The client could not ask (e.g. a 2026-07-28 session): hold
+                // the call for an approval by evoctl instead.
+                Err(e) => {
+                    tracing::debug!(error = %e, "elicitation failed; holding the call for evoctl approve")
+                }
+            }
+        }
+        let gate = self
+            .supervisor
+            .send(CheckApproval {
+                tool: entry.name.clone(),
+                key,
+                preview,
+            })
+            .await
+            .map_err(|_| "evod is shutting down".to_string())?;
+        match gate {
+            Gate::Pass => Ok(()),
+            Gate::Pending(id) => Err(format!(
+                "This call to {} needs a person's approval ({rule}); it was not made. Ask the user to run `evoctl approve {id}` (or `evoctl deny {id}`), then repeat exactly the same call within 5 minutes.",
+                entry.name
+            )),
+            Gate::Denied(id) => Err(format!(
+                "A person denied this call to {} ({id}); it was not made. Do not retry it.",
+                entry.name
+            )),
+        }
     }
 
     fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {

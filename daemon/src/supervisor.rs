@@ -48,6 +48,9 @@ pub struct Supervisor {
     opts: DaemonOptions,
     config: Config,
     config_error: Option<String>,
+    permissions: Arc<crate::permissions::Permissions>,
+    permissions_error: Option<String>,
+    approvals: crate::approvals::ApprovalBook,
     children: Vec<ChildHandle>,
     catalog: Addr<Catalog>,
     refresher: Addr<crate::refresher::Refresher>,
@@ -74,6 +77,9 @@ impl Supervisor {
             opts,
             config: Config::default(),
             config_error: None,
+            permissions: Default::default(),
+            permissions_error: None,
+            approvals: Default::default(),
             children: Vec::new(),
             catalog,
             refresher,
@@ -102,6 +108,34 @@ impl Supervisor {
             Err(e) => {
                 tracing::error!("{e}; running with the last good config");
                 self.config_error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Loads permissions.yml; an invalid file keeps the permissions in
+    /// force. Returns whether they changed.
+    fn load_permissions(&mut self) -> Result<bool, String> {
+        let env = crate::permissions::PermissionEnv::from_process();
+        match crate::permissions::Permissions::load(&self.opts.permissions_path, &env) {
+            Ok(p) => {
+                for w in p.warnings() {
+                    tracing::warn!(permissions = %self.opts.permissions_path.display(), "{w}");
+                }
+                self.permissions_error = None;
+                if *self.permissions == p {
+                    return Ok(false);
+                }
+                tracing::info!(role = ?p.active_role(), "permissions loaded");
+                self.permissions = Arc::new(p);
+                self.catalog
+                    .do_send(crate::catalog::SetPermissions(self.permissions.clone()));
+                Ok(true)
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                tracing::error!("{msg}; keeping the permissions in force");
+                self.permissions_error = Some(msg.clone());
+                Err(format!("{msg}; the permissions in force stay"))
             }
         }
     }
@@ -163,6 +197,17 @@ impl Supervisor {
     /// and unchanged children keep running untouched. An invalid file leaves
     /// the running config in force.
     fn reload(&mut self) -> Result<ctl::ActionReport, String> {
+        let permissions = self.load_permissions();
+        let mut report = self.reload_config()?;
+        match permissions {
+            Ok(true) => report.message.push_str("; permissions changed"),
+            Ok(false) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(report)
+    }
+
+    fn reload_config(&mut self) -> Result<ctl::ActionReport, String> {
         let cfg = match config::load(&self.opts.config_path) {
             Ok(cfg) => cfg,
             Err(e) => {
@@ -295,6 +340,27 @@ impl Supervisor {
         Ok(report)
     }
 
+    fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
+        match self.approvals.decide(id, approve, Instant::now()) {
+            Ok(a) => {
+                let verb = if approve { "approved" } else { "denied" };
+                tracing::info!(id = %a.id, tool = %a.tool, "held call {verb} by a person");
+                CtlReply::data(&ctl::ActionReport {
+                    message: if approve {
+                        format!(
+                            "{id} approved: the identical call to {} passes once within 5 minutes",
+                            a.tool
+                        )
+                    } else {
+                        format!("{id} denied: the identical call to {} is refused", a.tool)
+                    },
+                    ..Default::default()
+                })
+            }
+            Err(e) => CtlReply::error(ErrorKind::NotFound, e),
+        }
+    }
+
     /// The mode for a new session: shim flag, evod flag / env, config, default.
     fn session_mode(&self, requested: Option<&str>) -> Result<DiscoveryMode, String> {
         if let Some(m) = requested {
@@ -365,8 +431,8 @@ impl Supervisor {
         };
         let permissions = ctl::FileStatus {
             path: self.opts.permissions_path.display().to_string(),
-            ok: true,
-            error: None,
+            ok: self.permissions_error.is_none(),
+            error: self.permissions_error.clone(),
         };
         let daemon = ctl::DaemonInfo {
             version: crate::VERSION.into(),
@@ -448,7 +514,9 @@ impl Supervisor {
                 .cloned()
                 .collect();
             if let Some(t) = unknown.first() {
-                let msg = session::unknown_tool_message(&snapshot, t);
+                let msg = snapshot
+                    .refusal(t)
+                    .unwrap_or_else(|| session::unknown_tool_message(&snapshot, t));
                 return Box::pin(async move { CtlReply::error(ErrorKind::UnknownTool, msg) });
             }
         }
@@ -549,6 +617,7 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.catalog.do_send(Subscribe(ctx.address().recipient()));
         self.load_config();
+        let _ = self.load_permissions();
         self.start_children();
         let files = vec![
             self.opts.config_path.clone(),
@@ -681,6 +750,28 @@ impl Handler<SaveNamed> for Supervisor {
     }
 }
 
+/// A session's call needs a person's approval: consult the book.
+#[derive(Message)]
+#[rtype(result = "crate::approvals::Gate")]
+pub struct CheckApproval {
+    pub tool: String,
+    pub key: u64,
+    pub preview: String,
+}
+
+impl Handler<CheckApproval> for Supervisor {
+    type Result = MessageResult<CheckApproval>;
+    fn handle(&mut self, msg: CheckApproval, _: &mut Context<Self>) -> Self::Result {
+        let gate = self
+            .approvals
+            .check(&msg.tool, msg.key, &msg.preview, Instant::now());
+        if let crate::approvals::Gate::Pending(id) = &gate {
+            tracing::warn!(id = %id, tool = %msg.tool, "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
+        }
+        MessageResult(gate)
+    }
+}
+
 /// A control request from `evoctl`.
 #[derive(Message)]
 #[rtype(result = "CtlReply")]
@@ -780,6 +871,25 @@ impl Handler<Ctl> for Supervisor {
                     ..Default::default()
                 }))
             }
+            CtlRequest::Approve { id } => ready(self.decide(&id, true)),
+            CtlRequest::Deny { id } => ready(self.decide(&id, false)),
+            CtlRequest::Approvals => {
+                let now = Instant::now();
+                let list: Vec<serde_json::Value> = self
+                    .approvals
+                    .pending(now)
+                    .iter()
+                    .map(|a| {
+                        serde_json::json!({
+                            "id": a.id,
+                            "tool": a.tool,
+                            "arguments": a.preview,
+                            "age_s": now.duration_since(a.since).as_secs(),
+                        })
+                    })
+                    .collect();
+                ready(CtlReply::data(&serde_json::json!({"approvals": list})))
+            }
             CtlRequest::Reload => ready(match self.reload() {
                 Ok(report) => CtlReply::data(&report),
                 Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
@@ -791,17 +901,6 @@ impl Handler<Ctl> for Supervisor {
                     ..Default::default()
                 }))
             }
-            other => ready(CtlReply::error(
-                ErrorKind::Unsupported,
-                format!(
-                    "'{}' is not available in this evod ({})",
-                    serde_json::to_value(&other)
-                        .ok()
-                        .and_then(|v| v.get("cmd").and_then(|c| c.as_str()).map(str::to_string))
-                        .unwrap_or_default(),
-                    crate::VERSION
-                ),
-            )),
         }
     }
 }
@@ -817,7 +916,7 @@ impl Handler<FileChanged> for Supervisor {
         if self.shutting_down {
             return;
         }
-        tracing::info!(config = %self.opts.config_path.display(), "config file changed; reloading");
+        tracing::info!(config = %self.opts.config_path.display(), "config or permissions file changed; reloading");
         let _ = self.reload();
     }
 }

@@ -39,6 +39,8 @@ def evo() -> Iterator[Evo]:
     )
     try:
         write_config(daemon.config, http.url)
+        # One tool needs a person's approval (test_permissions.py).
+        (daemon.config.parent / "permissions.yml").write_text("rules:\n  fx_cwd: require_approval\n")
         daemon.start()
         daemon.wait_ready()
         yield daemon

@@ -94,7 +94,7 @@ pub fn snapshot(servers: &[(String, Vec<Tool>)]) -> Snapshot {
         .iter()
         .map(|(spec, e)| ServerTools { spec, entries: e })
         .collect();
-    Snapshot::build(1, &views)
+    Snapshot::build(1, &views, &Default::default())
 }
 
 /// Recall@1, recall@5 and MRR (over the top 10) of a ranking function.

@@ -1,0 +1,211 @@
+//! Permissions (EVOKORE-MCP's permissions.yml plus globs) and human approval,
+//! through real processes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+fn start(perms: &str, env: &[(&str, &str)]) -> Daemon {
+    let dir = TempDir::new("perm");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(
+        &cfg,
+        serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap(),
+    )
+    .unwrap();
+    if !perms.is_empty() {
+        std::fs::write(dir.path().join("permissions.yml"), perms).unwrap();
+    }
+    let d = Daemon::start_raw(dir, cfg, &[], env);
+    d.wait_status("fx listed", |s| {
+        server(s, "fx").is_some_and(|v| v["tools"].as_u64() > Some(0) || v["state"] == "ready")
+    });
+    d
+}
+
+fn permissions_path(d: &Daemon) -> std::path::PathBuf {
+    d.config.parent().unwrap().join("permissions.yml")
+}
+
+#[test]
+fn denied_tools_are_invisible_and_refused_with_the_rule() {
+    let d = start("rules:\n  \"fx_*\": deny\n  fx_echo: allow\n", &[]);
+    let mut c = d.legacy_session();
+    let names = c.tool_names();
+    assert!(
+        names.contains(&"fx_echo".to_string()),
+        "exact beats glob: {names:?}"
+    );
+    assert!(!names.contains(&"fx_add".to_string()), "{names:?}");
+    let (text, e) = c.call_text("fx_add", json!({"a": 1, "b": 2}));
+    assert!(
+        e && text.contains("denied") && text.contains("fx_*"),
+        "{text}"
+    );
+    let (text, e) = c.call_text(
+        "call_tool",
+        json!({"name": "fx_add", "arguments": {"a": 1, "b": 2}}),
+    );
+    assert!(e && text.contains("denied"), "{text}");
+    // describe_* behave as if it did not exist.
+    let (text, e) = c.call_text("describe_tool", json!({"name": "fx_add"}));
+    assert!(e && !text.contains("Input schema"), "{text}");
+    let (text, _) = c.call_text("describe_capability", json!({"domain": "fx"}));
+    assert!(!text.contains("fx_add"), "{text}");
+    let r = d.ctl_json(&["search", "add", "two", "numbers"]);
+    assert!(
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["name"] != "fx_add"),
+        "{r}"
+    );
+    let mut dy = d.session(&["--mode", "dynamic"]);
+    let init = dy.initialize();
+    assert!(
+        !init["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("fx_add")
+    );
+    let (code, _, err) = d.ctl(&["activate", "fx_add"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("denied"), "{err}");
+    assert_eq!(c.call_text("fx_echo", json!({"text": "ok"})).0, "ok");
+}
+
+#[test]
+fn roles_switch_by_reload_and_env() {
+    let file = "active_role: readonly\nroles:\n  readonly:\n    default_permission: deny\n    overrides:\n      \"fx_e*\": allow\n  developer:\n    default_permission: allow\n";
+    let d = start(file, &[]);
+    let mut c = d.legacy_session();
+    let names = c.tool_names();
+    assert!(names.contains(&"fx_echo".to_string()) && names.contains(&"fx_env".to_string()));
+    assert!(!names.contains(&"fx_add".to_string()));
+    // Switch roles by editing the file: applies within about a second.
+    std::fs::write(
+        permissions_path(&d),
+        file.replace("active_role: readonly", "active_role: developer"),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.tool_names().contains(&"fx_add".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "role switch never applied\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        c.notifications
+            .iter()
+            .any(|n| n["method"] == "notifications/tools/list_changed")
+    );
+    drop(c);
+    drop(d);
+    // EVO_ROLE overrides active_role.
+    let d = start(file, &[("EVO_ROLE", "developer")]);
+    let mut c = d.legacy_session();
+    assert!(c.tool_names().contains(&"fx_add".to_string()));
+}
+
+#[test]
+fn invalid_permissions_keep_the_rules_in_force() {
+    let d = start("rules:\n  fx_add: deny\n", &[]);
+    std::fs::write(permissions_path(&d), "rules:\n  fx_add: perhaps\n").unwrap();
+    let s = d.wait_status("permissions error", |s| s["permissions"]["ok"] == false);
+    let err = s["permissions"]["error"].as_str().unwrap();
+    assert!(
+        err.contains("perhaps") && err.contains("permissions.yml"),
+        "{err}"
+    );
+    let mut c = d.legacy_session();
+    assert!(
+        !c.tool_names().contains(&"fx_add".to_string()),
+        "the last good rules stay"
+    );
+    std::fs::write(permissions_path(&d), "rules:\n  \"fx/*\": deny\n").unwrap();
+    let s = d.wait_status("pattern error", |s| {
+        s["permissions"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("fx/*"))
+    });
+    assert_eq!(s["permissions"]["ok"], false);
+}
+
+#[test]
+fn default_deny_without_a_file() {
+    let d = start("", &[("EVO_DEFAULT_DENY", "true")]);
+    let mut c = d.legacy_session();
+    assert_eq!(
+        c.tool_names(),
+        vec![
+            "discover_tools",
+            "describe_capability",
+            "describe_tool",
+            "call_tool"
+        ]
+    );
+}
+
+#[test]
+fn held_calls_pass_once_after_evoctl_approve() {
+    let d = start("rules:\n  fx_echo: require_approval\n", &[]);
+    let mut c = d.legacy_session();
+    let (text, e) = c.call_text("fx_echo", json!({"text": "guarded"}));
+    assert!(e && text.contains("evoctl approve"), "{text}");
+    let id = text
+        .split("evoctl approve ")
+        .nth(1)
+        .unwrap()
+        .split('`')
+        .next()
+        .unwrap()
+        .to_string();
+    let list = d.ctl_json(&["approvals"]);
+    let pending = list["approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["id"], id.as_str());
+    assert_eq!(pending[0]["tool"], "fx_echo");
+    // Asking again gives the same id; other arguments another one.
+    let (again, _) = c.call_text("fx_echo", json!({"text": "guarded"}));
+    assert!(again.contains(&id));
+    let (code, out, err) = d.ctl(&["approve", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("approved"));
+    // The identical call passes exactly once, from any session.
+    let mut other = d.legacy_session();
+    assert_eq!(
+        other.call_text("fx_echo", json!({"text": "guarded"})),
+        ("guarded".into(), false)
+    );
+    let (text, e) = c.call_text("fx_echo", json!({"text": "guarded"}));
+    assert!(
+        e && text.contains("evoctl approve") && !text.contains(&format!("approve {id}`")),
+        "{text}"
+    );
+    // Deny: the identical call is refused.
+    let id2 = text
+        .split("evoctl approve ")
+        .nth(1)
+        .unwrap()
+        .split('`')
+        .next()
+        .unwrap()
+        .to_string();
+    let (code, _, _) = d.ctl(&["deny", &id2]);
+    assert_eq!(code, 0);
+    let (text, e) = c.call_text("fx_echo", json!({"text": "guarded"}));
+    assert!(e && text.contains("denied"), "{text}");
+    // Unknown or used ids are clear errors.
+    let (code, _, err) = d.ctl(&["approve", "ap999"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("ap999") && err.contains("expired"), "{err}");
+    let (code, _, _) = d.ctl(&["approve", &id]);
+    assert_eq!(code, 1);
+}
