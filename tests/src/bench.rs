@@ -278,6 +278,23 @@ fn cache_benchmarks() {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // `--load SOCKET N`: N sequential fx_echo calls on a running evod, for
+    // profiling it from outside.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--load") {
+        let socket = std::path::PathBuf::from(&args[i + 1]);
+        let n: usize = args
+            .get(i + 2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000);
+        let mut c = McpClient::connect_socket(&socket, "legacy");
+        c.initialize();
+        let mut times = Vec::new();
+        time_calls(&mut c, "fx_echo", n, &mut times);
+        times.sort();
+        println!("median {} µs", us(percentile(&times, 0.5)));
+        return;
+    }
     if std::env::args().any(|a| a == "--cache") {
         cache_benchmarks();
         return;
