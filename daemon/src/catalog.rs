@@ -69,6 +69,19 @@ pub struct ServerLink {
     /// progress token -> the session to tell and the client's own token.
     /// Only calls with a progress token touch it.
     progress: std::sync::Mutex<HashMap<ProgressToken, ProgressRoute>>,
+    /// Calls in flight and the time of the last one, for `idle_timeout_s`.
+    in_flight: std::sync::atomic::AtomicUsize,
+    last_used: std::sync::Mutex<std::time::Instant>,
+}
+
+/// Marks a call in flight on a server until dropped.
+pub struct CallGuard<'a>(&'a ServerLink);
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        *self.0.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
 }
 
 /// Where a child's progress notification for one call goes.
@@ -103,7 +116,23 @@ impl ServerLink {
             state: AtomicU8::new(ServerState::Starting as u8),
             child,
             progress: Default::default(),
+            in_flight: Default::default(),
+            last_used: std::sync::Mutex::new(std::time::Instant::now()),
         }
+    }
+
+    /// Counts a call as in flight until the guard drops.
+    pub fn begin_call(&self) -> CallGuard<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self)
+    }
+
+    /// How long the server has had no call in flight (`None` while busy).
+    pub fn idle_for(&self) -> Option<Duration> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.last_used.lock().unwrap_or_else(|e| e.into_inner()).elapsed())
     }
 
     /// Routes the child's progress for `child_token` to `route` until the

@@ -233,6 +233,27 @@ impl ChildServer {
         }));
     }
 
+    /// `idle_timeout_s`: a ready child with no call for that long is stopped
+    /// and goes back to `idle`; the next call starts it again.
+    fn stop_if_idle(&mut self, limit: Duration) {
+        if self.state != ServerState::Ready || self.link.idle_for().is_none_or(|idle| idle < limit) {
+            return;
+        }
+        tracing::info!(server = %self.spec.id, idle_s = limit.as_secs_f64(), "stopping idle child; it starts again on the next call");
+        // Events of the stopped child are now stale.
+        self.generation += 1;
+        self.down_generation = self.generation;
+        self.client.take();
+        if let Some(pid) = self.pid.take() {
+            signal_group(pid, libc::SIGTERM);
+            tokio::spawn(async move {
+                tokio::time::sleep(STOP_GRACE).await;
+                signal_group(pid, libc::SIGKILL);
+            });
+        }
+        self.set_state(ServerState::Idle);
+    }
+
     /// A child that listed no tools is probably still warming up (a cold
     /// `npx` start): list again with backoff, a few times.
     fn relist_empty(&mut self, generation: u64, attempt: u32, ctx: &mut Context<Self>) {
@@ -357,6 +378,10 @@ impl Actor for ChildServer {
             self.set_state(ServerState::Idle);
         } else {
             self.start(ctx);
+        }
+        if let Some(limit) = self.spec.idle_timeout {
+            let every = (limit / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
+            ctx.run_interval(every, move |act, _| act.stop_if_idle(limit));
         }
     }
 }

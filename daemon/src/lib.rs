@@ -5,6 +5,7 @@
 //! [`schema`]. [`control`] serves the control socket; [`transport`] frames a
 //! session's MCP lines.
 
+pub mod activation;
 pub mod approvals;
 pub mod breaker;
 pub mod catalog;

@@ -97,8 +97,14 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
         cache_dir,
         socket_path,
         mode,
+        socket_activated: false,
     })
 }
+
+#[cfg(unix)]
+type Inherited = std::os::fd::OwnedFd;
+#[cfg(not(unix))]
+type Inherited = std::convert::Infallible;
 
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EVO_LOG")
@@ -109,15 +115,19 @@ fn init_logging(format: &str) {
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
+    match (format, evo_daemon::activation::under_systemd()) {
+        ("json", _) => builder.json().init(),
+        // The journal stamps each line itself.
+        (_, true) => builder.without_time().init(),
+        _ => builder.init(),
     }
 }
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    // Before any thread starts: it edits the environment.
+    #[cfg(unix)]
+    let inherited = evo_daemon::activation::take_inherited();
     init_logging(&args.log_format);
     let opts = match resolve(&args) {
         Ok(o) => o,
@@ -133,7 +143,10 @@ fn main() -> std::process::ExitCode {
             .build()
             .expect("the tokio runtime must start")
     });
-    let result = system.block_on(async move { run(opts).await });
+    #[cfg(unix)]
+    let result = system.block_on(async move { run(opts, inherited).await });
+    #[cfg(not(unix))]
+    let result = system.block_on(async move { run(opts, None).await });
     if let Err(e) = result {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
@@ -145,10 +158,19 @@ fn main() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-async fn run(opts: DaemonOptions) -> Result<(), String> {
-    let listener = evo_proto::paths::listen(&opts.socket_path)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", opts.socket_path.display()))?;
+async fn run(mut opts: DaemonOptions, inherited: Option<Inherited>) -> Result<(), String> {
+    let listener = match inherited {
+        #[cfg(unix)]
+        Some(fd) => {
+            opts.socket_activated = true;
+            tracing::info!("serving the socket systemd passed (socket activation)");
+            evo_daemon::activation::listener(fd)
+                .map_err(|e| format!("cannot use the socket systemd passed: {e}"))?
+        }
+        _ => evo_proto::paths::listen(&opts.socket_path)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", opts.socket_path.display()))?,
+    };
     tracing::info!(
         socket = %opts.socket_path.display(),
         config = %opts.config_path.display(),

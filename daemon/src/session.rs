@@ -395,6 +395,7 @@ impl SessionServer {
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let server = &entry.server;
+        let _busy = server.begin_call();
         let peer = match server.peer().await {
             Ok(p) => p,
             Err(e) => return text_result(format!("{} not called: {e}", entry.name), true).into(),

@@ -29,6 +29,8 @@ pub struct DaemonOptions {
     pub socket_path: PathBuf,
     /// `evod --mode`, else `EVO_DISCOVERY_MODE`.
     pub mode: Option<DiscoveryMode>,
+    /// The listener came from systemd, which owns the socket file.
+    pub socket_activated: bool,
 }
 
 struct ChildHandle {
@@ -940,7 +942,7 @@ impl Handler<Shutdown> for Supervisor {
             .iter()
             .map(|c| c.addr.send(child::Shutdown))
             .collect();
-        let socket = self.opts.socket_path.clone();
+        let socket = (!self.opts.socket_activated).then(|| self.opts.socket_path.clone());
         let refresher = self.refresher.clone();
         Box::pin(
             async move {
@@ -949,7 +951,9 @@ impl Handler<Shutdown> for Supervisor {
                 // Let answers to calls that failed with the children reach
                 // their sessions.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                let _ = std::fs::remove_file(&socket);
+                if let Some(socket) = socket {
+                    let _ = std::fs::remove_file(&socket);
+                }
             }
             .into_actor(self)
             .map(|_, _, _| {

@@ -231,3 +231,18 @@ fn child_list_changed_and_evoctl_refresh_rediscover() {
     assert_eq!(code, 1);
     assert!(err.contains("nosuch"));
 }
+
+#[test]
+fn idle_children_stop_and_start_again_on_demand() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": {"command": fixture().to_string_lossy(), "idle_timeout_s": 0.4}
+    }}));
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    let first: u32 = c.call_text("fx_pid", json!({})).0.parse().unwrap();
+    let s = d.wait_status("idle stop", |s| server(s, "fx").is_some_and(|v| v["state"] == "idle"));
+    assert!(server(&s, "fx").unwrap()["pid"].is_null());
+    assert!(gone_within(first, Duration::from_secs(5)), "the idle child was stopped");
+    let second: u32 = c.call_text("fx_pid", json!({})).0.parse().unwrap();
+    assert_ne!(first, second, "started again on demand");
+}

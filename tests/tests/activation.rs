@@ -1,0 +1,93 @@
+//! Socket activation: evod serves a listener inherited the way systemd
+//! passes one (fd 3, LISTEN_FDS, LISTEN_PID), without systemd itself.
+
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+#[test]
+fn evod_serves_an_inherited_socket() {
+    let dir = TempDir::new("act");
+    let socket = dir.path().join("evod.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let fd = listener.as_raw_fd();
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(
+        &cfg,
+        serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap(),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("evod.log")).unwrap();
+    let mut cmd = Command::new("sh");
+    // `$$` is the shell's pid, which `exec` hands to evod: LISTEN_PID matches.
+    cmd.arg("-c")
+        .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\"")
+        .arg(bin("evod"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .arg("--socket")
+        .arg(dir.path().join("unused.sock"))
+        .env_remove("EVO_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: dup2 between fork and exec, on fds we own.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == 3 {
+                // Already in place: just let it survive exec.
+                libc::fcntl(3, libc::F_SETFD, 0);
+            } else if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(listener);
+    let log_text = || std::fs::read_to_string(dir.path().join("evod.log")).unwrap_or_default();
+    let mut ready = false;
+    for _ in 0..400 {
+        let (code, out, _) = ctl_at(&socket, &["status", "--json"]);
+        if code == 0
+            && let Ok(s) = serde_json::from_str::<serde_json::Value>(&out)
+            && server(&s, "fx").is_some_and(|v| v["state"] == "ready")
+        {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(
+        ready,
+        "evod never served fx on the inherited socket\n{}",
+        log_text()
+    );
+    assert!(log_text().contains("socket activation"));
+    assert!(
+        !dir.path().join("unused.sock").exists(),
+        "it did not bind its own socket"
+    );
+    let mut c = McpClient::spawn(&socket, &["--mode", "legacy", "--no-autostart"]);
+    c.initialize();
+    let (v, _) = c.call_text("fx_env", json!({"name": "LISTEN_FDS"}));
+    assert_eq!(
+        v, "<unset>",
+        "children do not inherit the activation variables"
+    );
+    let (code, _, _) = ctl_at(&socket, &["stop"]);
+    assert_eq!(code, 0);
+    assert!(child.wait().unwrap().success());
+    assert!(
+        socket.exists(),
+        "the socket file belongs to systemd and stays"
+    );
+}
