@@ -132,7 +132,12 @@ impl ServerLink {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
-        Some(self.last_used.lock().unwrap_or_else(|e| e.into_inner()).elapsed())
+        Some(
+            self.last_used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed(),
+        )
     }
 
     /// Routes the child's progress for `child_token` to `route` until the

@@ -236,7 +236,8 @@ impl ChildServer {
     /// `idle_timeout_s`: a ready child with no call for that long is stopped
     /// and goes back to `idle`; the next call starts it again.
     fn stop_if_idle(&mut self, limit: Duration) {
-        if self.state != ServerState::Ready || self.link.idle_for().is_none_or(|idle| idle < limit) {
+        if self.state != ServerState::Ready || self.link.idle_for().is_none_or(|idle| idle < limit)
+        {
             return;
         }
         tracing::info!(server = %self.spec.id, idle_s = limit.as_secs_f64(), "stopping idle child; it starts again on the next call");

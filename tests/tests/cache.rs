@@ -240,9 +240,14 @@ fn idle_children_stop_and_start_again_on_demand() {
     d.wait_ready(&["fx"]);
     let mut c = d.legacy_session();
     let first: u32 = c.call_text("fx_pid", json!({})).0.parse().unwrap();
-    let s = d.wait_status("idle stop", |s| server(s, "fx").is_some_and(|v| v["state"] == "idle"));
+    let s = d.wait_status("idle stop", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "idle")
+    });
     assert!(server(&s, "fx").unwrap()["pid"].is_null());
-    assert!(gone_within(first, Duration::from_secs(5)), "the idle child was stopped");
+    assert!(
+        gone_within(first, Duration::from_secs(5)),
+        "the idle child was stopped"
+    );
     let second: u32 = c.call_text("fx_pid", json!({})).0.parse().unwrap();
     assert_ne!(first, second, "started again on demand");
 }
