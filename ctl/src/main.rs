@@ -2,16 +2,21 @@
 //! client launches.
 
 mod output;
+mod service;
+mod setup;
 mod shim;
 
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use evo_proto::{CtlReply, CtlRequest, Hello, Welcome, frame};
 use tokio::io::BufReader;
 
-/// Exit codes (DESIGN.md): 0 ok, 1 the daemon refused, 2 usage, 3 no daemon.
+/// Exit codes (DESIGN.md): 0 ok, 1 refused (by the daemon, or a local command
+/// such as `setup` that could not do its job safely), 2 usage, 3 no daemon.
 pub const EXIT_REFUSED: u8 = 1;
 pub const EXIT_NO_DAEMON: u8 = 3;
 
@@ -98,19 +103,70 @@ enum Command {
     },
     /// Stop the daemon and its servers
     Stop,
+    /// Run evod as a systemd user service (Linux) or launchd agent (macOS)
+    Service {
+        #[command(subcommand)]
+        action: service::Action,
+    },
+    /// Add evo to an MCP client's config file
+    ///
+    /// Adds {"command": "<this evoctl>", "args": ["shim"]} as the `evo` server,
+    /// keeping everything else in the file; the previous file is kept as
+    /// FILE.bak. A file that is not valid JSON is never overwritten.
+    Setup {
+        client: setup::Client,
+        /// Show the entry and the file it belongs in; change nothing
+        #[arg(long)]
+        print: bool,
+        /// The client's config file [default: where the client keeps it]
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
+    /// Copy the servers of an MCP client's config file into evo's config
+    ///
+    /// Reads `mcpServers` and `servers` from FILE; ids evo already has and
+    /// entries that run `evoctl shim` (evo itself) are skipped.
+    Import {
+        /// A client config file, e.g. ~/.cursor/mcp.json
+        file: PathBuf,
+        /// evo's config [default: $EVO_CONFIG, else $XDG_CONFIG_HOME/evo/mcp.config.json]
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Print a shell completion script
+    ///
+    /// bash: `evoctl completions bash > ~/.local/share/bash-completion/completions/evoctl`;
+    /// zsh: into a directory on $fpath as `_evoctl`;
+    /// fish: `evoctl completions fish > ~/.config/fish/completions/evoctl.fish`.
+    Completions { shell: clap_complete::Shell },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let socket = evo_proto::paths::socket_path(cli.socket.as_deref());
-    if let Command::Shim {
-        mode,
-        session,
-        no_autostart,
-    } = cli.command
-    {
-        return shim::run(&socket, cli.socket.is_some(), mode, session, !no_autostart);
-    }
+    let json = cli.json;
+    // Commands that never talk to the daemon.
+    let command = match cli.command {
+        Command::Shim {
+            mode,
+            session,
+            no_autostart,
+        } => return shim::run(&socket, cli.socket.is_some(), mode, session, !no_autostart),
+        Command::Service { action } => return local(service::run(action, json), json),
+        Command::Setup {
+            client,
+            print,
+            file,
+        } => return local(setup::setup(client, print, file.as_deref(), json), json),
+        Command::Import { file, config } => {
+            return local(setup::import(&file, config.as_deref(), json), json);
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        other => other,
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -121,8 +177,44 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let (request, out) = to_request(cli.command);
-    runtime.block_on(control(&socket, request, cli.json, out))
+    let (request, out) = to_request(command);
+    runtime.block_on(control(&socket, request, json, out))
+}
+
+/// Exit status of a command that runs without the daemon: its error names the
+/// file and what to do, on stderr (or as `{"ok": false, "error": …}` with
+/// `--json`, the shape of a daemon refusal).
+fn local(result: Result<(), String>, json: bool) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if json {
+                println!("{}", serde_json::json!({"ok": false, "error": e}));
+            } else {
+                eprintln!("evoctl: {e}");
+            }
+            ExitCode::from(EXIT_REFUSED)
+        }
+    }
+}
+
+/// The user's home directory: `$HOME`, which tests and sandboxes point
+/// elsewhere, else what the OS says.
+pub fn home_dir() -> Result<PathBuf, String> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(std::env::home_dir)
+        .ok_or_else(|| "cannot tell your home directory: set HOME".to_string())
+}
+
+/// `$XDG_CONFIG_HOME`, else `~/.config`: the rule evod uses to find its
+/// config, so `evoctl import` writes the file evod reads.
+pub fn config_home() -> Result<PathBuf, String> {
+    match std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => Ok(home_dir()?.join(".config")),
+    }
 }
 
 fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
@@ -144,7 +236,11 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         Command::Approvals => CtlRequest::Approvals,
         Command::Docs { out } => return (CtlRequest::Docs, out),
         Command::Stop => CtlRequest::Stop,
-        Command::Shim { .. } => unreachable!("shim is handled before"),
+        Command::Shim { .. }
+        | Command::Service { .. }
+        | Command::Setup { .. }
+        | Command::Import { .. }
+        | Command::Completions { .. } => unreachable!("local commands are handled in main"),
     };
     (r, None)
 }
@@ -156,45 +252,38 @@ pub fn no_daemon_message(socket: &std::path::Path, err: &std::io::Error) -> Stri
     )
 }
 
-async fn control(
-    socket: &std::path::Path,
-    request: CtlRequest,
-    json: bool,
-    out: Option<PathBuf>,
-) -> ExitCode {
-    let conn = match evo_proto::paths::connect(socket).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("evoctl: {}", no_daemon_message(socket, &e));
-            return ExitCode::from(EXIT_NO_DAEMON);
-        }
-    };
+/// One request on a fresh control connection: handshake, request, reply. An
+/// error means no daemon answered (exit 3).
+async fn exchange(socket: &Path, request: &CtlRequest) -> Result<CtlReply, String> {
+    let conn = evo_proto::paths::connect(socket)
+        .await
+        .map_err(|e| no_daemon_message(socket, &e))?;
     #[allow(deprecated)] // owned halves are what we want here
     let (r, mut w) = interprocess::local_socket::traits::tokio::Stream::split(conn);
     let mut reader = BufReader::new(r);
-    let reply: Result<CtlReply, String> = async {
-        frame::write_json(&mut w, &Hello::ctl())
-            .await
-            .map_err(|e| e.to_string())?;
-        let welcome = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the daemon closed the connection")?;
-        let welcome: Welcome = serde_json::from_slice(&welcome).map_err(|e| e.to_string())?;
-        if !welcome.ok {
-            return Err(welcome.error.unwrap_or_else(|| "handshake refused".into()));
-        }
-        frame::write_json(&mut w, &request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let line = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the daemon closed the connection without answering")?;
-        serde_json::from_slice(&line).map_err(|e| format!("unreadable reply: {e}"))
+    frame::write_json(&mut w, &Hello::ctl())
+        .await
+        .map_err(|e| e.to_string())?;
+    let welcome = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the daemon closed the connection")?;
+    let welcome: Welcome = serde_json::from_slice(&welcome).map_err(|e| e.to_string())?;
+    if !welcome.ok {
+        return Err(welcome.error.unwrap_or_else(|| "handshake refused".into()));
     }
-    .await;
-    let reply = match reply {
+    frame::write_json(&mut w, request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let line = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the daemon closed the connection without answering")?;
+    serde_json::from_slice(&line).map_err(|e| format!("unreadable reply: {e}"))
+}
+
+async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<PathBuf>) -> ExitCode {
+    let reply = match exchange(socket, &request).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("evoctl: {e}");
@@ -216,11 +305,65 @@ async fn control(
         return ExitCode::from(EXIT_REFUSED);
     }
     let data = reply.data.unwrap_or(serde_json::Value::Null);
-    match output::render(&request, &data, json, out.as_deref()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("evoctl: {e}");
-            ExitCode::from(EXIT_REFUSED)
+    if let Err(e) = output::render(&request, &data, json, out.as_deref()) {
+        eprintln!("evoctl: {e}");
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    // A person at a terminal wants to see re-discovery finish; scripts and
+    // pipes get the reply alone, so their output stays one stable shape.
+    if matches!(request, CtlRequest::Refresh { .. }) && !json && std::io::stdout().is_terminal() {
+        let ids = serde_json::from_value::<evo_proto::ctl::ActionReport>(data)
+            .map(|r| r.restarted)
+            .unwrap_or_default();
+        follow_refresh(socket, &ids).await;
+    }
+    ExitCode::SUCCESS
+}
+
+/// How often, and how long, `evoctl refresh` polls status on a terminal.
+const REFRESH_POLL: Duration = Duration::from_millis(200);
+const REFRESH_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Shows one updating line until every server in `ids` is `ready` or
+/// `failed`. The daemon queues each Restart before it replies, and a child
+/// answers status only after its queued messages, so the first poll already
+/// sees the restart rather than the old `ready`.
+async fn follow_refresh(socket: &Path, ids: &[String]) {
+    if ids.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let mut stdout = std::io::stdout();
+    loop {
+        let status = match exchange(socket, &CtlRequest::Status).await {
+            Ok(CtlReply {
+                ok: true,
+                data: Some(d),
+                ..
+            }) => serde_json::from_value::<evo_proto::ctl::StatusReport>(d).ok(),
+            _ => None,
+        };
+        let Some(status) = status else {
+            // The daemon went away or answered oddly: the reply already said
+            // what was asked; `evoctl status` tells the rest.
+            let _ = writeln!(stdout);
+            return;
+        };
+        let progress = output::refresh_progress(&status, ids);
+        let _ = write!(stdout, "\r\x1b[2K{}", progress.line);
+        let _ = stdout.flush();
+        if progress.done {
+            let _ = writeln!(stdout);
+            return;
         }
+        if started.elapsed() >= REFRESH_PATIENCE {
+            let _ = writeln!(
+                stdout,
+                "\nstill re-discovering after {}s; `evoctl status` shows where each server is",
+                REFRESH_PATIENCE.as_secs()
+            );
+            return;
+        }
+        tokio::time::sleep(REFRESH_POLL).await;
     }
 }

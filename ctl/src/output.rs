@@ -232,3 +232,93 @@ pub fn render(
     }
     Ok(())
 }
+
+/// Where a refresh stands, for the line `evoctl refresh` keeps updating.
+pub struct RefreshProgress {
+    pub line: String,
+    /// Every targeted server is `ready` or `failed`.
+    pub done: bool,
+}
+
+/// Counts the servers in `ids` that are `ready` or `failed` in `status`. A
+/// server missing from status (removed by a reload meanwhile) counts as
+/// settled: nothing more will happen to it.
+pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgress {
+    let state = |id: &String| {
+        status
+            .servers
+            .iter()
+            .find(|s| &s.id == id)
+            .map(|s| s.state.as_str())
+    };
+    let ready = ids.iter().filter(|id| state(id) == Some("ready")).count();
+    let failed: Vec<&str> = ids
+        .iter()
+        .filter(|id| state(id) == Some("failed"))
+        .map(String::as_str)
+        .collect();
+    let gone = ids.iter().filter(|id| state(id).is_none()).count();
+    let done = ready + failed.len() + gone == ids.len();
+    let verb = if done {
+        "re-discovered"
+    } else {
+        "re-discovering"
+    };
+    let mut line = format!("{verb}: {ready}/{} ready", ids.len());
+    if !failed.is_empty() {
+        line.push_str(&format!(
+            ", failed: {} (`evoctl status` has the error)",
+            failed.join(", ")
+        ));
+    }
+    RefreshProgress { line, done }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evo_proto::ctl::ServerStatus;
+
+    fn status(states: &[(&str, &str)]) -> StatusReport {
+        StatusReport {
+            servers: states
+                .iter()
+                .map(|(id, state)| ServerStatus {
+                    id: id.to_string(),
+                    state: state.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn refresh_progress_counts_targeted_servers_only() {
+        let s = status(&[("a", "ready"), ("b", "starting"), ("c", "starting")]);
+        let p = refresh_progress(&s, &ids(&["a", "b"]));
+        assert_eq!(p.line, "re-discovering: 1/2 ready");
+        assert!(!p.done);
+    }
+
+    #[test]
+    fn refresh_progress_is_done_when_ready_or_failed() {
+        let s = status(&[("a", "ready"), ("b", "failed")]);
+        let p = refresh_progress(&s, &ids(&["a", "b"]));
+        assert!(p.done);
+        assert_eq!(
+            p.line,
+            "re-discovered: 1/2 ready, failed: b (`evoctl status` has the error)"
+        );
+    }
+
+    #[test]
+    fn refresh_progress_settles_servers_removed_meanwhile() {
+        let p = refresh_progress(&status(&[]), &ids(&["gone"]));
+        assert!(p.done);
+    }
+}

@@ -276,8 +276,248 @@ fn cache_benchmarks() {
     println!("|---|---|");
 }
 
+/// Validation + repair cost per call, instructions build time and
+/// visibility checks, in-process over the real catalog.
+fn correction_benchmarks() {
+    use evo_daemon::repair::{self, CompiledSchema};
+    let catalog = searcheval::load_catalog(&catalog_path());
+    let snap = searcheval::snapshot(&catalog);
+    let mut valid_times = Vec::new();
+    let mut repair_times = Vec::new();
+    let empty = std::collections::BTreeMap::new();
+    let mut compiled = 0;
+    for e in &snap.tools {
+        let Some(schema) = CompiledSchema::compile(&e.name, &e.tool.input_schema) else {
+            continue;
+        };
+        compiled += 1;
+        let args = evo_daemon::example::example_arguments(&e.tool.input_schema);
+        for _ in 0..5 {
+            let t = Instant::now();
+            let r = repair::check(&schema, &args, &empty);
+            valid_times.push(t.elapsed());
+            std::hint::black_box(r);
+        }
+        // A repairable variant: every top-level key upper-cased.
+        if let Some(obj) = args.as_object().filter(|o| !o.is_empty()) {
+            let shouted: serde_json::Map<String, serde_json::Value> = obj
+                .iter()
+                .map(|(k, v)| (k.to_uppercase(), v.clone()))
+                .collect();
+            let shouted = serde_json::Value::Object(shouted);
+            let t = Instant::now();
+            let r = repair::check(&schema, &shouted, &empty);
+            repair_times.push(t.elapsed());
+            std::hint::black_box(r);
+        }
+    }
+    valid_times.sort();
+    repair_times.sort();
+    println!("\n## Self-correcting calls, in-process ({compiled} real schemas)\n");
+    println!("| step | median | p99 |");
+    println!("|---|---|---|");
+    println!(
+        "| validate a valid call | **{} µs** (budget 20) | {} µs |",
+        us(percentile(&valid_times, 0.5)),
+        us(percentile(&valid_times, 0.99))
+    );
+    println!(
+        "| repair a call with wrong-case names | {} µs | {} µs |",
+        us(percentile(&repair_times, 0.5)),
+        us(percentile(&repair_times, 0.99))
+    );
+    // Instructions for ~2,000 tools (none listed in full).
+    let some: Vec<(String, Vec<rmcp::model::Tool>)> = {
+        let mut n = 0;
+        catalog
+            .iter()
+            .take_while(|(_, t)| {
+                n += t.len();
+                n <= 2100
+            })
+            .cloned()
+            .collect()
+    };
+    let snap2 = searcheval::snapshot(&some);
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..20 {
+        let t = Instant::now();
+        let text = evo_daemon::disclosure::instructions(&snap2, &|_| false, 8192);
+        times.push(t.elapsed());
+        bytes = text.len();
+    }
+    times.sort();
+    println!(
+        "| build instructions for {} tools ({bytes} bytes) | **{:.2} ms** (budget 5) | |",
+        snap2.tools.len(),
+        percentile(&times, 0.5).as_secs_f64() * 1e3
+    );
+    // Visibility check (permissions are resolved per snapshot) at 10,000+ tools.
+    let mut big = Vec::new();
+    for c in 0..4 {
+        for (id, tools) in &catalog {
+            big.push((format!("{id}{c}"), tools.clone()));
+        }
+    }
+    let snap3 = searcheval::snapshot(&big);
+    let names: Vec<String> = snap3.tools.iter().map(|e| e.name.clone()).collect();
+    let t = Instant::now();
+    let mut visible = 0;
+    for _ in 0..10 {
+        for n in &names {
+            if snap3.get(n).is_some() && snap3.refusal(n).is_none() {
+                visible += 1;
+            }
+        }
+    }
+    let per = t.elapsed().as_secs_f64() * 1e9 / (10.0 * names.len() as f64);
+    println!(
+        "| visibility check at {} tools | **{per:.0} ns** (budget 1,000) | |",
+        snap3.tools.len()
+    );
+    std::hint::black_box(visible);
+}
+
+/// Discovery through real processes: the real catalog replayed by 123
+/// fixture children, and a 10,000-tool child.
+fn discovery_benchmarks() {
+    let catalog = searcheval::load_catalog(&catalog_path());
+    let servers: serde_json::Map<String, serde_json::Value> = catalog
+        .iter()
+        .map(|(id, _)| {
+            (
+                id.clone(),
+                fixture_server(&[
+                    "--replay",
+                    &catalog_path().to_string_lossy(),
+                    "--server",
+                    id,
+                ]),
+            )
+        })
+        .collect();
+    let d = Daemon::start(&json!({"mcpServers": servers}));
+    let ids: Vec<&str> = catalog.iter().map(|(id, _)| id.as_str()).collect();
+    d.wait_ready(&ids);
+    let list_bytes = |mode: &str| {
+        let mut c = McpClient::connect_socket(&d.socket, mode);
+        c.initialize();
+        let r = c.request("tools/list", json!({}));
+        (
+            serde_json::to_vec(&r).unwrap().len(),
+            r["result"]["tools"].as_array().map_or(0, |t| t.len()),
+        )
+    };
+    let (dyn_bytes, dyn_n) = list_bytes("dynamic");
+    let (legacy_bytes, legacy_n) = list_bytes("legacy");
+    println!(
+        "\n## Initial tools/list with the real catalog ({} servers, {} tools) loaded\n",
+        catalog.len(),
+        legacy_n - 4
+    );
+    println!("| mode | tools | bytes |");
+    println!("|---|---|---|");
+    println!("| legacy | {legacy_n} | {legacy_bytes} |");
+    println!("| dynamic | {dyn_n} | **{dyn_bytes}** (budget 4,096) |");
+    println!(
+        "| ratio | | {:.0}× smaller |",
+        legacy_bytes as f64 / dyn_bytes as f64
+    );
+    // Search quality through the shim, on our query set.
+    let ours = searcheval::load_queries(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries.jsonl"),
+    );
+    let mut c = d.session(&["--mode", "dynamic"]);
+    c.initialize();
+    let mut times = Vec::new();
+    let quality = searcheval::evaluate(&ours, &mut |q| {
+        let t = Instant::now();
+        let r = c.call(
+            "discover_tools",
+            json!({"query": q, "limit": 10, "activate": false}),
+        );
+        times.push(t.elapsed());
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .lines()
+            .filter_map(|l| l.split(" — ").next())
+            .map(str::to_string)
+            .collect()
+    });
+    times.sort();
+    println!(
+        "\n## discover_tools through the shim, real catalog in 123 child processes ({} queries)\n",
+        ours.len()
+    );
+    println!("| recall@1 | recall@5 | MRR | median latency |");
+    println!("|---|---|---|---|");
+    println!(
+        "| {:.3} | {:.3} | {:.3} | {} µs |",
+        quality.recall1,
+        quality.recall5,
+        quality.mrr,
+        us(percentile(&times, 0.5))
+    );
+    // 1,000 idle sessions.
+    let before = rss_kib(d.pid());
+    let sessions: Vec<McpClient> = (0..1000)
+        .map(|_| {
+            let mut c = McpClient::connect_socket(&d.socket, "dynamic");
+            c.initialize();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let after = rss_kib(d.pid());
+    println!(
+        "\n| 1,000 idle sessions | evod RSS {:.1} → {:.1} MiB: **+{:.1} MiB** (budget 50) |",
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+        (after as f64 - before as f64) / 1024.0
+    );
+    println!("|---|---|");
+    drop(sessions);
+    drop(c);
+    drop(d);
+    // discover_tools on a 10,000-tool child, through the shim.
+    let d =
+        Daemon::start(&json!({"mcpServers": {"big": fixture_server(&["--extra-tools", "10000"])}}));
+    d.wait_ready(&["big"]);
+    let mut c = d.session(&["--mode", "dynamic"]);
+    c.initialize();
+    c.call(
+        "discover_tools",
+        json!({"query": "warm up the index", "activate": false}),
+    );
+    let mut times = Vec::new();
+    for q in ours.iter().take(100) {
+        let t = Instant::now();
+        c.call(
+            "discover_tools",
+            json!({"query": q.query, "activate": false}),
+        );
+        times.push(t.elapsed());
+    }
+    times.sort();
+    println!(
+        "\n| discover_tools through the shim, 10,014 tools | median **{} µs** (budget 2,000) |",
+        us(percentile(&times, 0.5))
+    );
+    println!("|---|---|");
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--correction") {
+        correction_benchmarks();
+        return;
+    }
+    if std::env::args().any(|a| a == "--discovery") {
+        discovery_benchmarks();
+        return;
+    }
     // `--load SOCKET N`: N sequential fx_echo calls on a running evod, for
     // profiling it from outside.
     let args: Vec<String> = std::env::args().collect();

@@ -1,0 +1,450 @@
+//! The operator's commands, through the real `evoctl` with HOME and
+//! XDG_CONFIG_HOME in a temp dir: service units, client setup, import,
+//! shell completions, and `refresh` staying quiet without a terminal.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A private home: `home/` is HOME, `config/` is XDG_CONFIG_HOME.
+struct Home {
+    dir: TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = TempDir::new("op");
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        Home { dir }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    /// `evoctl ARGS` in this home: (exit code, stdout, stderr).
+    fn evoctl(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(bin("evoctl"))
+            .args(args)
+            .env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.config())
+            .env_remove("EVO_CONFIG")
+            .env_remove("EVO_SOCKET")
+            .output()
+            .expect("run evoctl");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `evoctl ARGS --json`, parsed; panics unless it exits 0.
+    fn evoctl_json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let (code, out, err) = self.evoctl(&a);
+        assert_eq!(code, 0, "evoctl {args:?}: {err}\n{out}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("evoctl {args:?}: {e}: {out}"))
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
+}
+
+/// Everything in `dir`, recursively, for "nothing was written" checks.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn repo_file(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)).unwrap()
+}
+
+const ENABLE: &str = "systemctl --user daemon-reload && systemctl --user enable --now evod.socket";
+
+#[cfg(target_os = "linux")]
+#[test]
+fn service_install_print_shows_units_with_absolute_evod_and_writes_nothing() {
+    let h = Home::new();
+    let (code, out, err) = h.evoctl(&["service", "install", "--print"]);
+    assert_eq!(code, 0, "{err}");
+    let exec = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap_or_else(|| panic!("no ExecStart in:\n{out}"));
+    let evod = Path::new(exec);
+    assert!(evod.is_absolute() && evod.ends_with("evod"), "{exec}");
+    assert_eq!(evod, bin("evod").canonicalize().unwrap());
+    assert!(out.contains("ListenStream=%t/evo/evod.sock"), "{out}");
+    assert!(out.contains(ENABLE), "{out}");
+    assert!(files_under(h.dir.path()).is_empty(), "--print wrote files");
+
+    let j = h.evoctl_json(&["service", "install", "--print"]);
+    assert_eq!(j["written"], false);
+    assert_eq!(j["command"], ENABLE);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn service_install_writes_both_units_and_uninstall_removes_them() {
+    let h = Home::new();
+    let units = h.config().join("systemd/user");
+    let (code, out, err) = h.evoctl(&["service", "install"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(ENABLE), "{out}");
+    // The socket unit is the repository's, verbatim; the service differs
+    // only in ExecStart.
+    assert_eq!(
+        std::fs::read_to_string(units.join("evod.socket")).unwrap(),
+        repo_file("systemd/evod.socket")
+    );
+    let service = std::fs::read_to_string(units.join("evod.service")).unwrap();
+    let evod = bin("evod").canonicalize().unwrap();
+    assert!(
+        service.contains(&format!("\nExecStart={}\n", evod.display())),
+        "{service}"
+    );
+    for line in ["Restart=on-failure", "Requires=evod.socket"] {
+        assert!(service.contains(line), "{line} missing:\n{service}");
+    }
+
+    // What `systemctl --user enable` leaves behind goes too.
+    let wants = units.join("sockets.target.wants");
+    std::fs::create_dir_all(&wants).unwrap();
+    std::os::unix::fs::symlink(units.join("evod.socket"), wants.join("evod.socket")).unwrap();
+
+    let j = h.evoctl_json(&["service", "uninstall"]);
+    assert_eq!(j["removed"], true);
+    assert_eq!(j["files"].as_array().unwrap().len(), 3, "{j}");
+    assert!(j["command"].as_str().unwrap().contains("systemctl --user"));
+    for p in [
+        units.join("evod.socket"),
+        units.join("evod.service"),
+        wants.join("evod.socket"),
+    ] {
+        assert!(p.symlink_metadata().is_err(), "{} still there", p.display());
+    }
+    // Nothing left: says so, still succeeds.
+    let (code, out, _) = h.evoctl(&["service", "uninstall"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("nothing to remove"), "{out}");
+}
+
+/// A client config with other servers and unrelated settings, in a layout
+/// of its own (4-space indent, one-line entries).
+const CLIENT_FILE: &str = r#"{
+    "theme": "dark",
+    "mcpServers": {
+        "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]},
+        "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}}
+    },
+    "servers": {
+        "gh": {"type": "http", "url": "https://example.invalid/mcp"}
+    },
+    "numbers": [1, 2.5, -3],
+    "nested": {"keep": {"me": true}}
+}
+"#;
+
+#[test]
+fn setup_adds_evo_to_each_client_and_keeps_the_rest() {
+    let h = Home::new();
+    let evoctl = bin("evoctl").canonicalize().unwrap();
+    let evoctl = evoctl.to_str().unwrap();
+    let clients = [
+        (
+            "claude-desktop",
+            h.config().join("Claude/claude_desktop_config.json"),
+            "mcpServers",
+            json!({"command": evoctl, "args": ["shim"]}),
+        ),
+        (
+            "claude-code",
+            h.home().join(".claude.json"),
+            "mcpServers",
+            json!({"command": evoctl, "args": ["shim"]}),
+        ),
+        (
+            "cursor",
+            h.home().join(".cursor/mcp.json"),
+            "mcpServers",
+            json!({"command": evoctl, "args": ["shim"]}),
+        ),
+        (
+            "vscode",
+            h.config().join("Code/User/mcp.json"),
+            "servers",
+            json!({"type": "stdio", "command": evoctl, "args": ["shim"]}),
+        ),
+    ];
+    for (client, path, key, entry) in clients {
+        write(&path, CLIENT_FILE);
+        let (code, out, err) = h.evoctl(&["setup", client]);
+        assert_eq!(code, 0, "{client}: {err}");
+        assert!(out.contains(path.to_str().unwrap()), "{client}: {out}");
+
+        let mut after = read_json(&path);
+        assert_eq!(after[key]["evo"], entry, "{client}");
+        // Everything else is as it was, in the same order.
+        after[key].as_object_mut().unwrap().shift_remove("evo");
+        let before: Value = serde_json::from_str(CLIENT_FILE).unwrap();
+        assert_eq!(
+            serde_json::to_string(&after).unwrap(),
+            serde_json::to_string(&before).unwrap(),
+            "{client}"
+        );
+        // The lines evoctl did not need to touch are still there verbatim.
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in CLIENT_FILE.lines().filter(|l| l.contains("\"fs\"")) {
+            assert!(text.contains(line), "{client}: lost {line:?}:\n{text}");
+        }
+        let backup = path.with_file_name(format!(
+            "{}.bak",
+            path.file_name().unwrap().to_str().unwrap()
+        ));
+        assert_eq!(
+            std::fs::read_to_string(&backup).unwrap(),
+            CLIENT_FILE,
+            "{client}"
+        );
+
+        // Again: identical entry, nothing changes.
+        let (code, out, _) = h.evoctl(&["setup", client]);
+        assert_eq!(code, 0);
+        assert!(out.contains("already"), "{client}: {out}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{client}");
+    }
+}
+
+#[test]
+fn setup_creates_a_missing_file_and_replaces_a_stale_entry() {
+    let h = Home::new();
+    let path = h.home().join(".cursor/mcp.json");
+    let j = h.evoctl_json(&["setup", "cursor"]);
+    assert_eq!(j["action"], "added");
+    assert_eq!(j["backup"], Value::Null);
+    assert_eq!(
+        read_json(&path)["mcpServers"]["evo"]["args"],
+        json!(["shim"])
+    );
+
+    // An old evo entry (another path) is replaced where it stands.
+    write(
+        &path,
+        r#"{"mcpServers": {"evo": {"command": "/old/evoctl", "args": ["shim"]}, "z": {"command": "z"}}}"#,
+    );
+    let j = h.evoctl_json(&["setup", "cursor"]);
+    assert_eq!(j["action"], "updated");
+    let after = read_json(&path);
+    let ids: Vec<&String> = after["mcpServers"].as_object().unwrap().keys().collect();
+    assert_eq!(ids, ["evo", "z"]);
+    assert_ne!(after["mcpServers"]["evo"]["command"], "/old/evoctl");
+}
+
+#[test]
+fn setup_refuses_a_file_it_cannot_parse_and_leaves_it_alone() {
+    let h = Home::new();
+    let path = h.home().join("client.json");
+    let cases = [
+        // A trailing comma, on line 3.
+        "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"},\n  }\n}\n",
+        // Comments (VS Code allows them; JSON does not).
+        "{\n  // mine\n  \"servers\": {}\n}\n",
+        "[1, 2]",
+        "{\"mcpServers\": [\"not\", \"an\", \"object\"]}",
+    ];
+    for text in cases {
+        write(&path, text);
+        let file = path.to_str().unwrap();
+        let (code, out, err) = h.evoctl(&["setup", "claude-code", "--file", file]);
+        assert_eq!(code, 1, "{text}: {out}");
+        assert!(err.contains(file), "{err}");
+        assert!(err.contains("by hand"), "says what to do: {err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        assert!(!h.home().join("client.json.bak").exists());
+    }
+    write(&path, cases[0]);
+    let (_, _, err) = h.evoctl(&["setup", "claude-code", "--file", path.to_str().unwrap()]);
+    assert!(err.contains("line 4 column 3"), "{err}");
+}
+
+#[test]
+fn setup_print_writes_nothing() {
+    let h = Home::new();
+    for client in ["claude-desktop", "claude-code", "cursor", "vscode"] {
+        let (code, out, err) = h.evoctl(&["setup", client, "--print"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("\"shim\"") && out.contains("\"evo\""), "{out}");
+        let j = h.evoctl_json(&["setup", client, "--print"]);
+        assert_eq!(j["written"], false);
+        assert!(
+            out.contains(j["path"].as_str().unwrap()),
+            "names the file: {out}"
+        );
+    }
+    assert!(files_under(h.dir.path()).is_empty());
+}
+
+#[test]
+fn import_adds_new_servers_and_skips_existing_ids_and_evo_itself() {
+    let h = Home::new();
+    let source = h.home().join(".cursor/mcp.json");
+    write(
+        &source,
+        &json!({
+            "mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"]},
+                "time": {"command": "uvx", "args": ["mcp-server-time"]},
+                "evo": {"command": "/opt/bin/evoctl", "args": ["shim"]}
+            },
+            "servers": {
+                "gh": {"type": "http", "url": "https://example.invalid/mcp"}
+            }
+        })
+        .to_string(),
+    );
+    // evo's default config (XDG_CONFIG_HOME/evo), with a server and settings.
+    let config = h.config().join("evo/mcp.config.json");
+    let original = "{\n  \"mcpServers\": {\n    \"time\": {\"command\": \"mine\"}\n  },\n  \"discovery\": {\"mode\": \"legacy\"}\n}\n";
+    write(&config, original);
+
+    let j = h.evoctl_json(&["import", source.to_str().unwrap()]);
+    assert_eq!(j["added"], json!(["fs", "gh"]));
+    let skipped = j["skipped"].as_array().unwrap();
+    let reason = |id: &str| {
+        skipped
+            .iter()
+            .find(|s| s["id"] == id)
+            .and_then(|s| s["reason"].as_str())
+            .unwrap_or_else(|| panic!("{id} not skipped: {j}"))
+            .to_string()
+    };
+    assert!(reason("time").contains("already"), "{j}");
+    assert!(reason("evo").contains("evoctl shim"), "{j}");
+    assert_eq!(skipped.len(), 2, "{j}");
+
+    let after = read_json(&config);
+    assert_eq!(after["mcpServers"]["time"], json!({"command": "mine"}));
+    assert_eq!(
+        after["mcpServers"]["fs"]["args"][1],
+        "@modelcontextprotocol/server-filesystem"
+    );
+    assert_eq!(
+        after["mcpServers"]["gh"]["url"],
+        "https://example.invalid/mcp"
+    );
+    assert_eq!(after["discovery"], json!({"mode": "legacy"}));
+    assert_eq!(
+        std::fs::read_to_string(config.with_file_name("mcp.config.json.bak")).unwrap(),
+        original
+    );
+
+    // Again: everything is there now; nothing is written.
+    let before = std::fs::read_to_string(&config).unwrap();
+    let (code, out, err) = h.evoctl(&["import", source.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nothing added"), "{out}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+}
+
+#[test]
+fn import_refuses_invalid_json_in_either_file() {
+    let h = Home::new();
+    let good = h.home().join("good.json");
+    write(&good, r#"{"mcpServers": {"a": {"command": "a"}}}"#);
+    let bad = h.home().join("bad.json");
+    let bad_text = "{\"mcpServers\": {\"a\": {\"command\": \"a\"}}\n";
+    write(&bad, bad_text);
+    let config = h.dir.path().join("evo.json");
+    let config_text = "{\"mcpServers\": {}, \"discovery\": {\"mode\": \"dynamic\"}}";
+    write(&config, config_text);
+
+    // A broken source: nothing written anywhere.
+    let (code, _, err) = h.evoctl(&[
+        "import",
+        bad.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(bad.to_str().unwrap()) && err.contains("line 2"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
+
+    // A broken evo config: left byte for byte.
+    write(&config, bad_text);
+    let (code, _, err) = h.evoctl(&[
+        "import",
+        good.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains(config.to_str().unwrap()), "{err}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), bad_text);
+    assert!(!h.dir.path().join("evo.json.bak").exists());
+
+    // Not a client config at all.
+    let (code, _, err) = h.evoctl(&[
+        "import",
+        config
+            .to_str()
+            .unwrap()
+            .replace("evo.json", "missing.json")
+            .as_str(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("missing.json"), "{err}");
+}
+
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    let h = Home::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = h.evoctl(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(out.len() > 200 && out.contains("evoctl"), "{shell}: {out}");
+        assert!(out.contains("setup"), "{shell}: subcommands listed");
+    }
+    let (code, _, _) = h.evoctl(&["completions", "tcsh"]);
+    assert_eq!(code, 2, "unknown shell is a usage error");
+}
+
+#[test]
+fn refresh_without_a_terminal_prints_only_the_reply() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let (code, out, err) = d.ctl(&["refresh"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim_end(), "re-discovering fx\nrestarted: fx", "{out}");
+    d.wait_ready(&["fx"]);
+}
