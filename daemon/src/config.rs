@@ -74,6 +74,18 @@ const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_b
 const CACHE_KEYS: &[&str] = &["max_age_hours"];
 const LIMITS_KEYS: &[&str] = &["max_message_bytes"];
 
+/// Every key the loader knows, by section (`""` top level, `"server"` per
+/// server), so documentation can be checked against it.
+pub fn known_keys() -> [(&'static str, &'static [&'static str]); 5] {
+    [
+        ("", TOP_LEVEL_KEYS),
+        ("server", SERVER_KEYS),
+        ("discovery", DISCOVERY_KEYS),
+        ("cache", CACHE_KEYS),
+        ("limits", LIMITS_KEYS),
+    ]
+}
+
 /// A loaded config file: what the supervisor starts, and what it tells the user about.
 ///
 /// `Config::default()` is the config of a missing file: zero servers, default settings.
