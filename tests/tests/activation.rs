@@ -51,7 +51,15 @@ fn evod_serves_an_inherited_socket() {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().unwrap();
+    /// Kills evod if the test fails before stopping it.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Running(cmd.spawn().unwrap());
     drop(listener);
     let log_text = || std::fs::read_to_string(dir.path().join("evod.log")).unwrap_or_default();
     let mut ready = false;
@@ -85,7 +93,7 @@ fn evod_serves_an_inherited_socket() {
     );
     let (code, _, _) = ctl_at(&socket, &["stop"]);
     assert_eq!(code, 0);
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
     assert!(
         socket.exists(),
         "the socket file belongs to systemd and stays"
