@@ -7,11 +7,25 @@
 
 use std::sync::Arc;
 
+use rmcp::model::{ClientNotification, JsonRpcMessage};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
+
+/// Requests of one session being handled at once. Past it the session's
+/// socket is not read until an answer goes out, so a client that sends
+/// without reading is held back instead of growing the daemon's memory.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Permits of the requests in flight, released when their answer is sent
+/// (or the client cancels them).
+type InFlight = Arc<
+    std::sync::Mutex<
+        std::collections::HashMap<rmcp::model::RequestId, tokio::sync::OwnedSemaphorePermit>,
+    >,
+>;
 
 /// See the module docs.
 pub struct SessionTransport<R, W> {
@@ -22,6 +36,11 @@ pub struct SessionTransport<R, W> {
     /// polls `receive` inside a `select!` and may drop it mid-line.
     line: Vec<u8>,
     oversized: bool,
+    slots: Arc<tokio::sync::Semaphore>,
+    /// A slot taken before reading the next message (cancellation-safe:
+    /// taking it consumes nothing from the socket).
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    in_flight: InFlight,
 }
 
 impl<R, W> SessionTransport<R, W>
@@ -36,6 +55,9 @@ where
             max_line,
             line: Vec::new(),
             oversized: false,
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+            slot: None,
+            in_flight: Default::default(),
         }
     }
 
@@ -120,7 +142,20 @@ where
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let writer = self.writer.clone();
+        let answered = match &item {
+            JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        };
+        let in_flight = self.in_flight.clone();
         async move {
+            // The slot frees once the answer is on its way out.
+            let _slot = answered.and_then(|id| {
+                in_flight
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id)
+            });
             let mut bytes = serde_json::to_vec(&item)?;
             bytes.push(b'\n');
             let mut guard = writer.lock().await;
@@ -137,6 +172,9 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if self.slot.is_none() {
+                self.slot = Some(self.slots.clone().acquire_owned().await.ok()?);
+            }
             match self.next_line().await {
                 Ok(false) => return None,
                 Ok(true) => {}
@@ -159,7 +197,27 @@ where
                 continue;
             }
             match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
-                Ok(msg) => return Some(msg),
+                Ok(msg) => {
+                    let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                    match &msg {
+                        JsonRpcMessage::Request(r) => {
+                            if let Some(slot) = self.slot.take() {
+                                in_flight.insert(r.id.clone(), slot);
+                            }
+                        }
+                        // A cancelled request may never be answered.
+                        JsonRpcMessage::Notification(n) => {
+                            if let ClientNotification::CancelledNotification(c) = &n.notification
+                                && let Some(id) = &c.params.request_id
+                            {
+                                in_flight.remove(id);
+                            }
+                        }
+                        _ => {}
+                    }
+                    drop(in_flight);
+                    return Some(msg);
+                }
                 Err(parse_err) => {
                     let reply = match serde_json::from_slice::<Value>(line) {
                         Err(e) => Some(error_reply(

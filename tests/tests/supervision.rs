@@ -273,3 +273,59 @@ fn soak_every_request_gets_exactly_one_response() {
     let s = d.ctl_json(&["status"]);
     assert!(server(&s, "crashy").unwrap()["restarts"].as_u64() >= Some(1));
 }
+
+/// A client that sends and never reads cannot make evod buffer without
+/// bound, nor slow anyone else down.
+#[test]
+fn a_client_that_never_reads_is_held_back() {
+    use std::io::Write;
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let rss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = rss(d.pid());
+    let stream = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    w.write_all(b"{\"evo\":1,\"kind\":\"mcp\",\"mode\":\"legacy\"}\n")
+        .unwrap();
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"slow\",\"version\":\"0\"}}}\n").unwrap();
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+    // Each answer is ~64 KiB; the client never reads one.
+    let request = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"fx_big\",\"arguments\":{\"bytes\":65536}}}\n";
+    let mut sent = 0;
+    for _ in 0..5000 {
+        if w.write_all(request).is_err() {
+            break; // evod stopped reading: the client is held back
+        }
+        sent += 1;
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let during = rss(d.pid());
+    let mut other = d.legacy_session();
+    assert_eq!(
+        other.call_text("fx_echo", json!({"text": "unaffected"})).0,
+        "unaffected"
+    );
+    println!(
+        "slow client: {sent} requests written before being held back; evod RSS {before} -> {during} KiB"
+    );
+    assert!(
+        sent < 5000,
+        "the daemon kept reading from a client that never reads"
+    );
+    assert!(
+        during < before + 96 * 1024,
+        "evod buffered without bound: {before} -> {during} KiB"
+    );
+    drop(stream);
+    drop(w);
+}
