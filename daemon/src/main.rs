@@ -136,9 +136,14 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    // Actors run on the system thread; MCP I/O on one tokio worker. Measured
+    // against 2 workers and a single thread for everything (evo-bench, see
+    // ARCHITECTURE.md): one worker has the fewest cross-thread wakeups on the
+    // hot path while keeping actor work (snapshot builds, cache loads) off
+    // the sessions' I/O thread.
     let system = System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .enable_all()
             .build()
             .expect("the tokio runtime must start")

@@ -20,10 +20,11 @@ use tokio::sync::Mutex;
 pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Permits of the requests in flight, released when their answer is sent
-/// (or the client cancels them).
+/// (or the client cancels them). A client may reuse an id while a request
+/// with it is in flight: each keeps its own slot.
 type InFlight = Arc<
     std::sync::Mutex<
-        std::collections::HashMap<rmcp::model::RequestId, tokio::sync::OwnedSemaphorePermit>,
+        std::collections::HashMap<rmcp::model::RequestId, Vec<tokio::sync::OwnedSemaphorePermit>>,
     >,
 >;
 
@@ -151,10 +152,13 @@ where
         async move {
             // The slot frees once the answer is on its way out.
             let _slot = answered.and_then(|id| {
-                in_flight
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id)
+                let mut map = in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                let slots = map.get_mut(&id)?;
+                let slot = slots.pop();
+                if slots.is_empty() {
+                    map.remove(&id);
+                }
+                slot
             });
             let mut bytes = serde_json::to_vec(&item)?;
             bytes.push(b'\n');
@@ -202,7 +206,7 @@ where
                     match &msg {
                         JsonRpcMessage::Request(r) => {
                             if let Some(slot) = self.slot.take() {
-                                in_flight.insert(r.id.clone(), slot);
+                                in_flight.entry(r.id.clone()).or_default().push(slot);
                             }
                         }
                         // A cancelled request may never be answered.
