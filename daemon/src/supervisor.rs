@@ -178,16 +178,7 @@ impl Supervisor {
             }
             self.children.push(ChildHandle { spec, addr, link });
         }
-        self.catalog.do_send(SetServers {
-            servers: self
-                .children
-                .iter()
-                .map(|c| (c.spec.clone(), c.link.clone()))
-                .collect(),
-            discovery_hot: self.config.discovery.hot.clone(),
-            cached,
-            renamed: HashMap::new(),
-        });
+        self.send_servers(cached, HashMap::new());
         if !stale.is_empty() {
             self.refresher.do_send(crate::refresher::Revalidate(stale));
         }
@@ -313,16 +304,7 @@ impl Supervisor {
         }
         self.children = next;
         self.config = cfg;
-        self.catalog.do_send(SetServers {
-            servers: self
-                .children
-                .iter()
-                .map(|c| (c.spec.clone(), c.link.clone()))
-                .collect(),
-            discovery_hot: self.config.discovery.hot.clone(),
-            cached: HashMap::new(),
-            renamed: renames,
-        });
+        self.send_servers(HashMap::new(), renames);
         for s in self.sessions.values() {
             s.addr.do_send(session::Remap {
                 renamed: remap.clone(),
@@ -361,6 +343,24 @@ impl Supervisor {
             }
             Err(e) => CtlReply::error(ErrorKind::NotFound, e),
         }
+    }
+
+    /// Tells the Catalog the servers now configured, in config order.
+    fn send_servers(
+        &self,
+        cached: HashMap<String, crate::catalog::CachedTools>,
+        renamed: HashMap<String, String>,
+    ) {
+        self.catalog.do_send(SetServers {
+            servers: self
+                .children
+                .iter()
+                .map(|c| (c.spec.clone(), c.link.clone()))
+                .collect(),
+            discovery_hot: self.config.discovery.hot.clone(),
+            cached,
+            renamed,
+        });
     }
 
     /// The mode for a new session: shim flag, evod flag / env, config, default.

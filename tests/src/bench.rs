@@ -129,16 +129,6 @@ fn throughput(d: &Daemon, sessions: usize, calls_per_session: usize, window: usi
     );
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn memory() {
     let servers: serde_json::Map<String, serde_json::Value> = (0..5)
         .map(|i| (format!("fx{i}"), fixture_server(&[])))

@@ -153,18 +153,22 @@ pub fn evo_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ 
     }
 }
 
-/// The baseline: tools whose name or description contains the query as a
-/// plain, case-insensitive substring, in catalog order.
-pub fn substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ {
-    let haystacks: Vec<(String, String)> = snapshot
+/// (name, lowercased "name description") of every tool, for the baselines.
+fn haystacks(snapshot: &Snapshot) -> Vec<(String, String)> {
+    snapshot
         .tools
         .iter()
         .map(|e| {
-            let hay = format!("{} {}", e.name, e.tool.description.as_deref().unwrap_or(""))
-                .to_lowercase();
-            (e.name.clone(), hay)
+            let hay = format!("{} {}", e.name, e.tool.description.as_deref().unwrap_or(""));
+            (e.name.clone(), hay.to_lowercase())
         })
-        .collect();
+        .collect()
+}
+
+/// The baseline: tools whose name or description contains the query as a
+/// plain, case-insensitive substring, in catalog order.
+pub fn substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ {
+    let haystacks = haystacks(snapshot);
     move |q| {
         let q = q.to_lowercase();
         haystacks
@@ -179,15 +183,7 @@ pub fn substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String>
 /// A second, kinder baseline: tools ranked by how many of the query's words
 /// (3+ letters) occur as substrings of their name or description.
 pub fn word_substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ {
-    let haystacks: Vec<(String, String)> = snapshot
-        .tools
-        .iter()
-        .map(|e| {
-            let hay = format!("{} {}", e.name, e.tool.description.as_deref().unwrap_or(""))
-                .to_lowercase();
-            (e.name.clone(), hay)
-        })
-        .collect();
+    let haystacks = haystacks(snapshot);
     move |q| {
         let words: Vec<String> = q
             .to_lowercase()

@@ -167,15 +167,7 @@ fn malformed_config_is_reported_and_a_missing_one_means_no_children() {
     assert_eq!(s["config"]["ok"], true);
     assert_eq!(s["servers"].as_array().unwrap().len(), 0);
     let mut c = d.legacy_session();
-    assert_eq!(
-        c.tool_names(),
-        vec![
-            "discover_tools",
-            "describe_capability",
-            "describe_tool",
-            "call_tool"
-        ]
-    );
+    assert_eq!(c.tool_names(), NATIVE_TOOLS.to_vec());
 }
 
 #[test]

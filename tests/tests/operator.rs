@@ -41,11 +41,7 @@ impl Home {
             .env_remove("EVO_SOCKET")
             .output()
             .expect("run evoctl");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        outcome(out)
     }
 
     /// `evoctl ARGS --json`, parsed; panics unless it exits 0.

@@ -26,6 +26,15 @@ fn start(perms: &str, env: &[(&str, &str)]) -> Daemon {
     d
 }
 
+/// The id in "run `evoctl approve ID`".
+fn approval_id(text: &str) -> String {
+    let rest = text
+        .split("evoctl approve ")
+        .nth(1)
+        .expect("an approval id");
+    rest.split('`').next().unwrap_or_default().to_string()
+}
+
 fn permissions_path(d: &Daemon) -> std::path::PathBuf {
     d.config.parent().unwrap().join("permissions.yml")
 }
@@ -142,15 +151,7 @@ fn invalid_permissions_keep_the_rules_in_force() {
 fn default_deny_without_a_file() {
     let d = start("", &[("EVO_DEFAULT_DENY", "true")]);
     let mut c = d.legacy_session();
-    assert_eq!(
-        c.tool_names(),
-        vec![
-            "discover_tools",
-            "describe_capability",
-            "describe_tool",
-            "call_tool"
-        ]
-    );
+    assert_eq!(c.tool_names(), NATIVE_TOOLS.to_vec());
 }
 
 #[test]
@@ -159,14 +160,7 @@ fn held_calls_pass_once_after_evoctl_approve() {
     let mut c = d.legacy_session();
     let (text, e) = c.call_text("fx_echo", json!({"text": "guarded"}));
     assert!(e && text.contains("evoctl approve"), "{text}");
-    let id = text
-        .split("evoctl approve ")
-        .nth(1)
-        .unwrap()
-        .split('`')
-        .next()
-        .unwrap()
-        .to_string();
+    let id = approval_id(&text);
     let list = d.ctl_json(&["approvals"]);
     let pending = list["approvals"].as_array().unwrap();
     assert_eq!(pending.len(), 1);
@@ -190,14 +184,7 @@ fn held_calls_pass_once_after_evoctl_approve() {
         "{text}"
     );
     // Deny: the identical call is refused.
-    let id2 = text
-        .split("evoctl approve ")
-        .nth(1)
-        .unwrap()
-        .split('`')
-        .next()
-        .unwrap()
-        .to_string();
+    let id2 = approval_id(&text);
     let (code, _, _) = d.ctl(&["deny", &id2]);
     assert_eq!(code, 0);
     let (text, e) = c.call_text("fx_echo", json!({"text": "guarded"}));

@@ -196,15 +196,7 @@ fn soak_every_request_gets_exactly_one_response() {
         "crashy": fixture_server(&["--crash-every", "100"])
     }}));
     d.wait_ready(&["steady", "crashy"]);
-    let rss = |pid: u32| -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+
     const SESSIONS: usize = 50;
     const CALLS: usize = 200;
     let run = |rounds: usize| -> (usize, usize, usize, usize) {
@@ -255,9 +247,9 @@ fn soak_every_request_gets_exactly_one_response() {
     };
     // Warm up, then measure memory around the full run.
     run(20);
-    let before = rss(d.pid());
+    let before = rss_kib(d.pid());
     let (ok, err, lost, dup) = run(CALLS);
-    let after = rss(d.pid());
+    let after = rss_kib(d.pid());
     println!(
         "soak: {} calls: ok {ok}, isError {err}, lost {lost}, duplicated {dup}; evod RSS {before} KiB -> {after} KiB",
         SESSIONS * CALLS
@@ -281,16 +273,8 @@ fn a_client_that_never_reads_is_held_back() {
     use std::io::Write;
     let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
     d.wait_ready(&["fx"]);
-    let rss = |pid: u32| -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    let before = rss(d.pid());
+
+    let before = rss_kib(d.pid());
     let stream = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     let mut w = stream.try_clone().unwrap();
     w.write_all(b"{\"evo\":1,\"kind\":\"mcp\",\"mode\":\"legacy\"}\n")
@@ -309,7 +293,7 @@ fn a_client_that_never_reads_is_held_back() {
         sent += 1;
     }
     std::thread::sleep(Duration::from_millis(500));
-    let during = rss(d.pid());
+    let during = rss_kib(d.pid());
     let mut other = d.legacy_session();
     assert_eq!(
         other.call_text("fx_echo", json!({"text": "unaffected"})).0,

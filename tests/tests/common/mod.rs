@@ -254,11 +254,35 @@ pub fn ctl_at(socket: &Path, args: &[&str]) -> (i32, String, String) {
         .env_remove("EVO_SOCKET")
         .output()
         .expect("run evoctl");
+    outcome(out)
+}
+
+/// (exit code, stdout, stderr) of a finished command.
+pub fn outcome(out: std::process::Output) -> (i32, String, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// The native tools every session lists first.
+pub const NATIVE_TOOLS: [&str; 4] = [
+    "discover_tools",
+    "describe_capability",
+    "describe_tool",
+    "call_tool",
+];
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The status entry of server `id`.
