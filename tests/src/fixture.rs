@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! evo-fixture [--name NAME] [--replay FILE --server ID] [--page-size N]
-//!             [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N]
+//!             [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE]
 //! ```
 
 use std::{
@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 const USAGE: &str = "usage: evo-fixture [--name NAME] [--replay FILE --server ID] \
-[--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N]";
+[--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE]";
 
 /// Command-line options, parsed by hand.
 #[derive(Debug)]
@@ -50,6 +50,10 @@ struct Options {
     extra_tools: usize,
     /// Exit (without answering) on every N-th tools/call: a crashy child.
     crash_every: Option<u64>,
+    /// While this file exists: exit at start (a server that broke).
+    exit_if: Option<String>,
+    /// While this file exists: list no tools (a cold start that lists nothing).
+    empty_if: Option<String>,
 }
 
 impl Options {
@@ -63,6 +67,8 @@ impl Options {
             delay_start_ms: 0,
             extra_tools: 0,
             crash_every: None,
+            exit_if: None,
+            empty_if: None,
         };
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -83,6 +89,8 @@ impl Options {
                     opts.page_size = Some(n);
                 }
                 "--exit-at-start" => opts.exit_at_start = true,
+                "--exit-if" => opts.exit_if = Some(value("--exit-if")?),
+                "--empty-if" => opts.empty_if = Some(value("--empty-if")?),
                 "--delay-start-ms" => {
                     opts.delay_start_ms = value("--delay-start-ms")?
                         .parse()
@@ -470,6 +478,7 @@ struct Fixture {
     listen_ready: Arc<Notify>,
     crash_every: Option<u64>,
     calls: Arc<std::sync::atomic::AtomicU64>,
+    empty_if: Option<String>,
 }
 
 impl Fixture {
@@ -650,6 +659,13 @@ impl ServerHandler for Fixture {
         request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if self
+            .empty_if
+            .as_ref()
+            .is_some_and(|f| std::path::Path::new(f).exists())
+        {
+            return Ok(ListToolsResult::with_all_items(Vec::new()));
+        }
         let tools = self.tools.read().unwrap_or_else(|e| e.into_inner());
         let total = tools.len();
         let start = match request.and_then(|r| r.cursor) {
@@ -739,7 +755,12 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if opts.exit_at_start {
+    if opts.exit_at_start
+        || opts
+            .exit_if
+            .as_ref()
+            .is_some_and(|f| std::path::Path::new(f).exists())
+    {
         eprintln!("evo-fixture: exiting at start as asked");
         std::process::exit(1);
     }
@@ -766,6 +787,7 @@ async fn main() {
         listen_ready: Arc::new(Notify::new()),
         crash_every: opts.crash_every,
         calls: Default::default(),
+        empty_if: opts.empty_if,
     };
     let running = match fixture.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,

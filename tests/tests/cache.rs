@@ -251,3 +251,40 @@ fn idle_children_stop_and_start_again_on_demand() {
     let second: u32 = c.call_text("fx_pid", json!({})).0.parse().unwrap();
     assert_ne!(first, second, "started again on demand");
 }
+
+#[test]
+fn failed_or_empty_discovery_keeps_the_last_good_tools() {
+    let dir = TempDir::new("lastgood");
+    let broken = dir.path().join("broken");
+    let empty = dir.path().join("empty");
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&["--exit-if", &broken.to_string_lossy(), "--empty-if", &empty.to_string_lossy()])
+    }}));
+    d.wait_ready(&["fx"]);
+    // An empty re-listing keeps the last good list.
+    std::fs::write(&empty, "").unwrap();
+    d.ctl_json(&["refresh", "fx"]);
+    let s = d.wait_status("re-listed empty", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "ready" && v["live_tools"] == 0)
+    });
+    assert_eq!(
+        server(&s, "fx").unwrap()["tools"],
+        14,
+        "kept the last good tools"
+    );
+    assert!(d.log_text().contains("keeping the last good list"));
+    std::fs::remove_file(&empty).unwrap();
+    // A server that fails to start again keeps its tools listed.
+    std::fs::write(&broken, "").unwrap();
+    d.ctl_json(&["refresh", "fx"]);
+    let s = d.wait_status("failing restarts", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] != "ready" && v["restarts"].as_u64() >= Some(1))
+    });
+    assert_eq!(server(&s, "fx").unwrap()["tools"], 14);
+    let l = d.ctl_json(&["list", "--all"]);
+    assert_eq!(l["tools"].as_array().unwrap().len(), 14);
+    // Once it can start again (retried with backoff), it is back.
+    std::fs::remove_file(&broken).unwrap();
+    d.ctl_json(&["refresh", "fx"]);
+    d.wait_ready(&["fx"]);
+}

@@ -245,8 +245,15 @@ fn soak_every_request_gets_exactly_one_response() {
         });
         totals.into_inner().unwrap()
     };
-    // Warm up, then measure memory around the full run.
-    run(20);
+    // Warm up with a full run (allocator pools, connection buffers), then
+    // measure memory around a second one.
+    let (_, warm_err, warm_lost, warm_dup) = run(CALLS);
+    assert_eq!(
+        (warm_lost, warm_dup),
+        (0, 0),
+        "warm-up: every request gets exactly one response"
+    );
+    assert!(warm_err > 0, "the crashy child did crash");
     let before = rss_kib(d.pid());
     let (ok, err, lost, dup) = run(CALLS);
     let after = rss_kib(d.pid());
