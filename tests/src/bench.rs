@@ -168,7 +168,7 @@ fn search_benchmarks() {
     searcheval::print_quality("shared queries-dev.jsonl", &dev, &snap);
     let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
     println!("\n## discover_tools search latency, in-process\n");
-    println!("| tools | median per query | snapshot + index build |");
+    println!("| tools | median per query | snapshot build (the index is built on first use) |");
     println!("|---|---|---|");
     println!(
         "| {n} | **{} µs** (budget 2,000) | {:.1} ms |",
