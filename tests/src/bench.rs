@@ -508,8 +508,8 @@ fn main() {
         discovery_benchmarks();
         return;
     }
-    // `--load SOCKET N`: N sequential fx_echo calls on a running evod, for
-    // profiling it from outside.
+    // `--load SOCKET N [TOOL]`: N sequential calls (fx_echo by default) on a
+    // running evod, for profiling it from outside.
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--load") {
         let socket = std::path::PathBuf::from(&args[i + 1]);
@@ -519,8 +519,18 @@ fn main() {
             .unwrap_or(20_000);
         let mut c = McpClient::connect_socket(&socket, "legacy");
         c.initialize();
+        let tool = args.get(i + 3).map(String::as_str).unwrap_or("fx_echo");
         let mut times = Vec::new();
-        time_calls(&mut c, "fx_echo", n, &mut times);
+        if tool == "fx_echo" {
+            time_calls(&mut c, tool, n, &mut times);
+        } else {
+            // Any other name: time the answers, whatever they are.
+            for _ in 0..n {
+                let t = Instant::now();
+                c.call(tool, json!({}));
+                times.push(t.elapsed());
+            }
+        }
         times.sort();
         println!("median {} µs", us(percentile(&times, 0.5)));
         return;
