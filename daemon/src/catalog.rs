@@ -62,6 +62,8 @@ pub struct ServerLink {
     /// Call timeout in milliseconds (`timeout_s`; a reload may change it).
     timeout_ms: std::sync::atomic::AtomicU64,
     peer: ArcSwapOption<Peer<RoleClient>>,
+    /// Direct tool calls on a stdio child (see [`crate::childio`]).
+    direct: ArcSwapOption<crate::childio::DirectCalls>,
     state: AtomicU8,
     /// `None` for a link built outside a running daemon (tests, benchmarks).
     child: Option<Addr<ChildServer>>,
@@ -113,6 +115,7 @@ impl ServerLink {
             id,
             timeout_ms: std::sync::atomic::AtomicU64::new(timeout.as_millis() as u64),
             peer: ArcSwapOption::empty(),
+            direct: ArcSwapOption::empty(),
             state: AtomicU8::new(ServerState::Starting as u8),
             child,
             progress: Default::default(),
@@ -181,9 +184,20 @@ impl ServerLink {
     }
 
     /// Called by the owning ChildServer only.
-    pub(crate) fn publish(&self, state: ServerState, peer: Option<Peer<RoleClient>>) {
+    pub(crate) fn publish(
+        &self,
+        state: ServerState,
+        peer: Option<Peer<RoleClient>>,
+        direct: Option<Arc<crate::childio::DirectCalls>>,
+    ) {
+        self.direct.store(direct);
         self.peer.store(peer.map(Arc::new));
         self.state.store(state as u8, Ordering::Release);
+    }
+
+    /// Direct calls, when the child is a ready stdio child.
+    pub fn direct(&self) -> Option<Arc<crate::childio::DirectCalls>> {
+        self.direct.load_full()
     }
 
     /// The child's peer, starting or waiting for the child when it is not

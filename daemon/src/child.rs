@@ -64,6 +64,8 @@ pub struct ChildServer {
     catalog: Addr<Catalog>,
     state: ServerState,
     client: Option<Client>,
+    /// Direct calls on the running stdio child.
+    direct: Option<Arc<crate::childio::DirectCalls>>,
     pid: Option<u32>,
     /// Counts starts, so events from an earlier child are told apart.
     generation: u64,
@@ -101,6 +103,7 @@ impl ChildServer {
                 catalog,
                 state: ServerState::Starting,
                 client: None,
+                direct: None,
                 pid: None,
                 generation: 0,
                 down_generation: 0,
@@ -120,11 +123,14 @@ impl ChildServer {
 
     fn set_state(&mut self, state: ServerState) {
         self.state = state;
-        let peer = match state {
-            ServerState::Ready => self.client.as_ref().map(|c| c.peer().clone()),
-            _ => None,
+        let (peer, direct) = match state {
+            ServerState::Ready => (
+                self.client.as_ref().map(|c| c.peer().clone()),
+                self.direct.clone(),
+            ),
+            _ => (None, None),
         };
-        self.link.publish(state, peer);
+        self.link.publish(state, peer, direct);
     }
 
     fn start(&mut self, ctx: &mut Context<Self>) {
@@ -162,7 +168,10 @@ impl ChildServer {
                 if let Some(stderr) = spawned.stderr {
                     log_stderr(self.spec.id.clone(), stderr);
                 }
-                Box::pin(connect(handler, (spawned.stdout, spawned.stdin), lifecycle))
+                let (transport, direct) =
+                    crate::childio::ChildTransport::new(spawned.stdout, spawned.stdin);
+                self.direct = Some(direct);
+                Box::pin(connect(handler, transport, lifecycle))
             }
             TransportSpec::Http { url, headers } => match http_config(url, headers) {
                 Ok(c) => {
@@ -192,6 +201,9 @@ impl ChildServer {
             match res {
                 Ok((client, tools)) => {
                     tracing::info!(server = %act.spec.id, tools = tools.len(), "child ready");
+                    if let (Some(direct), Some(info)) = (&act.direct, client.peer().peer_info()) {
+                        direct.negotiated(info.protocol_version.as_str());
+                    }
                     listen_for_changes(
                         client.peer().clone(),
                         act.spec.id.clone(),

@@ -10,6 +10,7 @@ pub mod approvals;
 pub mod breaker;
 pub mod catalog;
 pub mod child;
+pub mod childio;
 pub mod config;
 pub mod control;
 pub mod disclosure;

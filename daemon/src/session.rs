@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::approvals::Gate;
 use crate::breaker::{REFUSE_AFTER, RetryBreaker, canonical_key};
 use crate::catalog::{CatalogChanged, ProgressRoute, Snapshot, ToolEntry};
+use crate::childio::Direct;
 use crate::config::DiscoveryMode;
 use crate::disclosure;
 use crate::example;
@@ -402,7 +403,33 @@ impl SessionServer {
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
         params.arguments = arguments;
-        match ctx.meta.get_progress_token() {
+        let client_token = ctx.meta.get_progress_token();
+        if client_token.is_none()
+            && let Some(direct) = server.direct()
+        {
+            // The hot path: straight onto the child's stdin. Dropping the
+            // pending call (client cancel, timeout) cancels it at the child.
+            let arguments = params.arguments.take().unwrap_or_default();
+            let failed = format!(
+                "{} failed: server '{}' answered with an error",
+                entry.name, server.id
+            );
+            let call = async move {
+                let pending = direct
+                    .call(&params.name, &arguments)
+                    .await
+                    .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+                match pending.answer().await {
+                    Direct::Result(r) => Ok(CallToolResponse::Complete(r)),
+                    Direct::Error(message) => {
+                        Ok(text_result(format!("{failed}: {message}"), true).into())
+                    }
+                    Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
+                }
+            };
+            return self.await_call(entry, call, None, ctx).await;
+        }
+        match client_token {
             None => {
                 // Dropping this future (client cancel, timeout) sends
                 // notifications/cancelled to the child.

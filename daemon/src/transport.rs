@@ -30,13 +30,8 @@ type InFlight = Arc<
 
 /// See the module docs.
 pub struct SessionTransport<R, W> {
-    reader: R,
+    lines: LineReader<R>,
     writer: Arc<Mutex<Option<W>>>,
-    max_line: usize,
-    /// The line being read. It persists across `receive` calls because rmcp
-    /// polls `receive` inside a `select!` and may drop it mid-line.
-    line: Vec<u8>,
-    oversized: bool,
     slots: Arc<tokio::sync::Semaphore>,
     /// A slot taken before reading the next message (cancellation-safe:
     /// taking it consumes nothing from the socket).
@@ -51,11 +46,8 @@ where
 {
     pub fn new(reader: R, writer: W, max_line: usize) -> Self {
         SessionTransport {
-            reader,
+            lines: LineReader::new(reader, max_line),
             writer: Arc::new(Mutex::new(Some(writer))),
-            max_line,
-            line: Vec::new(),
-            oversized: false,
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             slot: None,
             in_flight: Default::default(),
@@ -78,11 +70,37 @@ where
             }
         });
     }
+}
 
-    /// Reads until `self.line` holds a whole line. Returns false at end of
+/// Newline-delimited reading with a size limit, cancellation-safe: rmcp
+/// polls `receive` inside a `select!` and may drop it mid-line, so the line
+/// being read lives here, and bytes are consumed only once stored.
+pub(crate) struct LineReader<R> {
+    reader: R,
+    line: Vec<u8>,
+    oversized: bool,
+    pub(crate) max_line: usize,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    pub(crate) fn new(reader: R, max_line: usize) -> Self {
+        LineReader {
+            reader,
+            line: Vec::new(),
+            oversized: false,
+            max_line,
+        }
+    }
+
+    /// The whole line read by the last successful `next_line`.
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.line)
+    }
+
+    /// Reads until a whole line is held (see [`Self::take`]). Returns false at end of
     /// stream. A line over the limit is consumed up to its newline and
     /// reported. Cancellation-safe: bytes are consumed only once stored.
-    async fn next_line(&mut self) -> Result<bool, LineError> {
+    pub(crate) async fn next_line(&mut self) -> Result<bool, LineError> {
         loop {
             let buf = match self.reader.fill_buf().await {
                 Ok(b) => b,
@@ -122,7 +140,7 @@ where
     }
 }
 
-enum LineError {
+pub(crate) enum LineError {
     TooLong,
     Io(std::io::Error),
 }
@@ -179,7 +197,7 @@ where
             if self.slot.is_none() {
                 self.slot = Some(self.slots.clone().acquire_owned().await.ok()?);
             }
-            match self.next_line().await {
+            match self.lines.next_line().await {
                 Ok(false) => return None,
                 Ok(true) => {}
                 Err(LineError::Io(e)) => {
@@ -189,13 +207,13 @@ where
                 Err(LineError::TooLong) => {
                     let msg = format!(
                         "message exceeds the limit of {} bytes and was discarded; send smaller arguments or raise limits.max_message_bytes",
-                        self.max_line
+                        self.lines.max_line
                     );
                     self.reply(error_reply(Value::Null, -32600, msg));
                     continue;
                 }
             }
-            let whole = std::mem::take(&mut self.line);
+            let whole = self.lines.take();
             let line = whole.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&whole);
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;

@@ -1,0 +1,288 @@
+//! A stdio child's transport, shared by two users: rmcp's client (the
+//! handshake, listing, notifications, progress-tracked calls) and evo's
+//! direct tool calls. A direct call writes one `tools/call` line with an id
+//! of its own (`evo-N`) and its answer is taken off the stream here, raw,
+//! before rmcp would parse it: the hot path skips rmcp's request machinery
+//! and its untyped-result parsing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::{Mutex, oneshot};
+
+use crate::transport::{LineError, LineReader};
+
+/// Longest line read from a child.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+/// Prefix of the ids of direct calls (rmcp's own ids are numbers).
+const ID_PREFIX: &str = "evo-";
+
+/// Direct calls in flight on one child, and how to write to it.
+pub struct DirectCalls {
+    writer: Arc<Mutex<Option<ChildStdin>>>,
+    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    next: AtomicU64,
+    /// The per-request `_meta` a 2026-07-28 child requires; `None` on
+    /// handshake-era children.
+    envelope: std::sync::OnceLock<Option<Value>>,
+}
+
+/// How a direct call ended.
+pub enum Direct {
+    Result(CallToolResult),
+    /// The child answered with a JSON-RPC error.
+    Error(String),
+    /// The child went away before answering.
+    Gone,
+}
+
+impl DirectCalls {
+    /// Sets the request envelope once the protocol version is known.
+    pub fn negotiated(&self, protocol_version: &str) {
+        let envelope = (protocol_version >= "2026-07-28").then(|| {
+            json!({
+                "io.modelcontextprotocol/protocolVersion": protocol_version,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "evo", "version": crate::VERSION},
+            })
+        });
+        let _ = self.envelope.set(envelope);
+    }
+
+    /// Starts a call; the returned future resolves with the child's answer.
+    /// Dropping the [`Pending`] before it resolves tells the child the call
+    /// is cancelled.
+    pub async fn call(
+        self: &Arc<Self>,
+        tool: &str,
+        arguments: &JsonObject,
+    ) -> std::io::Result<Pending> {
+        let id = format!("{ID_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(Some(envelope)) = self.envelope.get() {
+            params["_meta"] = envelope.clone();
+        }
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let (tx, rx) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), tx);
+        let pending = Pending {
+            calls: self.clone(),
+            id,
+            rx: Some(rx),
+        };
+        self.write(&line).await?;
+        Ok(pending)
+    }
+
+    async fn write(&self, value: &Value) -> std::io::Result<()> {
+        let mut bytes = serde_json::to_vec(value)?;
+        bytes.push(b'\n');
+        let mut guard = self.writer.lock().await;
+        let Some(w) = guard.as_mut() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the child's stdin is closed",
+            ));
+        };
+        w.write_all(&bytes).await?;
+        w.flush().await
+    }
+
+    /// Hands an answer line to its waiting call; false if it is not ours.
+    fn deliver(&self, line: &[u8]) -> bool {
+        // Cheap test first: only lines that mention one of our ids.
+        if !line
+            .windows(ID_PREFIX.len() + 1)
+            .any(|w| w[0] == b'"' && &w[1..] == ID_PREFIX.as_bytes())
+        {
+            return false;
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            return false;
+        };
+        if value.get("method").is_some() {
+            return false;
+        }
+        let Some(id) = value.get("id").and_then(Value::as_str) else {
+            return false;
+        };
+        let waiter = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(value);
+                true
+            }
+            None => id.starts_with(ID_PREFIX), // a late answer to a cancelled call
+        }
+    }
+
+    /// Fails every waiting call (the child is gone).
+    fn fail_all(&self) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+/// A direct call in flight.
+pub struct Pending {
+    calls: Arc<DirectCalls>,
+    id: String,
+    rx: Option<oneshot::Receiver<Value>>,
+}
+
+impl Pending {
+    pub async fn answer(mut self) -> Direct {
+        let Some(rx) = self.rx.as_mut() else {
+            return Direct::Gone;
+        };
+        // Still `Some` while waiting: dropped here, the call is cancelled.
+        let answer = rx.await;
+        self.rx = None;
+        let Ok(value) = answer else {
+            return Direct::Gone;
+        };
+        if let Some(result) = value.get("result") {
+            return match serde_json::from_value::<CallToolResult>(result.clone()) {
+                Ok(r) => Direct::Result(r),
+                Err(e) => Direct::Error(format!("the answer is not a tool result: {e}")),
+            };
+        }
+        let message = value
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("error without a message");
+        Direct::Error(message.to_string())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.rx.is_none() {
+            return; // answered
+        }
+        let waiting = self
+            .calls
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        if waiting.is_some() {
+            // Not answered: tell the child to stop.
+            let calls = self.calls.clone();
+            let id = self.id.clone();
+            tokio::spawn(async move {
+                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                    "params": {"requestId": id, "reason": "cancelled or timed out"}});
+                let _ = calls.write(&cancel).await;
+            });
+        }
+    }
+}
+
+/// When rmcp drops the transport (the child is gone or stopped), calls
+/// still waiting learn it at once.
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        self.calls.fail_all();
+    }
+}
+
+/// The transport rmcp's client runs on; see the module docs.
+pub struct ChildTransport {
+    lines: LineReader<BufReader<ChildStdout>>,
+    calls: Arc<DirectCalls>,
+}
+
+impl ChildTransport {
+    pub fn new(stdout: ChildStdout, stdin: ChildStdin) -> (ChildTransport, Arc<DirectCalls>) {
+        let calls = Arc::new(DirectCalls {
+            writer: Arc::new(Mutex::new(Some(stdin))),
+            waiting: Default::default(),
+            next: AtomicU64::new(1),
+            envelope: Default::default(),
+        });
+        (
+            ChildTransport {
+                lines: LineReader::new(BufReader::new(stdout), MAX_LINE),
+                calls: calls.clone(),
+            },
+            calls,
+        )
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.calls.writer.clone();
+        async move {
+            let mut bytes = serde_json::to_vec(&item)?;
+            bytes.push(b'\n');
+            let mut guard = writer.lock().await;
+            let Some(w) = guard.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the child's stdin is closed",
+                ));
+            };
+            w.write_all(&bytes).await?;
+            w.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            match self.lines.next_line().await {
+                Ok(true) => {}
+                Ok(false) | Err(LineError::Io(_)) => {
+                    self.calls.fail_all();
+                    return None;
+                }
+                Err(LineError::TooLong) => {
+                    tracing::warn!("a child sent a line over {MAX_LINE} bytes; skipped");
+                    continue;
+                }
+            }
+            let line = self.lines.take();
+            let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&line);
+            if line.iter().all(u8::is_ascii_whitespace) || self.calls.deliver(line) {
+                continue;
+            }
+            match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
+                Ok(msg) => return Some(msg),
+                // Children print garbage too (seen in published servers).
+                Err(e) => {
+                    tracing::debug!(error = %e, "skipping a line from a child that is not JSON-RPC")
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let mut guard = self.calls.writer.lock().await;
+        if let Some(mut w) = guard.take() {
+            let _ = w.shutdown().await;
+        }
+        Ok(())
+    }
+}
