@@ -311,10 +311,26 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
     }
     // A person at a terminal wants to see re-discovery finish; scripts and
     // pipes get the reply alone, so their output stays one stable shape.
-    if matches!(request, CtlRequest::Refresh { .. }) && !json && std::io::stdout().is_terminal() {
-        let ids = serde_json::from_value::<evo_proto::ctl::ActionReport>(data)
-            .map(|r| r.restarted)
-            .unwrap_or_default();
+    if !json && std::io::stdout().is_terminal() {
+        let ids = match request {
+            CtlRequest::Refresh { .. } => {
+                serde_json::from_value::<evo_proto::ctl::ActionReport>(data)
+                    .map(|r| r.restarted)
+                    .unwrap_or_default()
+            }
+            // A daemon still discovering its servers (first start of many):
+            // follow it until each is ready or failed.
+            CtlRequest::Status => serde_json::from_value::<evo_proto::ctl::StatusReport>(data)
+                .map(|s| {
+                    s.servers
+                        .into_iter()
+                        .filter(|v| v.state == "starting" || v.state == "restarting")
+                        .map(|v| v.id)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         follow_refresh(socket, &ids).await;
     }
     ExitCode::SUCCESS

@@ -444,3 +444,25 @@ fn refresh_without_a_terminal_prints_only_the_reply() {
     assert_eq!(out.trim_end(), "re-discovering fx\nrestarted: fx", "{out}");
     d.wait_ready(&["fx"]);
 }
+
+/// On a terminal, `evoctl status` follows a daemon still discovering its
+/// servers until each is ready (run under `script` for a pseudo-terminal).
+#[test]
+fn status_on_a_terminal_shows_discovery_progress() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "slow": fixture_server(&["--delay-start-ms", "1500"])
+    }}));
+    let cmd = format!(
+        "{} --socket {} status",
+        bin("evoctl").display(),
+        d.socket.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("run script (util-linux) for a pseudo-terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("re-discovering: 0/1 ready"), "{text}");
+    assert!(text.contains("re-discovered: 1/1 ready"), "{text}");
+}
