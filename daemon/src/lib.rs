@@ -2,8 +2,11 @@
 //!
 //! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
 //! Pure modules (values in, values out): [`config`], [`names`], [`native`],
-//! [`schema`]. [`control`] serves the control socket; [`transport`] frames a
-//! session's MCP lines.
+//! [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
+//! [`breaker`], [`permissions`], [`approvals`]. I/O glue: [`control`] serves
+//! the control socket, [`transport`] frames a session's MCP lines,
+//! [`childio`] is a stdio child's transport, [`watch`] watches the config
+//! files, [`activation`] takes a systemd-passed socket.
 
 pub mod activation;
 pub mod approvals;
