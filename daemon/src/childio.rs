@@ -17,10 +17,11 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{Mutex, oneshot};
 
-use crate::transport::{LineError, LineReader};
+use crate::transport::{LineError, LineReader, write_line};
 
 /// Longest line read from a child.
 const MAX_LINE: usize = 16 * 1024 * 1024;
+const STDIN_CLOSED: &str = "the child's stdin is closed";
 /// Prefix of the ids of direct calls (rmcp's own ids are numbers).
 const ID_PREFIX: &str = "evo-";
 
@@ -85,17 +86,7 @@ impl DirectCalls {
     }
 
     async fn write(&self, value: &Value) -> std::io::Result<()> {
-        let mut bytes = serde_json::to_vec(value)?;
-        bytes.push(b'\n');
-        let mut guard = self.writer.lock().await;
-        let Some(w) = guard.as_mut() else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                "the child's stdin is closed",
-            ));
-        };
-        w.write_all(&bytes).await?;
-        w.flush().await
+        write_line(&self.writer, value, STDIN_CLOSED).await
     }
 
     /// Hands an answer line to its waiting call; false if it is not ours.
@@ -235,19 +226,7 @@ impl Transport<RoleClient> for ChildTransport {
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let writer = self.calls.writer.clone();
-        async move {
-            let mut bytes = serde_json::to_vec(&item)?;
-            bytes.push(b'\n');
-            let mut guard = writer.lock().await;
-            let Some(w) = guard.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "the child's stdin is closed",
-                ));
-            };
-            w.write_all(&bytes).await?;
-            w.flush().await
-        }
+        async move { write_line(&writer, &item, STDIN_CLOSED).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {

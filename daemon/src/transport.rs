@@ -59,15 +59,7 @@ where
     fn reply(&self, value: Value) {
         let writer = self.writer.clone();
         tokio::spawn(async move {
-            let Ok(mut bytes) = serde_json::to_vec(&value) else {
-                return;
-            };
-            bytes.push(b'\n');
-            let mut guard = writer.lock().await;
-            if let Some(w) = guard.as_mut() {
-                let _ = w.write_all(&bytes).await;
-                let _ = w.flush().await;
-            }
+            let _ = write_line(&writer, &value, "session transport is closed").await;
         });
     }
 }
@@ -140,6 +132,30 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     }
 }
 
+/// Writes `value` as one JSON line to a writer that may have been closed
+/// (`None`), and flushes. Shared by the session and child transports.
+pub(crate) async fn write_line<W, T>(
+    writer: &Mutex<Option<W>>,
+    value: &T,
+    closed: &'static str,
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+    T: serde::Serialize,
+{
+    let mut bytes = serde_json::to_vec(value)?;
+    bytes.push(b'\n');
+    let mut guard = writer.lock().await;
+    let Some(w) = guard.as_mut() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            closed,
+        ));
+    };
+    w.write_all(&bytes).await?;
+    w.flush().await
+}
+
 pub(crate) enum LineError {
     TooLong,
     Io(std::io::Error),
@@ -178,17 +194,7 @@ where
                 }
                 slot
             });
-            let mut bytes = serde_json::to_vec(&item)?;
-            bytes.push(b'\n');
-            let mut guard = writer.lock().await;
-            let Some(w) = guard.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "session transport is closed",
-                ));
-            };
-            w.write_all(&bytes).await?;
-            w.flush().await
+            write_line(&writer, &item, "session transport is closed").await
         }
     }
 
