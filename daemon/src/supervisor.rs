@@ -415,6 +415,21 @@ impl Supervisor {
         })
     }
 
+    /// What each live session says of itself, ordered by id.
+    fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
+        let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
+        async move {
+            let mut infos = Vec::new();
+            for s in sessions {
+                if let Ok((info, _)) = s.send(session::Describe).await {
+                    infos.push(info);
+                }
+            }
+            infos.sort_by(|a, b| a.id.cmp(&b.id));
+            infos
+        }
+    }
+
     fn status(&self) -> ResponseFuture<CtlReply> {
         let children: Vec<(Arc<ServerSpec>, Addr<ChildServer>)> = self
             .children
@@ -425,7 +440,7 @@ impl Supervisor {
         let disabled = self.config.disabled.clone();
         let catalog = self.catalog.clone();
         let snapshot = self.snapshot.load_full();
-        let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
+        let sessions = self.session_infos();
         let config_status = ctl::FileStatus {
             path: self.opts.config_path.display().to_string(),
             ok: self.config_error.is_none(),
@@ -484,13 +499,7 @@ impl Supervisor {
                     ..Default::default()
                 });
             }
-            let mut infos = Vec::new();
-            for s in sessions {
-                if let Ok((info, _)) = s.send(session::Describe).await {
-                    infos.push(info);
-                }
-            }
-            infos.sort_by(|a, b| a.id.cmp(&b.id));
+            let infos = sessions.await;
             CtlReply::data(&ctl::StatusReport {
                 daemon,
                 servers,
@@ -837,17 +846,11 @@ impl Handler<Ctl> for Supervisor {
                 ready(CtlReply::data(&crate::disclosure::docs(&snapshot)))
             }
             CtlRequest::Sessions => {
-                let sessions: Vec<Addr<Session>> =
-                    self.sessions.values().map(|e| e.addr.clone()).collect();
+                let sessions = self.session_infos();
                 Box::pin(async move {
-                    let mut infos = Vec::new();
-                    for s in sessions {
-                        if let Ok((info, _)) = s.send(session::Describe).await {
-                            infos.push(info);
-                        }
-                    }
-                    infos.sort_by(|a, b| a.id.cmp(&b.id));
-                    CtlReply::data(&ctl::SessionsReport { sessions: infos })
+                    CtlReply::data(&ctl::SessionsReport {
+                        sessions: sessions.await,
+                    })
                 })
             }
             CtlRequest::Refresh { server } => {
