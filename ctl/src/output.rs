@@ -179,13 +179,14 @@ pub fn render(
                         s.id.clone(),
                         s.name.clone().unwrap_or_else(|| "-".into()),
                         s.mode.clone(),
+                        s.io.clone(),
                         s.activated.len().to_string(),
                         format!("{} ago", age(s.last_active)),
                     ]
                 })
                 .collect();
             table(
-                &["SESSION", "NAME", "MODE", "ACTIVATED", "LAST ACTIVE"],
+                &["SESSION", "NAME", "MODE", "IO", "ACTIVATED", "LAST ACTIVE"],
                 &rows,
             );
         }

@@ -1,6 +1,14 @@
-//! `evoctl shim`: the stdio MCP entry. After the handshake it only copies
-//! bytes both ways, on two plain threads with blocking I/O: MCP never passes
-//! through a parser or a runtime here.
+//! `evoctl shim`: the stdio MCP entry. After the handshake MCP passes
+//! through untouched, one of two ways:
+//!
+//! - On Unix, when stdin and stdout are pipes or sockets (as every MCP client
+//!   launches it), the shim hands them to the daemon over the control socket
+//!   ([`evo_proto::fdpass`]) and waits: the daemon reads the client's requests
+//!   and writes its answers itself, two process hops fewer per message. The
+//!   control socket stays open as the session's lifeline.
+//! - Otherwise (a terminal, a file, Windows, or `EVO_SHIM_COPY=1`) it copies
+//!   bytes both ways on two plain threads with blocking I/O: MCP never passes
+//!   through a parser or a runtime here.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -39,7 +47,9 @@ pub fn run(
             }
         },
     };
-    let mut hello = match serde_json::to_vec(&Hello::mcp(mode, session)) {
+    let mut hello = Hello::mcp(mode, session);
+    hello.stdio = handoff::possible();
+    let mut hello = match serde_json::to_vec(&hello) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("evoctl shim: {e}");
@@ -60,8 +70,8 @@ pub fn run(
         Ok(_) => serde_json::from_slice::<Welcome>(&line).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
-    match welcome {
-        Ok(w) if w.ok => {}
+    let handoff = match welcome {
+        Ok(w) if w.ok => w.stdio,
         Ok(w) => {
             eprintln!(
                 "evoctl shim: the daemon refused the session: {}",
@@ -73,9 +83,70 @@ pub fn run(
             eprintln!("evoctl shim: bad handshake reply: {e}");
             return ExitCode::from(EXIT_REFUSED);
         }
+    };
+    #[cfg(unix)]
+    if handoff {
+        return match handoff::run(&conn) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("evoctl shim: could not hand the session's stdio to the daemon: {e}");
+                ExitCode::from(EXIT_REFUSED)
+            }
+        };
     }
+    let _ = handoff;
     pump(conn);
     ExitCode::SUCCESS
+}
+
+/// Handing stdin and stdout to the daemon (see the module docs).
+mod handoff {
+    /// Set to `1` to make the shim copy bytes even where it could hand its
+    /// stdio over (diagnostics and benchmarks).
+    pub const COPY_ENV: &str = "EVO_SHIM_COPY";
+
+    #[cfg(unix)]
+    pub fn possible() -> bool {
+        use std::os::fd::AsFd;
+        std::env::var_os(COPY_ENV).is_none_or(|v| v != "1")
+            && evo_proto::fdpass::pollable(std::io::stdin().as_fd())
+            && evo_proto::fdpass::pollable(std::io::stdout().as_fd())
+    }
+
+    #[cfg(not(unix))]
+    pub fn possible() -> bool {
+        false
+    }
+
+    /// Sends stdin and stdout, then waits until the daemon ends the session
+    /// (closes the control socket). The daemon sets both descriptors
+    /// non-blocking; their earlier mode is put back before returning, as
+    /// other processes may share them.
+    #[cfg(unix)]
+    pub fn run(conn: &interprocess::local_socket::Stream) -> std::io::Result<()> {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+
+        use evo_proto::fdpass;
+        use interprocess::local_socket::Stream;
+
+        #[allow(irrefutable_let_patterns)] // a Unix local socket is always a UdSocket
+        let Stream::UdSocket(sock) = conn;
+        let stdin = std::io::stdin();
+        let stdout = std::io::stdout();
+        let before = [
+            fdpass::set_nonblocking(stdin.as_fd(), false)?,
+            fdpass::set_nonblocking(stdout.as_fd(), false)?,
+        ];
+        fdpass::send_fds(sock.as_fd(), &[stdin.as_fd(), stdout.as_fd()])?;
+        // The daemon sends nothing more: this returns when it closes the
+        // session (or exits).
+        let mut buf = [0u8; 64];
+        while matches!((&*sock).read(&mut buf), Ok(n) if n > 0) {}
+        let _ = fdpass::set_nonblocking(stdin.as_fd(), before[0]);
+        let _ = fdpass::set_nonblocking(stdout.as_fd(), before[1]);
+        Ok(())
+    }
 }
 
 /// Copies stdin to the socket and the socket to stdout until the daemon

@@ -71,13 +71,39 @@ fn check_peer(_conn: &Stream) -> Result<(), String> {
     Ok(())
 }
 
+/// A connection's halves: tokio's on Unix, where the read half also receives
+/// a shim's stdio descriptors; interprocess's elsewhere.
+#[cfg(unix)]
+type Halves = (
+    tokio::net::unix::OwnedReadHalf,
+    tokio::net::unix::OwnedWriteHalf,
+);
+#[cfg(not(unix))]
+#[allow(deprecated)] // owned halves are what we want here
+type Halves = (
+    interprocess::local_socket::tokio::RecvHalf,
+    interprocess::local_socket::tokio::SendHalf,
+);
+
+#[cfg(unix)]
+fn split(conn: Stream) -> Halves {
+    #[allow(irrefutable_let_patterns)] // a Unix local socket is always a UdSocket
+    let Stream::UdSocket(s) = conn;
+    tokio::net::UnixStream::from(s).into_split()
+}
+
+#[cfg(not(unix))]
+fn split(conn: Stream) -> Halves {
+    #[allow(deprecated)]
+    conn.split()
+}
+
 async fn handle(
     conn: Stream,
     supervisor: Addr<Supervisor>,
     snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::Snapshot>>,
 ) {
-    #[allow(deprecated)] // owned halves are what we want here
-    let (r, mut w) = conn.split();
+    let (r, mut w) = split(conn);
     let mut reader = BufReader::new(r);
     let hello = match frame::read_line(&mut reader, MAX_HANDSHAKE).await {
         Ok(Some(line)) => Hello::parse(&line),
@@ -97,10 +123,12 @@ async fn handle(
     match hello.kind {
         ConnKind::Ctl => serve_ctl(reader, w, supervisor).await,
         ConnKind::Mcp => {
+            let stdio = hello.stdio && cfg!(unix);
             let opened = match supervisor
                 .send(OpenSession {
                     mode: hello.mode,
                     name: hello.session,
+                    stdio,
                 })
                 .await
             {
@@ -117,6 +145,7 @@ async fn handle(
                 mode: Some(opened.mode.as_str().into()),
                 error: None,
                 daemon: Some(crate::VERSION.into()),
+                stdio,
             };
             if frame::write_json(&mut w, &welcome).await.is_err() {
                 opened.addr.do_send(session::Close);
@@ -133,19 +162,132 @@ async fn handle(
                 instructions_budget: opened.instructions_budget,
                 breaker: Default::default(),
             };
-            let transport = SessionTransport::new(reader, w, opened.max_message_bytes);
             let addr = opened.addr;
-            tokio::spawn(async move {
-                match server.serve(transport).await {
-                    Ok(running) => {
-                        addr.do_send(session::Attach(running.peer().clone()));
-                        let _ = running.waiting().await;
+            #[cfg(unix)]
+            if stdio {
+                let max = opened.max_message_bytes;
+                tokio::spawn(async move {
+                    match stdio::receive(reader.get_ref()).await {
+                        Ok((input, output)) => {
+                            let transport =
+                                SessionTransport::new(BufReader::new(input), output, max);
+                            let gone = stdio::lifeline(reader);
+                            run_session(server, transport, &addr, gone.token.clone()).await;
+                            // Dropping both halves closes the socket: the shim exits.
+                            drop((gone, w));
+                        }
+                        Err(e) => tracing::warn!(
+                            session = %server.id,
+                            error = %e,
+                            "the shim offered its stdio but did not hand it over; session closed"
+                        ),
                     }
-                    Err(e) => tracing::debug!(error = %e, "session ended before initialising"),
-                }
+                    addr.do_send(session::Close);
+                });
+                return;
+            }
+            let transport = SessionTransport::new(reader, w, opened.max_message_bytes);
+            tokio::spawn(async move {
+                run_session(server, transport, &addr, Default::default()).await;
                 addr.do_send(session::Close);
             });
         }
+    }
+}
+
+/// Serves one MCP session until the client leaves or `gone` is cancelled
+/// (the shim that handed over its stdio exited).
+async fn run_session<R, W>(
+    server: SessionServer,
+    transport: SessionTransport<R, W>,
+    addr: &Addr<session::Session>,
+    gone: tokio_util::sync::CancellationToken,
+) where
+    R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let started = tokio::select! {
+        r = server.serve_with_ct(transport, gone.child_token()) => r,
+        _ = gone.cancelled() => return,
+    };
+    match started {
+        Ok(running) => {
+            addr.do_send(session::Attach(running.peer().clone()));
+            let _ = running.waiting().await;
+        }
+        Err(e) => tracing::debug!(error = %e, "session ended before initialising"),
+    }
+}
+
+/// A shim's stdio handed over the control socket ([`evo_proto::fdpass`]).
+#[cfg(unix)]
+mod stdio {
+    use std::io;
+    use std::os::fd::AsFd;
+    use std::time::Duration;
+
+    use evo_proto::fdpass;
+    use tokio::io::{AsyncReadExt, BufReader};
+    use tokio::net::unix::{OwnedReadHalf, pipe};
+    use tokio_util::sync::CancellationToken;
+
+    /// How long a shim has to send its descriptors after the welcome.
+    const HANDOFF_WAIT: Duration = Duration::from_secs(5);
+
+    /// Receives the client's stdin and stdout, set non-blocking for polling.
+    pub async fn receive(sock: &OwnedReadHalf) -> io::Result<(pipe::Receiver, pipe::Sender)> {
+        let stream: &tokio::net::UnixStream = sock.as_ref();
+        let fds = tokio::time::timeout(
+            HANDOFF_WAIT,
+            stream.async_io(tokio::io::Interest::READABLE, || {
+                fdpass::recv_fds(stream.as_fd(), fdpass::STDIO_FDS)
+            }),
+        )
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no descriptors within 5 s"))??;
+        let mut fds = fds.into_iter();
+        let (Some(input), Some(output)) = (fds.next(), fds.next()) else {
+            return Err(io::ErrorKind::InvalidData.into());
+        };
+        for fd in [&input, &output] {
+            if !fdpass::pollable(fd.as_fd()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a handed-over descriptor is neither a pipe nor a socket",
+                ));
+            }
+            fdpass::set_nonblocking(fd.as_fd(), true)?;
+        }
+        Ok((
+            pipe::Receiver::from_owned_fd_unchecked(input)?,
+            pipe::Sender::from_owned_fd_unchecked(output)?,
+        ))
+    }
+
+    /// Watches the control socket after a handoff: the shim sends nothing
+    /// more, so EOF (or anything) means it is gone. Dropping this stops the
+    /// watch and closes the read half.
+    pub struct Lifeline {
+        pub token: CancellationToken,
+        watch: tokio::task::JoinHandle<()>,
+    }
+
+    impl Drop for Lifeline {
+        fn drop(&mut self) {
+            self.watch.abort();
+        }
+    }
+
+    pub fn lifeline(reader: BufReader<OwnedReadHalf>) -> Lifeline {
+        let token = CancellationToken::new();
+        let cancel = token.clone();
+        let watch = tokio::spawn(async move {
+            let mut sock = reader.into_inner();
+            let mut buf = [0u8; 64];
+            let _ = sock.read(&mut buf).await;
+            cancel.cancel();
+        });
+        Lifeline { token, watch }
     }
 }
 
@@ -162,6 +304,7 @@ where
             mode: None,
             error: None,
             daemon: Some(crate::VERSION.into()),
+            stdio: false,
         },
     )
     .await

@@ -82,6 +82,8 @@ pub struct Session {
     pub id: String,
     pub name: Option<String>,
     pub mode: DiscoveryMode,
+    /// MCP runs on the client's own stdio, handed over by the shim.
+    pub stdio: bool,
     activated: ActivationSet,
     view: SessionView,
     peer: Option<Peer<RoleServer>>,
@@ -107,6 +109,7 @@ impl Session {
             id,
             name,
             mode,
+            stdio: false,
             view: SessionView::new(&activated),
             activated,
             peer: None,
@@ -174,6 +177,7 @@ impl Session {
             id: self.id.clone(),
             name: self.name.clone(),
             mode: self.mode.as_str().to_string(),
+            io: if self.stdio { "stdio" } else { "socket" }.into(),
             activated: self.activated.iter().cloned().collect(),
             last_active: self.view.idle_secs(),
         }

@@ -658,6 +658,9 @@ impl Handler<CatalogChanged> for Supervisor {
 pub struct OpenSession {
     pub mode: Option<String>,
     pub name: Option<String>,
+    /// The client's stdio is handed to the daemon (else MCP runs on the
+    /// control socket).
+    pub stdio: bool,
 }
 
 pub struct OpenedSession {
@@ -689,7 +692,7 @@ impl Handler<OpenSession> for Supervisor {
             .as_ref()
             .and_then(|n| self.named.get(n).cloned())
             .unwrap_or_default();
-        let session = Session::new(
+        let mut session = Session::new(
             id.clone(),
             msg.name.clone(),
             mode,
@@ -697,6 +700,7 @@ impl Handler<OpenSession> for Supervisor {
             ctx.address(),
             self.snapshot.clone(),
         );
+        session.stdio = msg.stdio;
         let view = session.view();
         let addr = session.start();
         self.sessions.insert(

@@ -172,6 +172,11 @@ pub struct SessionInfo {
     pub id: String,
     pub name: Option<String>,
     pub mode: String,
+    /// Where the session's MCP messages travel: `stdio` when the shim handed
+    /// the client's stdin/stdout to the daemon, `socket` when they are
+    /// copied over the control socket.
+    #[serde(default)]
+    pub io: String,
     pub activated: Vec<String>,
     /// Seconds since the session last sent a request.
     pub last_active: u64,

@@ -26,6 +26,10 @@ pub struct Hello {
     /// Name of a named session, whose activations persist across reconnects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The shim offers its stdin and stdout (pipes or sockets) for the daemon
+    /// to serve directly ([`crate::fdpass`], Unix only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdio: bool,
 }
 
 impl Hello {
@@ -35,6 +39,7 @@ impl Hello {
             kind: ConnKind::Mcp,
             mode,
             session,
+            stdio: false,
         }
     }
 
@@ -44,6 +49,7 @@ impl Hello {
             kind: ConnKind::Ctl,
             mode: None,
             session: None,
+            stdio: false,
         }
     }
 
@@ -78,6 +84,10 @@ pub struct Welcome {
     /// The daemon's version, for diagnostics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon: Option<String>,
+    /// The daemon takes the stdio the [`Hello`] offered: the client sends the
+    /// descriptors next ([`crate::fdpass`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdio: bool,
 }
 
 impl Welcome {
@@ -88,6 +98,7 @@ impl Welcome {
             mode: None,
             error: Some(error.into()),
             daemon: None,
+            stdio: false,
         }
     }
 }

@@ -6,6 +6,8 @@
 //! Every line is bounded by a size limit ([`frame`]).
 
 pub mod ctl;
+#[cfg(unix)]
+pub mod fdpass;
 pub mod frame;
 pub mod handshake;
 pub mod paths;

@@ -7,6 +7,7 @@ compared with what the same SDK gets from each child directly.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -208,6 +209,21 @@ async def test_native_call_tool_routes(evo: Evo, mode: str) -> None:
 
             added = await client.call_tool("call_tool", {"name": "fx_add", "arguments": {"a": 2, "b": 3}})
             assert (added.is_error, texts(added)) == (False, ["5"]), dump(added)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_shim_hands_the_sdk_pipes_to_the_daemon(evo: Evo, mode: str) -> None:
+    # The SDK launches the shim on pipes: the shim hands them to evod, which
+    # then reads and writes the client's stdio itself (sessions show io=stdio).
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with shim(evo, mode) as client:
+            result = await client.call_tool("fx_echo", {"text": "handed over"})
+            assert (result.is_error, texts(result)) == (False, ["handed over"]), dump(result)
+            done = await anyio.to_thread.run_sync(lambda: evo.ctl("sessions", "--json"))
+            assert done.returncode == 0, done.stderr
+            ios = [s["io"] for s in json.loads(done.stdout)["sessions"]]
+            # Sessions of earlier tests may still be closing: all are handed over.
+            assert ios and set(ios) == {"stdio"}, ios
 
 
 @pytest.mark.parametrize("mode", MODES)

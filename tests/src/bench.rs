@@ -45,20 +45,33 @@ fn latency(d: &Daemon, rounds: usize, per_round: usize) {
     let mut proxied = d.legacy_session();
     let mut socket = McpClient::connect_socket(&d.socket, "legacy");
     socket.initialize();
+    // The shim's fallback where it cannot hand its stdio over (a terminal,
+    // Windows): copying bytes through itself.
+    let mut copying = McpClient::spawn_cmd(
+        Command::new(bin("evoctl"))
+            .env("EVO_SHIM_COPY", "1")
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["shim", "--mode", "legacy"]),
+    );
+    copying.initialize();
     // Warm up every path.
     let mut sink = Vec::new();
     time_calls(&mut direct, "echo", 200, &mut sink);
     time_calls(&mut proxied, "fx_echo", 200, &mut sink);
     time_calls(&mut socket, "fx_echo", 200, &mut sink);
-    let (mut a, mut b, mut s) = (Vec::new(), Vec::new(), Vec::new());
+    time_calls(&mut copying, "fx_echo", 200, &mut sink);
+    let (mut a, mut b, mut s, mut c) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         time_calls(&mut direct, "echo", per_round, &mut a);
         time_calls(&mut proxied, "fx_echo", per_round, &mut b);
         time_calls(&mut socket, "fx_echo", per_round, &mut s);
+        time_calls(&mut copying, "fx_echo", per_round, &mut c);
     }
     a.sort();
     b.sort();
     s.sort();
+    c.sort();
     println!(
         "\n## Proxied tools/call latency ({} calls each, alternating rounds)\n",
         a.len()
@@ -71,7 +84,7 @@ fn latency(d: &Daemon, rounds: usize, per_round: usize) {
         us(percentile(&a, 0.99))
     );
     println!(
-        "| client → shim → evod → fixture | {} | {} |",
+        "| client → shim (stdio handed to evod) → evod → fixture | {} | {} |",
         us(percentile(&b, 0.5)),
         us(percentile(&b, 0.99))
     );
@@ -79,6 +92,11 @@ fn latency(d: &Daemon, rounds: usize, per_round: usize) {
         "| client → evod socket → fixture (no shim) | {} | {} |",
         us(percentile(&s, 0.5)),
         us(percentile(&s, 0.99))
+    );
+    println!(
+        "| client → shim copying bytes → evod → fixture (EVO_SHIM_COPY=1) | {} | {} |",
+        us(percentile(&c, 0.5)),
+        us(percentile(&c, 0.99))
     );
     let added = |p| percentile(&b, p).saturating_sub(percentile(&a, p));
     println!(

@@ -64,6 +64,74 @@ fn legacy_session_lists_and_calls_tools_of_several_children() {
     );
 }
 
+/// The shim hands stdio that is a pipe or a socket to the daemon and copies
+/// bytes otherwise; the client sees the same session either way, and a
+/// handed-over session ends with whichever side leaves.
+#[test]
+fn shim_hands_its_stdio_to_the_daemon_or_copies_bytes() {
+    let d = Daemon::start(&two_fixtures());
+    d.wait_ready(&["fx", "other"]);
+    let shim = |copy: bool| {
+        let mut cmd = std::process::Command::new(bin("evoctl"));
+        if copy {
+            cmd.env("EVO_SHIM_COPY", "1");
+        }
+        cmd.arg("--socket")
+            .arg(&d.socket)
+            .args(["shim", "--mode", "legacy"]);
+        cmd
+    };
+    let mut piped = McpClient::spawn_cmd(&mut shim(false));
+    let mut copied = McpClient::spawn_cmd(&mut shim(true));
+    let mut paired = McpClient::spawn_socketpair(&mut shim(false));
+    let mut names = Vec::new();
+    for (i, c) in [&mut piped, &mut copied, &mut paired]
+        .into_iter()
+        .enumerate()
+    {
+        c.initialize();
+        names.push(c.tool_names());
+        let text = format!("hello {i}");
+        assert_eq!(c.call_text("fx_echo", json!({"text": text})), (text, false));
+        assert_eq!(
+            c.call_text("two_add", json!({"a": 2, "b": i})),
+            ((2 + i).to_string(), false)
+        );
+    }
+    assert!(names[0].len() > 10 && names.iter().all(|n| *n == names[0]));
+    let io = |d: &Daemon| {
+        let mut io: Vec<String> = d.ctl_json(&["sessions"])["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["io"].as_str().unwrap_or("?").to_string())
+            .collect();
+        io.sort();
+        io
+    };
+    assert_eq!(io(&d), ["socket", "stdio", "stdio"]);
+
+    // The shim is killed: the daemon ends its session and lets go of the
+    // client's stdout, so the client reads EOF.
+    // SAFETY: plain signal to our own child.
+    unsafe { libc::kill(piped.child.id() as i32, libc::SIGKILL) };
+    assert!(
+        piped.eof_within(Duration::from_secs(5)),
+        "no EOF after the shim died"
+    );
+    // The client closes its side of a socket pair: the session ends and the
+    // shim exits cleanly.
+    let status = paired.close().expect("the shim did not exit");
+    assert!(status.success(), "{status}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while io(&d) != ["socket"] && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(io(&d), ["socket"]);
+    let (got, _) = copied.call_text("fx_echo", json!({"text": "still here"}));
+    assert_eq!(got, "still here");
+}
+
 #[test]
 fn env_cwd_and_pagination_reach_the_child() {
     let dir = TempDir::new("cwd");

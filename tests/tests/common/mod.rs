@@ -382,6 +382,73 @@ impl McpClient {
         }
     }
 
+    /// A shim whose stdin and stdout are one end of a socket pair, the way
+    /// Node (libuv) wires a child's stdio. Dropping `stdin` (see [`close`])
+    /// shuts the write side down.
+    pub fn spawn_socketpair(cmd: &mut Command) -> McpClient {
+        use std::os::unix::net::UnixStream;
+        struct HalfClose(UnixStream);
+        impl Write for HalfClose {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.write(b)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                self.0.flush()
+            }
+        }
+        impl Drop for HalfClose {
+            fn drop(&mut self) {
+                let _ = self.0.shutdown(std::net::Shutdown::Write);
+            }
+        }
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        let child = cmd
+            .env_remove("EVO_SOCKET")
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(
+                theirs.try_clone().unwrap(),
+            )))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn evoctl shim");
+        let reader = BufReader::new(ours.try_clone().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        McpClient {
+            child,
+            stdin: Some(Box::new(HalfClose(ours))),
+            lines: rx,
+            next_id: 1,
+            notifications: Vec::new(),
+            stderr: Default::default(),
+        }
+    }
+
+    /// Whether the server's side of the stream ends (EOF) within `limit`;
+    /// lines still arriving are skipped.
+    pub fn eof_within(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return true,
+                Err(mpsc::RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+
     /// A session straight on the control socket (no shim): the handshake,
     /// then MCP lines. `child` is a placeholder process kept for the API.
     pub fn connect_socket(socket: &Path, mode: &str) -> McpClient {
