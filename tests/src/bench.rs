@@ -182,8 +182,8 @@ fn search_benchmarks() {
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries.jsonl"),
     );
     let dev = searcheval::load_queries(&data_dir().join("queries-dev.jsonl"));
-    searcheval::print_quality("bench/queries.jsonl (ours)", &ours, &snap);
-    searcheval::print_quality("shared queries-dev.jsonl", &dev, &snap);
+    searcheval::print_quality("bench/queries.jsonl (ours)", &ours, &snap, true);
+    searcheval::print_quality("shared queries-dev.jsonl", &dev, &snap, false);
     let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
     println!("\n## discover_tools search latency, in-process\n");
     println!("| tools | median per query | snapshot build (the index is built on first use) |");

@@ -12,6 +12,7 @@ use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 /// One query of an evaluation set.
+#[derive(Clone)]
 pub struct Query {
     pub id: String,
     pub query: String,
@@ -206,7 +207,17 @@ pub fn word_substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<St
     }
 }
 
-pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot) {
+/// The number at the end of a query id ("q017" → 17).
+fn id_number(id: &str) -> Option<u32> {
+    let digits = id.trim_start_matches(|c: char| !c.is_ascii_digit());
+    digits.parse().ok()
+}
+
+/// Quality tables of `queries`. With `holdout`, also the odd-numbered ids
+/// (the half tuned on) and the even-numbered ids (the holdout, looked at
+/// only to confirm a change generalises). `EVO_BENCH_MISSES=1` lists the
+/// misses (rank > 5) of the tuning half only; `=all` lists every miss.
+pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, holdout: bool) {
     let evo = evaluate(queries, &mut evo_ranking(snapshot));
     let base = evaluate(queries, &mut substring_ranking(snapshot));
     let words = evaluate(queries, &mut word_substring_ranking(snapshot));
@@ -229,8 +240,29 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot) {
         "| **evo discover_tools** | **{:.3}** | **{:.3}** (target ≥ 0.90) | **{:.3}** |",
         evo.recall1, evo.recall5, evo.mrr
     );
-    if std::env::var_os("EVO_BENCH_MISSES").is_some() {
-        for m in &evo.misses {
+    let is_even = |q: &Query| id_number(&q.id).is_some_and(|n| n % 2 == 0);
+    let (even, odd): (Vec<&Query>, Vec<&Query>) = queries.iter().partition(|q| is_even(q));
+    if holdout {
+        for (label, half) in [("odd ids, tuned on", &odd), ("even ids, holdout", &even)] {
+            let half: Vec<Query> = half.iter().map(|q| (*q).clone()).collect();
+            let q = evaluate(&half, &mut evo_ranking(snapshot));
+            println!(
+                "| evo discover_tools, {label} ({}) | {:.3} | {:.3} | {:.3} |",
+                half.len(),
+                q.recall1,
+                q.recall5,
+                q.mrr
+            );
+        }
+    }
+    let misses = std::env::var("EVO_BENCH_MISSES").unwrap_or_default();
+    if !misses.is_empty() {
+        let tuned: Vec<Query> = if holdout && misses != "all" {
+            odd.iter().map(|q| (*q).clone()).collect()
+        } else {
+            queries.to_vec()
+        };
+        for m in &evaluate(&tuned, &mut evo_ranking(snapshot)).misses {
             println!("  - {m}");
         }
     }
