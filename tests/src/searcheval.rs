@@ -255,6 +255,45 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, holdou
             );
         }
     }
+    // EVO_BENCH_EXPLAIN=q001,r017: the top 8 of those queries, with scores.
+    let explain = std::env::var("EVO_BENCH_EXPLAIN").unwrap_or_default();
+    for q in queries
+        .iter()
+        .filter(|q| explain.split(',').any(|id| id == q.id))
+    {
+        println!("  {} {}", q.id, q.query);
+        for h in evo_daemon::search::search(snapshot, &q.query, 8, None).hits {
+            let mark = if q.relevant.contains(&h.entry.name) {
+                "*"
+            } else {
+                " "
+            };
+            println!("    {mark} {:7.2} {}", h.score, h.entry.name);
+        }
+    }
+    // EVO_BENCH_DUMP=dir: one line per query (id, rank of the first
+    // relevant tool or 0, top 3) in dir/<first id>.tsv, for analysis.
+    if let Some(dir) = std::env::var_os("EVO_BENCH_DUMP") {
+        let mut out = String::new();
+        for q in queries {
+            let got = evo_ranking(snapshot)(&q.query);
+            let rank = got
+                .iter()
+                .position(|n| q.relevant.contains(n))
+                .map_or(0, |i| i + 1);
+            let top: Vec<&str> = got.iter().take(3).map(String::as_str).collect();
+            out.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                q.id,
+                q.kind,
+                rank,
+                q.query,
+                top.join(" ")
+            ));
+        }
+        let name = queries.first().map_or("none", |q| q.id.as_str());
+        let _ = std::fs::write(Path::new(&dir).join(format!("{name}.tsv")), out);
+    }
     let misses = std::env::var("EVO_BENCH_MISSES").unwrap_or_default();
     if !misses.is_empty() {
         let tuned: Vec<Query> = if holdout && misses != "all" {

@@ -85,6 +85,12 @@ const NAME_COVERAGE: f32 = 0.5;
 /// Bonus, as a fraction of the score, when a tool's name starts with the
 /// action the query asks for ("delete" → `delete_message`).
 const ACTION_MATCH: f32 = 0.3;
+/// Bonus, as a fraction of the score, for a tool of a server the query
+/// names ("in Jira", "my Notion"): its own tools beat another product's.
+const SERVER_NAMED: f32 = 0.3;
+/// A word names a server only if at most this many servers share it: "aws"
+/// narrows the catalog down, a word in every other server id does not.
+const SERVER_NAMED_MAX: usize = 4;
 
 /// `query` with each phrase of [`PHRASES`] replaced by its word.
 fn rewrite_phrases(query: &str) -> String {
@@ -226,6 +232,26 @@ fn param_texts(schema: &JsonObject) -> (Vec<&str>, Vec<&str>, Vec<String>) {
     (names, values, descs)
 }
 
+/// Per document, its server terms that name at most [`SERVER_NAMED_MAX`]
+/// servers.
+fn server_terms(tools: &[Arc<ToolEntry>], docs: &[DocTerms]) -> Vec<Box<[u32]>> {
+    let mut servers: HashMap<u32, Vec<&str>> = HashMap::new();
+    for (entry, doc) in tools.iter().zip(docs) {
+        for &t in &doc.server_terms {
+            let ids = servers.entry(t).or_default();
+            if !ids.contains(&entry.server.id.as_str()) {
+                ids.push(&entry.server.id);
+            }
+        }
+    }
+    docs.iter()
+        .map(|d| {
+            let rare = |t: &&u32| servers.get(t).is_some_and(|s| s.len() <= SERVER_NAMED_MAX);
+            d.server_terms.iter().filter(rare).copied().collect()
+        })
+        .collect()
+}
+
 /// One document's use of a term.
 #[derive(Clone, Copy)]
 struct Posting {
@@ -244,6 +270,8 @@ struct DocTerms {
     /// Terms of the name that are not its server's words ("linear" in
     /// `linear_createIssue`).
     name_terms: Vec<u32>,
+    /// Terms of its server's id and domain.
+    server_terms: Vec<u32>,
 }
 
 impl DocTerms {
@@ -292,6 +320,9 @@ pub struct Index {
     doc_actions: Vec<u64>,
     /// Per document: how many distinct terms its name has, server words aside.
     name_lens: Vec<f32>,
+    /// Per document: the terms of its server id and domain that name few
+    /// servers (see [`SERVER_NAMED_MAX`]).
+    server_terms: Vec<Box<[u32]>>,
     /// Per document: lowercase exposed and upstream names.
     names: Vec<(String, String)>,
     /// The catalog's words (unstemmed), with their term, for typo correction.
@@ -312,6 +343,7 @@ impl Index {
                 tf: HashMap::new(),
                 len: [0.0; FIELD_COUNT],
                 name_terms: Vec::new(),
+                server_terms: Vec::new(),
             };
             let vocab = &mut index.vocab;
             let mut add = |doc: &mut DocTerms, text: &str, field: Field| {
@@ -321,6 +353,7 @@ impl Index {
             if entry.domain != entry.server.id {
                 add(&mut doc, &entry.domain, Field::Server);
             }
+            doc.server_terms = doc.tf.keys().copied().collect();
             for c in capabilities.get(&entry.server.id).into_iter().flatten() {
                 add(&mut doc, c, Field::Server);
             }
@@ -352,6 +385,7 @@ impl Index {
             docs.push(doc);
         }
         index.finish_postings(&docs);
+        index.server_terms = server_terms(tools, &docs);
         index.build_lexicon();
         index.doc_actions = tools.iter().map(|e| index.name_action(e)).collect();
         index.names = tools
@@ -728,11 +762,17 @@ impl Index {
         // Later verbs are often part of the object ("set up a meeting to
         // review the budget"): the first one says what to do.
         let mut asked_action = 0;
+        // Terms that stand for a word of the query itself, not a related one.
+        let mut said: Vec<u32> = Vec::new();
         for word in self.query_words(query) {
             let (alternatives, actions) = self.expand(&word);
-            if asked_action == 0 {
+            // A past tense tells what happened ("I closed it by accident,
+            // bring it back"), not what to do.
+            let past = word.len() > 4 && word.ends_with("ed");
+            if asked_action == 0 && !past {
                 asked_action = actions;
             }
+            said.extend(alternatives.iter().filter(|a| a.1 >= W_TYPO).map(|a| a.0));
             if alternatives.is_empty() {
                 continue;
             }
@@ -767,6 +807,10 @@ impl Index {
                 }
                 if asked_action & self.doc_actions[d] != 0 {
                     boost += ACTION_MATCH;
+                }
+                // A factor of its own, so it keeps the order of the server's tools.
+                if self.server_terms[d].iter().any(|t| said.contains(t)) {
+                    boost *= 1.0 + SERVER_NAMED;
                 }
                 scores[d] *= boost;
             }
