@@ -40,69 +40,92 @@ fn direct_client() -> McpClient {
     c
 }
 
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    percentile(v, 0.5)
+}
+
+/// Proxied-call latency against the same fixture called directly. The paths
+/// take turns in short rounds, so load from elsewhere on the machine falls
+/// on all of them alike; besides the medians of all calls, the added latency
+/// is also given paired: the median over rounds of (proxied round median −
+/// direct round median), which drifting background load cannot skew.
 fn latency(d: &Daemon, rounds: usize, per_round: usize) {
-    let mut direct = direct_client();
-    let mut proxied = d.legacy_session();
+    let shim = |copy: bool| {
+        let mut cmd = Command::new(bin("evoctl"));
+        if copy {
+            // The shim's fallback where it cannot hand its stdio over (a
+            // terminal, Windows): copying bytes through itself.
+            cmd.env("EVO_SHIM_COPY", "1");
+        }
+        cmd.arg("--socket")
+            .arg(&d.socket)
+            .args(["shim", "--mode", "legacy"]);
+        let mut c = McpClient::spawn_cmd(&mut cmd);
+        c.initialize();
+        c
+    };
     let mut socket = McpClient::connect_socket(&d.socket, "legacy");
     socket.initialize();
-    // The shim's fallback where it cannot hand its stdio over (a terminal,
-    // Windows): copying bytes through itself.
-    let mut copying = McpClient::spawn_cmd(
-        Command::new(bin("evoctl"))
-            .env("EVO_SHIM_COPY", "1")
-            .arg("--socket")
-            .arg(&d.socket)
-            .args(["shim", "--mode", "legacy"]),
-    );
-    copying.initialize();
-    // Warm up every path.
+    let mut paths: Vec<(&str, &str, McpClient)> = vec![
+        ("client → fixture (direct)", "echo", direct_client()),
+        (
+            "client → shim (stdio handed to evod) → evod → fixture",
+            "fx_echo",
+            shim(false),
+        ),
+        (
+            "client → evod socket → fixture (no shim)",
+            "fx_echo",
+            socket,
+        ),
+        (
+            "client → shim copying bytes → evod → fixture (EVO_SHIM_COPY=1)",
+            "fx_echo",
+            shim(true),
+        ),
+    ];
     let mut sink = Vec::new();
-    time_calls(&mut direct, "echo", 200, &mut sink);
-    time_calls(&mut proxied, "fx_echo", 200, &mut sink);
-    time_calls(&mut socket, "fx_echo", 200, &mut sink);
-    time_calls(&mut copying, "fx_echo", 200, &mut sink);
-    let (mut a, mut b, mut s, mut c) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        time_calls(&mut direct, "echo", per_round, &mut a);
-        time_calls(&mut proxied, "fx_echo", per_round, &mut b);
-        time_calls(&mut socket, "fx_echo", per_round, &mut s);
-        time_calls(&mut copying, "fx_echo", per_round, &mut c);
+    for (_, tool, c) in paths.iter_mut() {
+        time_calls(c, tool, 200, &mut sink); // warm-up
     }
-    a.sort();
-    b.sort();
-    s.sort();
-    c.sort();
+    let mut all: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
+    let mut paired: Vec<Duration> = Vec::new();
+    for _ in 0..rounds {
+        let mut round_medians = Vec::new();
+        for (i, (_, tool, c)) in paths.iter_mut().enumerate() {
+            let mut r = Vec::new();
+            time_calls(c, tool, per_round, &mut r);
+            round_medians.push(median(&mut r));
+            all[i].extend(r);
+        }
+        paired.push(round_medians[1].saturating_sub(round_medians[0]));
+    }
+    for v in all.iter_mut() {
+        v.sort();
+    }
     println!(
-        "\n## Proxied tools/call latency ({} calls each, alternating rounds)\n",
-        a.len()
+        "\n## Proxied tools/call latency ({} calls per path in {rounds} alternating rounds)\n",
+        all[0].len()
     );
     println!("| path | median µs | p99 µs |");
     println!("|---|---|---|");
+    for ((name, _, _), v) in paths.iter().zip(&all) {
+        println!(
+            "| {name} | {} | {} |",
+            us(percentile(v, 0.5)),
+            us(percentile(v, 0.99))
+        );
+    }
+    let added = |p| percentile(&all[1], p).saturating_sub(percentile(&all[0], p));
     println!(
-        "| client → fixture (direct) | {} | {} |",
-        us(percentile(&a, 0.5)),
-        us(percentile(&a, 0.99))
-    );
-    println!(
-        "| client → shim (stdio handed to evod) → evod → fixture | {} | {} |",
-        us(percentile(&b, 0.5)),
-        us(percentile(&b, 0.99))
-    );
-    println!(
-        "| client → evod socket → fixture (no shim) | {} | {} |",
-        us(percentile(&s, 0.5)),
-        us(percentile(&s, 0.99))
-    );
-    println!(
-        "| client → shim copying bytes → evod → fixture (EVO_SHIM_COPY=1) | {} | {} |",
-        us(percentile(&c, 0.5)),
-        us(percentile(&c, 0.99))
-    );
-    let added = |p| percentile(&b, p).saturating_sub(percentile(&a, p));
-    println!(
-        "| **added by evo** | **{}** (budget 100) | **{}** (budget 500) |",
+        "| **added by evo** (shim path − direct) | **{}** (budget 100) | **{}** (budget 500) |",
         us(added(0.5)),
         us(added(0.99))
+    );
+    println!(
+        "| added, paired by round (median of round differences) | **{}** | |",
+        us(median(&mut paired))
     );
 }
 
@@ -572,10 +595,10 @@ fn main() {
     let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
     d.wait_ready(&["fx"]);
     if quick {
-        latency(&d, 5, 100);
+        latency(&d, 10, 50);
         throughput(&d, 8, 500, 16);
     } else {
-        latency(&d, 20, 250);
+        latency(&d, 50, 100);
         throughput(&d, 8, 5000, 16);
     }
     drop(d);
