@@ -730,6 +730,13 @@ impl Index {
             }
         });
         let mut out: Vec<String> = Vec::with_capacity(words.len() + 4);
+        // "markdown to rst", "usd to eur": a terse query naming two forms of
+        // one thing asks to convert between them.
+        if let [_, to, _] = query.split_whitespace().collect::<Vec<_>>()[..]
+            && (to.eq_ignore_ascii_case("to") || to.eq_ignore_ascii_case("into"))
+        {
+            out.push("convert".into());
+        }
         for (i, w) in words.iter().enumerate() {
             if !out.contains(w) {
                 out.push(w.clone());
