@@ -92,6 +92,67 @@ const SERVER_NAMED: f32 = 0.3;
 /// narrows the catalog down, a word in every other server id does not.
 const SERVER_NAMED_MAX: usize = 4;
 
+/// Top-level domains: `name.com` is a site, `name.yaml` a file.
+const TLDS: &[&str] = &[
+    "com", "org", "net", "io", "dev", "app", "ai", "co", "edu", "gov", "uk", "de", "fr",
+];
+
+/// Words for what the shape of a query's tokens shows: `#general` is a
+/// channel, `+1 415 555 0134` a phone number, `models.py` a file,
+/// `docs.example.com` a site, `17.5% of 2340 + 12` arithmetic.
+fn shape_words(query: &str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut add = |w: &'static str| {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    };
+    let mut digits_run = 0;
+    let mut arithmetic = false;
+    for token in query.split_whitespace() {
+        let t = token.trim_matches(|c: char| ",;:!?()\"'`".contains(c));
+        let bytes = t.as_bytes();
+        if bytes.len() > 1 && bytes[0] == b'#' && bytes[1].is_ascii_alphabetic() {
+            add("channel");
+        }
+        let digits = t.chars().filter(char::is_ascii_digit).count();
+        if digits > 0 && t.chars().all(|c| c.is_ascii_digit() || "+-().".contains(c)) {
+            digits_run += digits;
+            if digits_run >= 10 || (t.starts_with('+') && digits >= 1 && digits_run >= 7) {
+                add("phone");
+            }
+        } else {
+            digits_run = 0;
+        }
+        if ["+", "-", "*", "/", "=", "x", "×", "÷"].contains(&t)
+            || (t.ends_with('%') && t[..t.len() - 1].parse::<f64>().is_ok())
+        {
+            arithmetic = true;
+        }
+        if let Some((stem, ext)) = t.rsplit_once('.')
+            && stem.len() >= 2
+            && !stem.contains('@')
+            // "Node.js", "Next.js": products, not files.
+            && !(ext == "js" && stem.starts_with(char::is_uppercase))
+            && !stem.contains("://")
+            && (1..=5).contains(&ext.len())
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && ext.chars().any(|c| c.is_ascii_alphabetic())
+            && stem.chars().next().is_some_and(char::is_alphanumeric)
+        {
+            if TLDS.contains(&ext.to_ascii_lowercase().as_str()) {
+                add("website");
+            } else {
+                add("file");
+            }
+        }
+    }
+    if arithmetic && query.chars().any(|c| c.is_ascii_digit()) {
+        add("calculate");
+    }
+    out
+}
+
 /// `query` with each phrase of [`PHRASES`] replaced by its word.
 fn rewrite_phrases(query: &str) -> String {
     let words: Vec<&str> = query
@@ -737,6 +798,7 @@ impl Index {
         {
             out.push("convert".into());
         }
+        out.extend(shape_words(query).into_iter().map(String::from));
         for (i, w) in words.iter().enumerate() {
             if !out.contains(w) {
                 out.push(w.clone());
@@ -992,6 +1054,24 @@ mod tests {
             .first()
             .map(|h| h.entry.name.clone())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn token_shapes_say_what_they_are() {
+        for (query, want) in [
+            ("what happened in #incidents", &["channel"][..]),
+            ("Text +1 415 555 0134 that it shipped", &["phone"]),
+            ("call 415-555-0134 now", &["phone"]),
+            ("list the classes in models.py", &["file"]),
+            ("every page on docs.example.com", &["website"]),
+            ("17.5% of 2340 + 12 = ?", &["calculate"]),
+            ("tag release v2.3.0", &[]),
+            ("latest Next.js docs, e.g. routing", &[]),
+            ("2 + 2", &["calculate"]),
+            ("top 10 issues in 2024", &[]),
+        ] {
+            assert_eq!(shape_words(query), want, "{query}");
+        }
     }
 
     #[test]
