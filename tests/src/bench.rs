@@ -216,7 +216,7 @@ fn search_benchmarks() {
         "bench/queries-holdout.jsonl (written blind, never tuned on)",
         &fresh,
         &snap,
-        false,
+        true,
     );
     let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
     println!("\n## discover_tools search latency, in-process\n");
