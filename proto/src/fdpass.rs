@@ -28,6 +28,25 @@ pub fn pollable(fd: BorrowedFd<'_>) -> bool {
     matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
 }
 
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    }
+}
+
+/// A message of the byte in `iov` with `control` for ancillary data. The
+/// pointers it holds borrow both: use it while they live.
+fn message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    msg
+}
+
 /// Sends `fds` over the Unix socket `sock` with one [`MARKER`] byte.
 pub fn send_fds(sock: BorrowedFd<'_>, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
     let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
@@ -36,16 +55,8 @@ pub fn send_fds(sock: BorrowedFd<'_>, fds: &[BorrowedFd<'_>]) -> io::Result<()> 
     let space = unsafe { libc::CMSG_SPACE(bytes as u32) } as usize;
     let mut control = vec![0u8; space];
     let mut marker = [MARKER];
-    let mut iov = libc::iovec {
-        iov_base: marker.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    let mut iov = one_byte(&mut marker);
+    let msg = message(&mut iov, &mut control);
     // SAFETY: the control buffer has room for one header holding `bytes`
     // (CMSG_SPACE above), so CMSG_FIRSTHDR is non-null and CMSG_DATA points
     // inside it.
@@ -84,16 +95,8 @@ pub fn recv_fds(sock: BorrowedFd<'_>, max: usize) -> io::Result<Vec<OwnedFd>> {
     let space = unsafe { libc::CMSG_SPACE(bytes as u32) } as usize;
     let mut control = vec![0u8; space];
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    let mut iov = one_byte(&mut byte);
+    let mut msg = message(&mut iov, &mut control);
     let n = loop {
         // SAFETY: `msg` is fully initialised and its buffers are live.
         let n = unsafe {

@@ -317,6 +317,20 @@ pub fn gone_within(pid: u32, limit: Duration) -> bool {
     !alive(pid)
 }
 
+/// The lines `reader` yields, from a thread; the channel closes at EOF.
+fn line_channel(reader: impl BufRead + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in reader.lines() {
+            let Ok(l) = line else { return };
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// A hand-written MCP client over `evoctl shim`'s stdio.
 pub struct McpClient {
     pub child: Child,
@@ -349,19 +363,7 @@ impl McpClient {
             .expect("spawn evoctl shim");
         let stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => return,
-                }
-            }
-        });
+        let rx = line_channel(BufReader::new(stdout));
         let err_buf = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let eb = err_buf.clone();
         std::thread::spawn(move || {
@@ -412,19 +414,7 @@ impl McpClient {
             .spawn()
             .expect("spawn evoctl shim");
         let reader = BufReader::new(ours.try_clone().unwrap());
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in reader.lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => return,
-                }
-            }
-        });
+        let rx = line_channel(reader);
         McpClient {
             child,
             stdin: Some(Box::new(HalfClose(ours))),
@@ -460,19 +450,7 @@ impl McpClient {
         let mut welcome = String::new();
         reader.read_line(&mut welcome).unwrap();
         assert!(welcome.contains("\"ok\":true"), "{welcome}");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in reader.lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => return,
-                }
-            }
-        });
+        let rx = line_channel(reader);
         let child = Command::new("sleep")
             .arg("3600")
             .spawn()
