@@ -11,6 +11,8 @@
 pub mod activation;
 pub mod approvals;
 pub mod breaker;
+#[cfg(target_os = "linux")]
+pub mod busypoll;
 pub mod catalog;
 pub mod child;
 pub mod childio;

@@ -142,11 +142,25 @@ fn main() -> std::process::ExitCode {
     // hot path while keeping actor work (snapshot builds, cache loads) off
     // the sessions' I/O thread.
     let system = System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("the tokio runtime must start")
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(1).enable_all();
+        #[cfg(target_os = "linux")]
+        let runtime = {
+            // Watch for the next event a moment before sleeping (busypoll).
+            use evo_daemon::busypoll;
+            builder.on_thread_park(busypoll::before_park);
+            let spin = busypoll::spin_from_env();
+            let (runtime, armed) = busypoll::arm(spin, || builder.build());
+            tracing::debug!(
+                spin_us = spin.as_micros() as u64,
+                armed,
+                "I/O worker busy-poll"
+            );
+            runtime
+        };
+        #[cfg(not(target_os = "linux"))]
+        let runtime = builder.build();
+        runtime.expect("the tokio runtime must start")
     });
     #[cfg(unix)]
     let result = system.block_on(async move { run(opts, inherited).await });
