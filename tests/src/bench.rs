@@ -212,12 +212,15 @@ fn search_benchmarks() {
     );
     searcheval::print_quality("bench/queries.jsonl (ours, tuned on)", &ours, &snap, false);
     searcheval::print_quality("shared queries-dev.jsonl (tuned on)", &dev, &snap, false);
-    searcheval::print_quality(
-        "bench/queries-holdout.jsonl (written blind, never tuned on)",
-        &fresh,
-        &snap,
-        true,
-    );
+    // EVO_BENCH_SKIP_BLIND=1 while tuning: not even its totals are seen.
+    if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
+        searcheval::print_quality(
+            "bench/queries-holdout.jsonl (written blind, never tuned on)",
+            &fresh,
+            &snap,
+            true,
+        );
+    }
     let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
     println!("\n## discover_tools search latency, in-process\n");
     println!("| tools | median per query | snapshot build (the index is built on first use) |");
