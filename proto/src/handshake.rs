@@ -114,6 +114,20 @@ mod tests {
         let h = Hello::parse(br#"{"evo":1,"kind":"mcp","mode":"legacy","session":"w"}"#).unwrap();
         assert_eq!(h.mode.as_deref(), Some("legacy"));
         assert_eq!(h.session.as_deref(), Some("w"));
+        assert!(!h.stdio);
+    }
+
+    #[test]
+    fn stdio_offer_is_sent_only_when_made() {
+        let mut h = Hello::mcp(None, None);
+        assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"evo":1,"kind":"mcp"}"#);
+        h.stdio = true;
+        let line = serde_json::to_vec(&h).unwrap();
+        assert!(Hello::parse(&line).unwrap().stdio);
+        let w = Welcome::refused("no");
+        assert!(!serde_json::to_string(&w).unwrap().contains("stdio"));
+        let w: Welcome = serde_json::from_str(r#"{"ok":true,"stdio":true}"#).unwrap();
+        assert!(w.ok && w.stdio);
     }
 
     #[test]
