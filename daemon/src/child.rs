@@ -568,17 +568,35 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
-        let mut window = Instant::now();
+        let mut window = tokio::time::Instant::now();
         let mut in_window = 0u32;
         let mut dropped = 0u64;
-        while let Ok(Some(line)) = lines.next_segment().await {
+        let report = |dropped: u64| {
+            if dropped > 0 {
+                tracing::warn!(server = %server, dropped, "child stderr rate-limited to {STDERR_LINES_PER_SEC} lines/s; lines dropped");
+            }
+        };
+        loop {
+            // With lines dropped, the window's end reports them even if the
+            // child then goes quiet (next_segment is cancellation-safe).
+            let next = if dropped > 0 {
+                tokio::time::timeout_at(window + Duration::from_secs(1), lines.next_segment()).await
+            } else {
+                Ok(lines.next_segment().await)
+            };
+            let line = match next {
+                Ok(Ok(Some(line))) => line,
+                Ok(_) => break,
+                Err(_) => Vec::new(), // the window ended
+            };
             if window.elapsed() >= Duration::from_secs(1) {
-                if dropped > 0 {
-                    tracing::warn!(server = %server, dropped, "child stderr rate-limited; lines dropped");
-                }
-                window = Instant::now();
+                report(dropped);
+                window = tokio::time::Instant::now();
                 in_window = 0;
                 dropped = 0;
+            }
+            if line.is_empty() {
+                continue;
             }
             in_window += 1;
             if in_window > STDERR_LINES_PER_SEC {
@@ -591,6 +609,7 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
                 tracing::info!(server = %server, "stderr: {text}");
             }
         }
+        report(dropped);
     });
 }
 

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! evo-fixture [--name NAME] [--replay FILE --server ID] [--page-size N]
-//!             [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE]
+//!             [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE] [--stderr-burst N]
 //! ```
 
 use std::{
@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 const USAGE: &str = "usage: evo-fixture [--name NAME] [--replay FILE --server ID] \
-[--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE]";
+[--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE] [--stderr-burst N]";
 
 /// Command-line options, parsed by hand.
 #[derive(Debug)]
@@ -54,6 +54,8 @@ struct Options {
     exit_if: Option<String>,
     /// While this file exists: list no tools (a cold start that lists nothing).
     empty_if: Option<String>,
+    /// Lines written to stderr at once at start (a chatty server).
+    stderr_burst: usize,
 }
 
 impl Options {
@@ -69,6 +71,7 @@ impl Options {
             crash_every: None,
             exit_if: None,
             empty_if: None,
+            stderr_burst: 0,
         };
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -101,6 +104,11 @@ impl Options {
                         .parse()
                         .context("--crash-every takes a positive integer")?;
                     opts.crash_every = Some(n.max(1));
+                }
+                "--stderr-burst" => {
+                    opts.stderr_burst = value("--stderr-burst")?
+                        .parse()
+                        .context("--stderr-burst takes an integer")?;
                 }
                 "--extra-tools" => {
                     opts.extra_tools = value("--extra-tools")?
@@ -763,6 +771,9 @@ async fn main() {
     {
         eprintln!("evo-fixture: exiting at start as asked");
         std::process::exit(1);
+    }
+    for i in 0..opts.stderr_burst {
+        eprintln!("evo-fixture: burst line {i}");
     }
     let mut tools = match (&opts.replay, &opts.server) {
         (Some(file), Some(id)) => match replay_tools(file, id) {

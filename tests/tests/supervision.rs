@@ -168,6 +168,42 @@ fn a_child_flooding_stdout_blocks_nobody() {
     assert_eq!(c.call_text("fx_echo", json!({"text": "fine"})).0, "fine");
 }
 
+/// A chatty child's stderr is logged under its server id, at most 50 lines
+/// a second; what is dropped is counted in a warning, even when the child
+/// then goes quiet.
+#[test]
+fn child_stderr_is_logged_with_its_id_and_rate_limited() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "loud": fixture_server(&["--stderr-burst", "500"])
+    }}));
+    d.wait_ready(&["loud"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !d.log_text().contains("lines dropped") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = d.log_text();
+    let logged: Vec<&str> = log.lines().filter(|l| l.contains("burst line")).collect();
+    assert!(
+        !logged.is_empty() && logged.len() <= 50,
+        "{} burst lines logged",
+        logged.len()
+    );
+    assert!(logged.iter().all(|l| l.contains("loud")), "{logged:?}");
+    let dropped: usize = log
+        .lines()
+        .filter(|l| l.contains("lines dropped") && l.contains("loud"))
+        .filter_map(|l| {
+            l.split("dropped=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(logged.len() + dropped, 500, "{log}");
+}
+
 #[test]
 fn shutdown_answers_calls_in_flight() {
     let mut d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
