@@ -120,7 +120,10 @@ mod tests {
     #[test]
     fn stdio_offer_is_sent_only_when_made() {
         let mut h = Hello::mcp(None, None);
-        assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"evo":1,"kind":"mcp"}"#);
+        assert_eq!(
+            serde_json::to_string(&h).unwrap(),
+            r#"{"evo":1,"kind":"mcp"}"#
+        );
         h.stdio = true;
         let line = serde_json::to_vec(&h).unwrap();
         assert!(Hello::parse(&line).unwrap().stdio);
