@@ -585,9 +585,9 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
                 Ok(lines.next_segment().await)
             };
             let line = match next {
-                Ok(Ok(Some(line))) => line,
+                Ok(Ok(Some(line))) => Some(line),
                 Ok(_) => break,
-                Err(_) => Vec::new(), // the window ended
+                Err(_) => None, // the window ended
             };
             if window.elapsed() >= Duration::from_secs(1) {
                 report(dropped);
@@ -595,9 +595,7 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
                 in_window = 0;
                 dropped = 0;
             }
-            if line.is_empty() {
-                continue;
-            }
+            let Some(line) = line else { continue };
             in_window += 1;
             if in_window > STDERR_LINES_PER_SEC {
                 dropped += 1;
