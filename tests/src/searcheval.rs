@@ -12,7 +12,6 @@ use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 /// One query of an evaluation set.
-#[derive(Clone)]
 pub struct Query {
     pub id: String,
     pub query: String,
@@ -207,10 +206,6 @@ pub fn word_substring_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<St
     }
 }
 
-/// Quality tables of `queries`. With `holdout`, also the odd-numbered ids
-/// (the half tuned on) and the even-numbered ids (the holdout, looked at
-/// only to confirm a change generalises). `EVO_BENCH_MISSES=1` lists the
-/// misses (rank > 5) of the tuning half only; `=all` lists every miss.
 /// Prints the quality table of `queries`; unless the set is `blind`, also
 /// what `EVO_BENCH_EXPLAIN`, `EVO_BENCH_DUMP` and `EVO_BENCH_MISSES` ask for.
 pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind: bool) {
@@ -280,9 +275,8 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
         let name = queries.first().map_or("none", |q| q.id.as_str());
         let _ = std::fs::write(Path::new(&dir).join(format!("{name}.tsv")), out);
     }
-    let misses = std::env::var("EVO_BENCH_MISSES").unwrap_or_default();
-    if !misses.is_empty() {
-        for m in &evaluate(queries, &mut evo_ranking(snapshot)).misses {
+    if std::env::var_os("EVO_BENCH_MISSES").is_some() {
+        for m in &evo.misses {
             println!("  - {m}");
         }
     }
