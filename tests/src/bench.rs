@@ -52,15 +52,12 @@ fn median(v: &mut [Duration]) -> Duration {
 /// direct round median), which drifting background load cannot skew.
 fn latency(d: &Daemon, rounds: usize, per_round: usize) {
     let shim = |copy: bool| {
-        let mut cmd = Command::new(bin("evoctl"));
+        let mut cmd = shim_command(&d.socket, &["--mode", "legacy"]);
         if copy {
             // The shim's fallback where it cannot hand its stdio over (a
             // terminal, Windows): copying bytes through itself.
             cmd.env("EVO_SHIM_COPY", "1");
         }
-        cmd.arg("--socket")
-            .arg(&d.socket)
-            .args(["shim", "--mode", "legacy"]);
         let mut c = McpClient::spawn_cmd(&mut cmd);
         c.initialize();
         c

@@ -72,13 +72,10 @@ fn shim_hands_its_stdio_to_the_daemon_or_copies_bytes() {
     let d = Daemon::start(&two_fixtures());
     d.wait_ready(&["fx", "other"]);
     let shim = |copy: bool| {
-        let mut cmd = std::process::Command::new(bin("evoctl"));
+        let mut cmd = shim_command(&d.socket, &["--mode", "legacy"]);
         if copy {
             cmd.env("EVO_SHIM_COPY", "1");
         }
-        cmd.arg("--socket")
-            .arg(&d.socket)
-            .args(["shim", "--mode", "legacy"]);
         cmd
     };
     let mut piped = McpClient::spawn_cmd(&mut shim(false));
@@ -331,11 +328,8 @@ fn shim_autostarts_the_daemon_with_the_same_config() {
     )
     .unwrap();
     let sock = dir.path().join("run").join("evod.sock");
-    let mut cmd = std::process::Command::new(bin("evoctl"));
-    cmd.arg("--socket")
-        .arg(&sock)
-        .args(["shim", "--mode", "legacy"])
-        .env("EVO_CONFIG", &cfg)
+    let mut cmd = shim_command(&sock, &["--mode", "legacy"]);
+    cmd.env("EVO_CONFIG", &cfg)
         .env("EVO_CACHE_DIR", dir.path().join("cache"))
         .env("XDG_STATE_HOME", dir.path().join("state"));
     let mut c = McpClient::spawn_cmd(&mut cmd);

@@ -317,6 +317,14 @@ pub fn gone_within(pid: u32, limit: Duration) -> bool {
     !alive(pid)
 }
 
+/// `evoctl --socket SOCKET shim ARGS…`, to spawn with a client of one's own
+/// making or extra environment.
+pub fn shim_command(socket: &Path, shim_args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("evoctl"));
+    cmd.arg("--socket").arg(socket).arg("shim").args(shim_args);
+    cmd
+}
+
 /// The lines `reader` yields, from a thread; the channel closes at EOF.
 fn line_channel(reader: impl BufRead + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -344,13 +352,7 @@ pub struct McpClient {
 
 impl McpClient {
     pub fn spawn(socket: &Path, shim_args: &[&str]) -> McpClient {
-        Self::spawn_cmd(
-            Command::new(bin("evoctl"))
-                .arg("--socket")
-                .arg(socket)
-                .arg("shim")
-                .args(shim_args),
-        )
+        Self::spawn_cmd(&mut shim_command(socket, shim_args))
     }
 
     pub fn spawn_cmd(cmd: &mut Command) -> McpClient {
