@@ -257,12 +257,16 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
     if let Some(dir) = std::env::var_os("EVO_BENCH_DUMP") {
         let mut out = String::new();
         for q in queries {
-            let got = evo_ranking(snapshot)(&q.query);
+            let hits = evo_daemon::search::search(snapshot, &q.query, 50, None).hits;
+            let got: Vec<&str> = hits.iter().map(|h| h.entry.name.as_str()).collect();
             let rank = got
                 .iter()
-                .position(|n| q.relevant.contains(n))
+                .position(|n| q.relevant.iter().any(|r| r == n))
                 .map_or(0, |i| i + 1);
-            let top: Vec<&str> = got.iter().take(3).map(String::as_str).collect();
+            let top: Vec<String> = hits
+                .iter()
+                .map(|h| format!("{}={:.3}", h.entry.name, h.score))
+                .collect();
             out.push_str(&format!(
                 "{}\t{}\t{}\t{}\t{}\n",
                 q.id,

@@ -55,7 +55,11 @@ pub const ACTIONS: &[&[&str]] = &[
     &["run", "execute", "exec", "invoke", "launch", "trigger", "call", "start"],
     &["download", "save", "export", "backup", "dump"],
     &["upload", "import", "attach", "ingest"],
-    &["stop", "cancel", "kill", "terminate", "halt", "abort", "end", "quit", "interrupt"],
+    &[
+        "stop", "cancel", "kill", "terminate", "halt", "abort", "end", "quit", "interrupt",
+        "unsubscribe", "unwatch",
+    ],
+    &["unsubscribe", "unwatch", "unfollow", "optout", "unsub"],
     &["close", "complete", "done", "finish", "resolve", "tick"],
     &[
         "restore", "recover", "undo", "revert", "reopen", "undelete", "rollback", "unarchive",
@@ -123,7 +127,11 @@ pub const THINGS: &[&[&str]] = &[
     &["table", "database", "db", "sql", "record", "row"],
     &["commit", "checkin", "changeset"],
     &["comment", "reply", "note", "feedback", "remark", "annotation"],
-    &["weather", "forecast", "temperature", "rain", "climate"],
+    &[
+        "weather", "forecast", "temperature", "rain", "climate", "cold", "colder", "hot",
+        "warm", "warmer", "snow",
+    ],
+    &["season", "seasonal", "winter", "summer", "autumn", "spring"],
     &["price", "cost", "pricing", "quote", "spend", "spending", "bill", "billing", "budget"],
     &["spreadsheet", "sheet", "excel", "workbook", "xlsx", "csv", "cell"],
     &["presentation", "slide", "deck", "powerpoint", "pptx", "slideshow"],
@@ -157,7 +165,10 @@ pub const THINGS: &[&[&str]] = &[
         "symbol", "definition",
     ],
     &["video", "movie", "clip", "recording", "screencast"],
-    &["song", "track", "music", "audio", "playlist", "album", "artist", "playback", "player"],
+    &[
+        "song", "track", "music", "audio", "playlist", "album", "artist", "playback", "player",
+        "listen",
+    ],
     &[
         "paper", "article", "publication", "research", "preprint", "citation", "cite",
         "bibtex", "bibliography",
@@ -186,6 +197,9 @@ pub const THINGS: &[&[&str]] = &[
     &["template", "boilerplate", "scaffold", "preset"],
     &["webhook", "callback", "hook"],
     &["reaction", "emoji", "react"],
+    &["relation", "relationship", "connection", "association", "edge"],
+    &["similar", "alike", "lookalike", "resemble", "resemblance", "equivalent"],
+    &["top", "most", "best", "favorite", "favourite", "popular"],
     &["transcript", "transcription", "caption", "subtitle"],
     &["usage", "consumption", "utilization", "quota"],
     &["attendee", "participant", "guest", "invitee"],
@@ -238,6 +252,9 @@ pub const PHRASES: &[(&str, &str)] = &[
     ("hours of work", "worklog"),
     ("log hours", "worklog"),
     ("log time", "worklog"),
+    ("opt out", "unsubscribe"),
+    ("stop following", "unfollow"),
+    ("stop watching", "unwatch"),
     ("color scale", "conditional format"),
     ("highlight cells", "conditional format"),
     ("only allow", "restrict"),
@@ -355,4 +372,5 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("txn", "transaction"),
     ("org", "organization"),
     ("admin", "administrator"),
+    ("ram", "memory"),
 ];

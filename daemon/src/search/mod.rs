@@ -77,6 +77,18 @@ const ABSENT_BOOST: f32 = 2.0;
 const W_TYPO: f32 = 0.8;
 /// Shortest word worth correcting: short words have too many neighbours.
 const TYPO_MIN_LEN: usize = 5;
+/// Query weight of a word that gives a value or says what not to do: the
+/// `'k8s cheatsheet'` to look for, the "deleted" of "don't want them deleted".
+const W_VALUE: f32 = 0.35;
+/// Words after which the rest of a clause says what not to do.
+const NEGATIONS: &[&str] = &[
+    "not", "never", "without", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "wont",
+    "shouldnt",
+];
+/// Words that end a negated clause early: "don't delete them, just archive".
+const CLAUSE_ENDS: &[&str] = &["but", "just", "only", "instead", "so", "then", "and"];
+/// A negated clause covers at most this many words.
+const NEGATED_WORDS: usize = 5;
 /// Bonus, as a fraction of the score, for covering every query word.
 const COVERAGE: f32 = 1.5;
 /// Bonus, as a fraction of the score, for a query that covers all the words
@@ -99,7 +111,8 @@ const TLDS: &[&str] = &[
 
 /// Words for what the shape of a query's tokens shows: `#general` is a
 /// channel, `+1 415 555 0134` a phone number, `models.py` a file,
-/// `docs.example.com` a site, `17.5% of 2340 + 12` arithmetic.
+/// `docs.example.com` a site, `https://…` a link, `~/code` a path, 🎉 an
+/// emoji, `17.5% of 2340 + 12` arithmetic.
 fn shape_words(query: &str) -> Vec<&'static str> {
     let mut out = Vec::new();
     let mut add = |w: &'static str| {
@@ -115,6 +128,28 @@ fn shape_words(query: &str) -> Vec<&'static str> {
         if bytes.len() > 1 && bytes[0] == b'#' && bytes[1].is_ascii_alphabetic() {
             add("channel");
         }
+        let lower = t.to_ascii_lowercase();
+        if lower.starts_with("http://")
+            || lower.starts_with("https://")
+            || lower.starts_with("www.")
+        {
+            add("url");
+            add("link");
+        } else if (t.starts_with("~/") || t.starts_with("./") || t.starts_with('/'))
+            && t[1..].contains(|c: char| c.is_alphanumeric())
+        {
+            add("path");
+        }
+        if t.chars().any(emoji)
+            || (t.len() > 2
+                && t.starts_with(':')
+                && t.ends_with(':')
+                && t[1..t.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'))
+        {
+            add("emoji");
+        }
         let digits = t.chars().filter(char::is_ascii_digit).count();
         if digits > 0 && t.chars().all(|c| c.is_ascii_digit() || "+-().".contains(c)) {
             digits_run += digits;
@@ -128,6 +163,10 @@ fn shape_words(query: &str) -> Vec<&'static str> {
             || (t.ends_with('%') && t[..t.len() - 1].parse::<f64>().is_ok())
         {
             arithmetic = true;
+        }
+        // A dotfile: `.env`, `.gitignore`.
+        if t.len() > 2 && t.starts_with('.') && t[1..].bytes().all(|b| b.is_ascii_alphanumeric()) {
+            add("file");
         }
         if let Some((stem, ext)) = t.rsplit_once('.')
             && stem.len() >= 2
@@ -151,6 +190,96 @@ fn shape_words(query: &str) -> Vec<&'static str> {
         add("calculate");
     }
     out
+}
+
+/// The query cut into spans, each marked whether it only gives a value:
+/// text in quotes ('k8s cheatsheet', "colour", `env`) is what to look for or
+/// write, and a clause after a negation ("I don't want them deleted") says
+/// what not to do. Neither says which tool to use.
+fn spans(query: &str) -> Vec<(&str, bool)> {
+    let chars: Vec<(usize, char)> = query.char_indices().collect();
+    let alnum = |i: usize| chars.get(i).is_some_and(|c| c.1.is_alphanumeric());
+    // An apostrophe inside a word: "don't", "Marco's".
+    let inner = |i: usize| i > 0 && alnum(i - 1) && alnum(i + 1);
+    let mut value = vec![false; chars.len()];
+    // Quotes first.
+    let mut closing: Option<char> = None;
+    for (i, &(_, c)) in chars.iter().enumerate() {
+        if let Some(close) = closing {
+            if c == close && !inner(i) {
+                closing = None;
+            } else {
+                value[i] = true;
+            }
+            continue;
+        }
+        closing = match c {
+            '"' | '`' => Some(c),
+            '“' => Some('”'),
+            '\'' | '‘' | '’' if !(i > 0 && alnum(i - 1)) && alnum(i + 1) => {
+                Some(if c == '\'' { '\'' } else { '’' })
+            }
+            _ => None,
+        };
+    }
+    // Then negated clauses, over the words outside quotes.
+    let mut left = 0; // words left in the current negated clause
+    let mut gap = 0; // where the space after the previous word starts
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i].1;
+        if !c.is_alphanumeric() {
+            if ",;:.!?()".contains(c) && !inner(i) {
+                left = 0;
+            }
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && (alnum(i) || (matches!(chars[i].1, '\'' | '’') && inner(i))) {
+            i += 1;
+        }
+        if value[start] {
+            gap = i;
+            continue;
+        }
+        let word: String = chars[start..i]
+            .iter()
+            .filter(|c| c.1.is_alphanumeric())
+            .map(|c| c.1.to_ascii_lowercase())
+            .collect();
+        if left > 0 && CLAUSE_ENDS.contains(&word.as_str()) {
+            left = 0;
+        } else if left > 0 {
+            // The gap after the clause's previous word too, so it is one span.
+            let from = if left < NEGATED_WORDS { gap } else { start };
+            value[from..i].iter_mut().for_each(|v| *v = true);
+            left -= 1;
+        } else if NEGATIONS.contains(&word.as_str()) {
+            // "Never mind" is a phrase: cancel.
+            let rest = query[chars.get(i).map_or(query.len(), |c| c.0)..].trim_start();
+            let mind = rest
+                .get(..4)
+                .is_some_and(|r| r.eq_ignore_ascii_case("mind"));
+            left = if mind { 0 } else { NEGATED_WORDS };
+        }
+        gap = i;
+    }
+    let mut out = Vec::new();
+    let mut from = 0;
+    for i in 1..=chars.len() {
+        if i == chars.len() || value[i] != value[from] {
+            let end = chars.get(i).map_or(query.len(), |c| c.0);
+            out.push((&query[chars[from].0..end], value[from]));
+            from = i;
+        }
+    }
+    out
+}
+
+/// Is `c` an emoji (the pictographic blocks and dingbats)?
+fn emoji(c: char) -> bool {
+    matches!(c, '\u{1F300}'..='\u{1FAFF}' | '\u{2600}'..='\u{27BF}')
 }
 
 /// `query` with each phrase of [`PHRASES`] replaced by its word.
@@ -774,39 +903,48 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
 }
 
 impl Index {
-    /// The words a query is looked up by: phrases read as their word
-    /// ("get rid of" → delete), a product name whole when the catalog knows
-    /// it ("GitHub" → github), and two words the catalog writes as one after
-    /// them ("work log" → worklog).
-    fn query_words(&self, query: &str) -> Vec<String> {
+    /// The words a query is looked up by, each with its weight: phrases
+    /// read as their word ("get rid of" → delete), a product name whole when
+    /// the catalog knows it ("GitHub" → github), and two words the catalog
+    /// writes as one after them ("work log" → worklog). Words that only give
+    /// a value or say what not to do (see [`spans`]) weigh [`W_VALUE`].
+    fn query_words(&self, query: &str) -> Vec<(String, f32)> {
         let known = |w: &str| self.vocab.contains_key(&porter::stem(w));
-        let mut words: Vec<String> = Vec::new();
-        for_each_chunk(&rewrite_phrases(query), |chunk, parts| {
-            if product_name(chunk, parts)
-                && let Some(w) = keep(chunk).filter(|w| known(w))
-            {
-                words.push(w);
-            } else {
-                words.extend(parts.iter().filter_map(|p| keep(p)));
-            }
-        });
-        let mut out: Vec<String> = Vec::with_capacity(words.len() + 4);
+        let mut words: Vec<(String, f32)> = Vec::new();
+        for (span, value) in spans(query) {
+            let weight = if value { W_VALUE } else { 1.0 };
+            for_each_chunk(&rewrite_phrases(span), |chunk, parts| {
+                if product_name(chunk, parts)
+                    && let Some(w) = keep(chunk).filter(|w| known(w))
+                {
+                    words.push((w, weight));
+                } else {
+                    words.extend(parts.iter().filter_map(|p| Some((keep(p)?, weight))));
+                }
+            });
+        }
+        let mut out: Vec<(String, f32)> = Vec::with_capacity(words.len() + 4);
+        let mut push = |w: String, weight: f32| match out.iter_mut().find(|o| o.0 == w) {
+            Some(o) => o.1 = o.1.max(weight),
+            None => out.push((w, weight)),
+        };
         // "markdown to rst", "usd to eur": a terse query naming two forms of
         // one thing asks to convert between them.
         if let [_, to, _] = query.split_whitespace().collect::<Vec<_>>()[..]
             && (to.eq_ignore_ascii_case("to") || to.eq_ignore_ascii_case("into"))
         {
-            out.push("convert".into());
+            push("convert".into(), 1.0);
         }
-        out.extend(shape_words(query).into_iter().map(String::from));
-        for (i, w) in words.iter().enumerate() {
-            if !out.contains(w) {
-                out.push(w.clone());
-            }
+        for w in shape_words(query) {
+            push(w.into(), 1.0);
+        }
+        for (i, (w, weight)) in words.iter().enumerate() {
+            push(w.clone(), *weight);
             if i > 0 {
-                let compound = format!("{}{w}", words[i - 1]);
-                if known(&compound) && !out.contains(&compound) {
-                    out.push(compound);
+                let (before, weight_before) = &words[i - 1];
+                let compound = format!("{before}{w}");
+                if known(&compound) {
+                    push(compound, weight.min(*weight_before));
                 }
             }
         }
@@ -822,31 +960,34 @@ impl Index {
         let mut scores = vec![0.0f32; n];
         // Per document: how many query words it matches, and how much of its
         // name they match (a related word counts for its weight).
-        let mut covered = vec![0u16; n];
+        let mut covered = vec![0.0f32; n];
         let mut name_covered = vec![0.0f32; n];
         // Per document, for the current query word: best score, best name match.
         let mut best = vec![(0.0f32, 0.0f32); n];
         let mut touched: Vec<u32> = Vec::new();
-        let mut looked_up = 0;
+        let mut looked_up = 0.0;
         // Later verbs are often part of the object ("set up a meeting to
         // review the budget"): the first one says what to do.
         let mut asked_action = 0;
         // Terms that stand for a word of the query itself, not a related one.
         let mut said: Vec<u32> = Vec::new();
-        for word in self.query_words(query) {
+        for (word, weight) in self.query_words(query) {
             let (alternatives, actions) = self.expand(&word);
             // A past tense tells what happened ("I closed it by accident,
-            // bring it back"), not what to do.
+            // bring it back"), not what to do; nor does a value.
             let past = word.len() > 4 && word.ends_with("ed");
-            if asked_action == 0 && !past {
+            if asked_action == 0 && !past && weight == 1.0 {
                 asked_action = actions;
             }
-            said.extend(alternatives.iter().filter(|a| a.1 >= W_TYPO).map(|a| a.0));
+            if weight == 1.0 {
+                said.extend(alternatives.iter().filter(|a| a.1 >= W_TYPO).map(|a| a.0));
+            }
             if alternatives.is_empty() {
                 continue;
             }
-            looked_up += 1;
+            looked_up += weight;
             for (t, w) in alternatives {
+                let w = w * weight;
                 let idf = self.idf[t as usize];
                 for p in &self.postings[t as usize] {
                     let b = &mut best[p.doc as usize];
@@ -863,14 +1004,14 @@ impl Index {
                 let d = d as usize;
                 scores[d] += best[d].0;
                 name_covered[d] += best[d].1;
-                covered[d] += 1;
+                covered[d] += weight;
                 best[d] = (0.0, 0.0);
             }
             touched.clear();
         }
         for d in 0..n {
             if scores[d] > 0.0 {
-                let mut boost = 1.0 + COVERAGE * f32::from(covered[d]) / looked_up as f32;
+                let mut boost = 1.0 + COVERAGE * covered[d] / looked_up;
                 if self.name_lens[d] > 0.0 {
                     boost += NAME_COVERAGE * (name_covered[d] / self.name_lens[d]).min(1.0);
                 }
@@ -1068,10 +1209,99 @@ mod tests {
             ("tag release v2.3.0", &[]),
             ("latest Next.js docs, e.g. routing", &[]),
             ("2 + 2", &["calculate"]),
+            ("is https://example.com/a up", &["url", "link"]),
+            ("every .env file under ~/code", &["file", "path"]),
+            ("react with 🎉 and :thumbsup:", &["emoji"]),
+            ("a/b testing and/or 3/4", &[]),
             ("top 10 issues in 2024", &[]),
         ] {
             assert_eq!(shape_words(query), want, "{query}");
         }
+    }
+
+    #[test]
+    fn quoted_values_and_negated_clauses_are_marked() {
+        let marked = |q| -> Vec<(String, bool)> {
+            spans(q)
+                .into_iter()
+                .map(|(s, v)| {
+                    (
+                        s.trim_matches(|c: char| " '\"`,".contains(c)).to_string(),
+                        v,
+                    )
+                })
+                .filter(|(s, _)| !s.is_empty())
+                .collect()
+        };
+        let own = |v: &[(&str, bool)]| -> Vec<(String, bool)> {
+            v.iter().map(|(s, b)| (s.to_string(), *b)).collect()
+        };
+        assert_eq!(
+            marked("find my note 'k8s cheatsheet' in the vault"),
+            own(&[
+                ("find my note", false),
+                ("k8s cheatsheet", true),
+                ("in the vault", false)
+            ])
+        );
+        assert_eq!(
+            marked("I don't want them deleted, just archived"),
+            own(&[
+                ("I don't", false),
+                ("want them deleted", true),
+                ("just archived", false)
+            ])
+        );
+        assert_eq!(
+            marked("change \"colour\" to `color` without rewriting the file"),
+            own(&[
+                ("change", false),
+                ("colour", true),
+                ("to", false),
+                ("color", true),
+                ("without", false),
+                ("rewriting the file", true)
+            ])
+        );
+        // Apostrophes inside words and "never mind" are no quote or negation.
+        assert_eq!(
+            marked("Marco's job title"),
+            own(&[("Marco's job title", false)])
+        );
+        assert_eq!(
+            marked("never mind the email, don't send it"),
+            own(&[("never mind the email, don't", false), ("send it", true)])
+        );
+        // An unclosed quote runs to the end; nothing panics on odd input.
+        assert_eq!(
+            marked("search 'open"),
+            own(&[("search", false), ("open", true)])
+        );
+        for q in ["'", "\"", "not", "’’", "don't", "🎉'x'", "a'b'c"] {
+            assert_eq!(spans(q).iter().map(|s| s.0).collect::<String>(), q);
+        }
+    }
+
+    #[test]
+    fn a_value_does_not_decide_the_tool() {
+        let snapshot = snapshot(&[
+            (
+                "notes",
+                &[
+                    ("search_notes", "Search notes by name."),
+                    ("delete_note", "Delete a note."),
+                ],
+            ),
+            ("kube", &[("delete_pod", "Delete a kubernetes pod.")]),
+        ]);
+        assert_eq!(
+            top(&snapshot, "find my note 'delete pod checklist'"),
+            "notes_search_notes"
+        );
+        assert_eq!(
+            top(&snapshot, "I don't want the note deleted, search it"),
+            "notes_search_notes"
+        );
     }
 
     #[test]
