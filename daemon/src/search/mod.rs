@@ -1282,6 +1282,24 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+        /// Any text, the quoting and punctuation of chat included: spans
+        /// cover the query exactly, and search answers without panicking.
+        #[test]
+        fn any_query_is_cut_and_searched(
+            query in "[ a-zA-Z0-9'\"`‘’“”,.;:!?#@~/+%()🎉-]{0,60}|\\PC{0,40}"
+        ) {
+            let cut: String = spans(&query).iter().map(|s| s.0).collect();
+            proptest::prop_assert_eq!(&cut, &query);
+            let snapshot = catalog();
+            let outcome = search(&snapshot, &query, 5, None);
+            proptest::prop_assert!(outcome.hits.len() <= 5);
+            proptest::prop_assert!(!outcome.hits.is_empty() || outcome.reason.is_some());
+        }
+    }
+
     #[test]
     fn a_value_does_not_decide_the_tool() {
         let snapshot = snapshot(&[
