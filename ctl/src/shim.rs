@@ -135,8 +135,8 @@ mod handoff {
         let stdin = std::io::stdin();
         let stdout = std::io::stdout();
         let before = [
-            fdpass::set_nonblocking(stdin.as_fd(), false)?,
-            fdpass::set_nonblocking(stdout.as_fd(), false)?,
+            fdpass::is_nonblocking(stdin.as_fd())?,
+            fdpass::is_nonblocking(stdout.as_fd())?,
         ];
         fdpass::send_fds(sock.as_fd(), &[stdin.as_fd(), stdout.as_fd()])?;
         // The daemon sends nothing more: this returns when it closes the

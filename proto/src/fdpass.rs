@@ -148,25 +148,34 @@ pub fn recv_fds(sock: BorrowedFd<'_>, max: usize) -> io::Result<Vec<OwnedFd>> {
     Ok(fds)
 }
 
-/// Sets or clears `O_NONBLOCK` on `fd`'s open file description; returns
-/// whether it was set before.
-pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<bool> {
+/// `fd`'s open file description flags.
+fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: fcntl on a valid descriptor with integer arguments.
     let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
     if flags < 0 {
         return Err(io::Error::last_os_error());
     }
-    let was = flags & libc::O_NONBLOCK != 0;
+    Ok(flags)
+}
+
+/// Is `O_NONBLOCK` set on `fd`'s open file description?
+pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(status_flags(fd)? & libc::O_NONBLOCK != 0)
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`'s open file description.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    let flags = status_flags(fd)?;
     let new = if on {
         flags | libc::O_NONBLOCK
     } else {
         flags & !libc::O_NONBLOCK
     };
-    // SAFETY: as above.
+    // SAFETY: fcntl on a valid descriptor with integer arguments.
     if new != flags && unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, new) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(was)
+    Ok(())
 }
 
 #[cfg(test)]
