@@ -217,15 +217,20 @@ fn search_benchmarks() {
     );
     // EVO_BENCH_SKIP_BLIND=1 while tuning: not even its totals are seen.
     if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
-        let blind = searcheval::load_queries(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries-blind2.jsonl"),
-        );
-        searcheval::print_quality(
-            "bench/queries-blind2.jsonl (written blind, never tuned on)",
-            &blind,
-            &snap,
-            true,
-        );
+        for (file, title) in [
+            ("queries-blind2.jsonl", "written blind, never tuned on"),
+            (
+                "queries-blind3.jsonl",
+                "written blind in the dev set's mix, never tuned on",
+            ),
+        ] {
+            let blind = searcheval::load_queries(
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../bench")
+                    .join(file),
+            );
+            searcheval::print_quality(&format!("bench/{file} ({title})"), &blind, &snap, true);
+        }
     }
     let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
     println!("\n## discover_tools search latency, in-process\n");
