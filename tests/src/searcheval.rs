@@ -103,14 +103,20 @@ pub struct Quality {
     pub recall5: f64,
     pub mrr: f64,
     pub misses: Vec<String>,
+    /// Per query kind, in name order: (kind, queries, found in the top 5).
+    pub by_kind: Vec<(String, usize, usize)>,
 }
 
 pub fn evaluate(queries: &[Query], rank: &mut dyn FnMut(&str) -> Vec<String>) -> Quality {
     let (mut r1, mut r5, mut mrr) = (0.0, 0.0, 0.0);
     let mut misses = Vec::new();
+    let mut kinds: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
     for q in queries {
         let got = rank(&q.query);
         let first = got.iter().take(10).position(|n| q.relevant.contains(n));
+        let kind = kinds.entry(q.kind.as_str()).or_default();
+        kind.0 += 1;
+        kind.1 += usize::from(first.is_some_and(|i| i < 5));
         match first {
             Some(0) => {
                 r1 += 1.0;
@@ -140,6 +146,10 @@ pub fn evaluate(queries: &[Query], rank: &mut dyn FnMut(&str) -> Vec<String>) ->
         recall5: r5 / n,
         mrr: mrr / n,
         misses,
+        by_kind: kinds
+            .into_iter()
+            .map(|(k, (n, found))| (k.to_string(), n, found))
+            .collect(),
     }
 }
 
@@ -231,6 +241,12 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
         "| **evo discover_tools** | **{:.3}** | **{:.3}** (target ≥ 0.90) | **{:.3}** |",
         evo.recall1, evo.recall5, evo.mrr
     );
+    let kinds: Vec<String> = evo
+        .by_kind
+        .iter()
+        .map(|(k, n, found)| format!("{k} {:.2} ({n})", *found as f64 / *n as f64))
+        .collect();
+    println!("\nevo recall@5 by kind of query: {}", kinds.join(", "));
     // A blind set stays blind: its misses are never listed, so nobody tunes
     // on them.
     if blind {
