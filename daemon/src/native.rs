@@ -28,7 +28,7 @@ pub fn tools() -> Vec<Tool> {
             json!({
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "description": "What you want to do, in plain words, e.g. \"convert a time between timezones\"."},
+                    "query": {"type": "string", "description": "The operation you need and what it acts on, in plain words, e.g. \"convert a time between timezones\". Name the action rather than the situation: \"scale a deployment\", not \"traffic is spiking\"."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most matches to return (default from config, 8)."},
                     "domain": {"type": "string", "description": "Only search this domain (see describe_capability)."},
                     "activate": {"type": "boolean", "default": true, "description": "Make the matches visible in tools/list (default true)."}
