@@ -17,6 +17,9 @@ use crate::transport::SessionTransport;
 
 /// Longest handshake line accepted.
 const MAX_HANDSHAKE: usize = 64 * 1024;
+/// Read buffer of a connection. Most MCP messages are a few hundred bytes,
+/// and an idle session keeps its buffer: 1,000 sessions hold 4 MiB, not 8.
+const READ_BUFFER: usize = 4 * 1024;
 /// Longest ctl request line accepted.
 const MAX_CTL_LINE: usize = 1024 * 1024;
 
@@ -104,7 +107,7 @@ async fn handle(
     snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::Snapshot>>,
 ) {
     let (r, mut w) = split(conn);
-    let mut reader = BufReader::new(r);
+    let mut reader = BufReader::with_capacity(READ_BUFFER, r);
     let hello = match frame::read_line(&mut reader, MAX_HANDSHAKE).await {
         Ok(Some(line)) => Hello::parse(&line),
         Ok(None) => return,
@@ -169,8 +172,11 @@ async fn handle(
                 tokio::spawn(async move {
                     match stdio::receive(reader.get_ref()).await {
                         Ok((input, output)) => {
-                            let transport =
-                                SessionTransport::new(BufReader::new(input), output, max);
+                            let transport = SessionTransport::new(
+                                BufReader::with_capacity(READ_BUFFER, input),
+                                output,
+                                max,
+                            );
                             let gone = stdio::lifeline(reader);
                             run_session(server, transport, &addr, gone.token.clone()).await;
                             // Dropping both halves closes the socket: the shim exits.
@@ -206,8 +212,11 @@ async fn run_session<R, W>(
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // Boxed: the handshake's future is large (≈19 KiB) and is done once the
+    // session is up; inline, every idle session would keep its space.
+    let starting = Box::pin(server.serve_with_ct(transport, gone.child_token()));
     let started = tokio::select! {
-        r = server.serve_with_ct(transport, gone.child_token()) => r,
+        r = starting => r,
         _ = gone.cancelled() => return,
     };
     match started {
