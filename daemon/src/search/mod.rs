@@ -203,17 +203,22 @@ fn spans(query: &str) -> Vec<(&str, bool)> {
     let inner = |i: usize| i > 0 && alnum(i - 1) && alnum(i + 1);
     let mut value = vec![false; chars.len()];
     // Quotes first.
-    let mut closing: Option<char> = None;
+    let mut closing: Option<(char, usize)> = None;
     for (i, &(_, c)) in chars.iter().enumerate() {
-        if let Some(close) = closing {
+        if let Some((close, opened)) = closing {
             if c == close && !inner(i) {
                 closing = None;
+                // A quoted identifier is the tool asked for, not a value.
+                let quoted = &chars[opened + 1..i];
+                if identifier(quoted) {
+                    value[opened + 1..i].iter_mut().for_each(|v| *v = false);
+                }
             } else {
                 value[i] = true;
             }
             continue;
         }
-        closing = match c {
+        let close = match c {
             '"' | '`' => Some(c),
             '“' => Some('”'),
             '\'' | '‘' | '’' if !(i > 0 && alnum(i - 1)) && alnum(i + 1) => {
@@ -221,6 +226,7 @@ fn spans(query: &str) -> Vec<(&str, bool)> {
             }
             _ => None,
         };
+        closing = close.map(|c| (c, i));
     }
     // Then negated clauses, over the words outside quotes.
     let mut left = 0; // words left in the current negated clause
@@ -280,6 +286,30 @@ fn spans(query: &str) -> Vec<(&str, bool)> {
 /// Is `c` an emoji (the pictographic blocks and dingbats)?
 fn emoji(c: char) -> bool {
     matches!(c, '\u{1F300}'..='\u{1FAFF}' | '\u{2600}'..='\u{27BF}')
+}
+
+/// Does `text` look like a tool name: one word with `_` or a camelCase hump?
+fn identifier(text: &[(usize, char)]) -> bool {
+    let word = text
+        .iter()
+        .all(|c| c.1.is_alphanumeric() || "_-.".contains(c.1));
+    let snake = text.iter().any(|c| c.1 == '_');
+    let camel = text
+        .windows(2)
+        .any(|w| w[0].1.is_lowercase() && w[1].1.is_uppercase());
+    word && (snake || camel)
+}
+
+/// A name lowercase without separators: `create-event`, `create_event` and
+/// `createEvent` are one name.
+fn squash(name: &str) -> String {
+    squashed(name).collect()
+}
+
+fn squashed(name: &str) -> impl Iterator<Item = char> + '_ {
+    name.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
 }
 
 /// `query` with each phrase of [`PHRASES`] replaced by its word.
@@ -1031,10 +1061,26 @@ impl Index {
 
 /// Exact, prefix and fuzzy matches of a query that is (part of) a tool name.
 fn add_name_bonuses(index: &Index, snapshot: &Snapshot, query: &str, scores: &mut [f32]) {
+    // A name is often quoted: `git_status`, "list_issues".
+    let query = query.trim_matches(|c: char| "'\"`‘’“”".contains(c));
     let lower = query.to_lowercase();
     let mut matcher = name_like(query).then(|| Matcher::new(Config::DEFAULT));
     let pattern = Pattern::parse(&lower, CaseMatching::Ignore, Normalization::Smart);
     let mut buf = Vec::new();
+    // Tool names written inside a sentence: "what does `create_event` take?"
+    let named: Vec<String> = if name_like(query) {
+        Vec::new()
+    } else {
+        query
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+            .filter(|t| {
+                let chars: Vec<(usize, char)> = t.char_indices().collect();
+                t.len() >= 4 && identifier(&chars)
+            })
+            .map(squash)
+            .collect()
+    };
     for (i, (e, (name, upstream))) in snapshot.tools.iter().zip(&index.names).enumerate() {
         let mut bonus = 0.0;
         if *name == lower || *upstream == lower {
@@ -1043,6 +1089,12 @@ fn add_name_bonuses(index: &Index, snapshot: &Snapshot, query: &str, scores: &mu
             bonus += 20.0;
         } else if name.contains(&lower) && lower.len() >= 3 {
             bonus += 8.0;
+        }
+        if named
+            .iter()
+            .any(|w| squashed(name).eq(w.chars()) || squashed(upstream).eq(w.chars()))
+        {
+            bonus += 50.0;
         }
         if let Some(m) = matcher.as_mut()
             && let Some(s) = pattern.score(Utf32Str::new(&e.name, &mut buf), m)
@@ -1272,6 +1324,11 @@ mod tests {
             marked("never mind the email, don't send it"),
             own(&[("never mind the email, don't", false), ("send it", true)])
         );
+        // A quoted tool name is what is asked for.
+        assert_eq!(
+            marked("run `git_status` on 'README draft'"),
+            own(&[("run `git_status` on", false), ("README draft", true)])
+        );
         // An unclosed quote runs to the end; nothing panics on odd input.
         assert_eq!(
             marked("search 'open"),
@@ -1297,6 +1354,24 @@ mod tests {
             let outcome = search(&snapshot, &query, 5, None);
             proptest::prop_assert!(outcome.hits.len() <= 5);
             proptest::prop_assert!(!outcome.hits.is_empty() || outcome.reason.is_some());
+        }
+    }
+
+    #[test]
+    fn a_quoted_tool_name_finds_the_tool() {
+        let snapshot = catalog();
+        for (query, want) in [
+            ("`create_pull_request`", "github_create_pull_request"),
+            ("\"list_issues\"", "github_list_issues"),
+            (
+                "call 'discord_delete_message' please",
+                "discord_discord_delete_message",
+            ),
+            ("‘reopenTasks’", "todoist_reopen_tasks"),
+            ("list the fields of `create_event`", "calendar_create-event"),
+            ("list what \"createEvent\" takes", "calendar_create-event"),
+        ] {
+            assert_eq!(top(&snapshot, query), want, "{query}");
         }
     }
 
