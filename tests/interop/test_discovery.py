@@ -94,3 +94,19 @@ async def test_sessions_are_isolated_and_exact_names_route(evo: Evo, mode: str) 
         # call_tool reaches any tool.
         r = await a.call_tool("call_tool", {"name": "everything_echo", "arguments": {"message": "hi"}})
         assert "hi" in text(r) and not r.is_error
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        # A tool name inside a sentence finds that tool.
+        ("what does `get_current_time` need?", "time_get_current_time"),
+        # A negated clause and a quoted value do not choose the tool.
+        ("I don't want to convert anything, just the current time in 'Asia/Tokyo'", "time_get_current_time"),
+    ],
+)
+async def test_discover_reads_names_values_and_negation(evo: Evo, query: str, first: str) -> None:
+    async with dynamic(evo, "legacy") as c:
+        result = await c.call_tool("discover_tools", {"query": query, "limit": 3, "activate": False})
+        assert not result.is_error
+        assert text(result).splitlines()[0].startswith(f"{first} — "), text(result)
