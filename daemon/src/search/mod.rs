@@ -1358,24 +1358,6 @@ mod tests {
     }
 
     #[test]
-    fn a_quoted_tool_name_finds_the_tool() {
-        let snapshot = catalog();
-        for (query, want) in [
-            ("`create_pull_request`", "github_create_pull_request"),
-            ("\"list_issues\"", "github_list_issues"),
-            (
-                "call 'discord_delete_message' please",
-                "discord_discord_delete_message",
-            ),
-            ("‘reopenTasks’", "todoist_reopen_tasks"),
-            ("list the fields of `create_event`", "calendar_create-event"),
-            ("list what \"createEvent\" takes", "calendar_create-event"),
-        ] {
-            assert_eq!(top(&snapshot, query), want, "{query}");
-        }
-    }
-
-    #[test]
     fn a_value_does_not_decide_the_tool() {
         let snapshot = snapshot(&[
             (
@@ -1472,6 +1454,16 @@ mod tests {
                 "reply on the issue that it's fixed",
                 "github_add_issue_comment",
             ),
+            // A tool name inside a query, quoted or not, in any case style.
+            ("`create_pull_request`", "github_create_pull_request"),
+            ("\"list_issues\"", "github_list_issues"),
+            (
+                "call 'discord_delete_message' please",
+                "discord_discord_delete_message",
+            ),
+            ("‘reopenTasks’", "todoist_reopen_tasks"),
+            ("list the fields of `create_event`", "calendar_create-event"),
+            ("list what \"createEvent\" takes", "calendar_create-event"),
         ] {
             assert_eq!(top(&snap, query), expected, "{query}");
         }
