@@ -198,15 +198,19 @@ fn data_dir() -> std::path::PathBuf {
 fn search_benchmarks() {
     let catalog = searcheval::load_catalog(&catalog_path());
     let snap = searcheval::snapshot(&catalog);
-    let ours = searcheval::load_queries(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries.jsonl"),
-    );
+    // A query set committed under `bench/`.
+    let bench_set = |file: &str| {
+        searcheval::load_queries(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../bench")
+                .join(file),
+        )
+    };
+    let ours = bench_set("queries.jsonl");
     let dev = searcheval::load_queries(&data_dir().join("queries-dev.jsonl"));
     // Written blind after the ranking was tuned on the two sets above; its
     // misses were studied (and tuned on) in a later round.
-    let fresh = searcheval::load_queries(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries-holdout.jsonl"),
-    );
+    let fresh = bench_set("queries-holdout.jsonl");
     searcheval::print_quality("bench/queries.jsonl (ours, tuned on)", &ours, &snap, false);
     searcheval::print_quality("shared queries-dev.jsonl (tuned on)", &dev, &snap, false);
     searcheval::print_quality(
@@ -224,11 +228,7 @@ fn search_benchmarks() {
                 "written blind in the dev set's mix, never tuned on",
             ),
         ] {
-            let blind = searcheval::load_queries(
-                &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../bench")
-                    .join(file),
-            );
+            let blind = bench_set(file);
             searcheval::print_quality(&format!("bench/{file} ({title})"), &blind, &snap, true);
         }
     }

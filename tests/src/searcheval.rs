@@ -268,8 +268,9 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
             println!("    {mark} {:7.2} {}", h.score, h.entry.name);
         }
     }
-    // EVO_BENCH_DUMP=dir: one line per query (id, rank of the first
-    // relevant tool or 0, top 3) in dir/<first id>.tsv, for analysis.
+    // EVO_BENCH_DUMP=dir: one line per query (id, kind, rank of the first
+    // relevant tool or 0, query, top 50 as name=score) in dir/<first id>.tsv,
+    // for analysis.
     if let Some(dir) = std::env::var_os("EVO_BENCH_DUMP") {
         let mut out = String::new();
         for q in queries {
@@ -277,7 +278,7 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
             let got: Vec<&str> = hits.iter().map(|h| h.entry.name.as_str()).collect();
             let rank = got
                 .iter()
-                .position(|n| q.relevant.iter().any(|r| r == n))
+                .position(|n| q.relevant.contains(*n))
                 .map_or(0, |i| i + 1);
             let top: Vec<String> = hits
                 .iter()

@@ -209,8 +209,7 @@ fn spans(query: &str) -> Vec<(&str, bool)> {
             if c == close && !inner(i) {
                 closing = None;
                 // A quoted identifier is the tool asked for, not a value.
-                let quoted = &chars[opened + 1..i];
-                if identifier(quoted) {
+                if identifier(&query[chars[opened + 1].0..chars[i].0]) {
                     value[opened + 1..i].iter_mut().for_each(|v| *v = false);
                 }
             } else {
@@ -289,14 +288,15 @@ fn emoji(c: char) -> bool {
 }
 
 /// Does `text` look like a tool name: one word with `_` or a camelCase hump?
-fn identifier(text: &[(usize, char)]) -> bool {
+fn identifier(text: &str) -> bool {
     let word = text
-        .iter()
-        .all(|c| c.1.is_alphanumeric() || "_-.".contains(c.1));
-    let snake = text.iter().any(|c| c.1 == '_');
+        .chars()
+        .all(|c| c.is_alphanumeric() || "_-.".contains(c));
+    let snake = text.contains('_');
     let camel = text
-        .windows(2)
-        .any(|w| w[0].1.is_lowercase() && w[1].1.is_uppercase());
+        .chars()
+        .zip(text.chars().skip(1))
+        .any(|(a, b)| a.is_lowercase() && b.is_uppercase());
     word && (snake || camel)
 }
 
@@ -1006,10 +1006,11 @@ impl Index {
             // A past tense tells what happened ("I closed it by accident,
             // bring it back"), not what to do; nor does a value.
             let past = word.len() > 4 && word.ends_with("ed");
-            if asked_action == 0 && !past && weight == 1.0 {
+            let intent = weight == 1.0;
+            if asked_action == 0 && !past && intent {
                 asked_action = actions;
             }
-            if weight == 1.0 {
+            if intent {
                 said.extend(alternatives.iter().filter(|a| a.1 >= W_TYPO).map(|a| a.0));
             }
             if alternatives.is_empty() {
@@ -1074,10 +1075,7 @@ fn add_name_bonuses(index: &Index, snapshot: &Snapshot, query: &str, scores: &mu
         query
             .split_whitespace()
             .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
-            .filter(|t| {
-                let chars: Vec<(usize, char)> = t.char_indices().collect();
-                t.len() >= 4 && identifier(&chars)
-            })
+            .filter(|t| t.len() >= 4 && identifier(t))
             .map(squash)
             .collect()
     };
