@@ -211,12 +211,7 @@ fn child_list_changed_and_evoctl_refresh_rediscover() {
         assert!(Instant::now() < deadline, "two_fresh never appeared");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        c.notifications
-            .iter()
-            .any(|n| n["method"] == "notifications/tools/list_changed"),
-        "list_changed was sent"
-    );
+    c.await_list_changed(0);
     assert_eq!(c.call_text("two_fresh", json!({"text": "new"})).0, "new");
     // evoctl refresh restarts and re-discovers (the added tool is gone again).
     let before = server(&d.ctl_json(&["status"]), "two").unwrap()["pid"].clone();

@@ -35,24 +35,6 @@ fn dynamic(d: &Daemon, extra: &[&str]) -> McpClient {
     c
 }
 
-fn list_changed_count(c: &McpClient) -> usize {
-    c.notifications
-        .iter()
-        .filter(|n| n["method"] == "notifications/tools/list_changed")
-        .count()
-}
-
-/// Waits for a list_changed notification beyond `seen`.
-fn await_list_changed(c: &mut McpClient, seen: usize) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while list_changed_count(c) <= seen {
-        assert!(Instant::now() < deadline, "no list_changed arrived");
-        if let Some(m) = c.recv(Duration::from_millis(100)) {
-            c.notifications.push(m);
-        }
-    }
-}
-
 #[test]
 fn dynamic_session_starts_small_and_discovers() {
     let d = daemon();
@@ -82,7 +64,7 @@ fn dynamic_session_starts_small_and_discovers() {
         first.contains("(time)") && first.contains("score"),
         "{first}"
     );
-    await_list_changed(&mut c, 0);
+    c.await_list_changed(0);
     let names = c.tool_names();
     assert!(
         names.contains(&"time_convert_time".to_string()),
@@ -152,11 +134,11 @@ fn evoctl_activation_reaches_the_live_session() {
             "sessions lacks {key}"
         );
     }
-    let seen = list_changed_count(&c);
+    let seen = c.list_changed_count();
     let (code, out, err) = d.ctl(&["activate", "fx_add", "fx_pid", "--session", &id]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&id) && out.contains("fx_add"), "{out}");
-    await_list_changed(&mut c, seen);
+    c.await_list_changed(seen);
     let names = c.tool_names();
     assert!(names.contains(&"fx_add".to_string()) && names.contains(&"fx_pid".to_string()));
     // Without --session the most recently active session is used, and named.

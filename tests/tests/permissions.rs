@@ -110,11 +110,7 @@ fn roles_switch_by_reload_and_env() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        c.notifications
-            .iter()
-            .any(|n| n["method"] == "notifications/tools/list_changed")
-    );
+    c.await_list_changed(0);
     drop(c);
     drop(d);
     // EVO_ROLE overrides active_role.

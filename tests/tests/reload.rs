@@ -109,11 +109,7 @@ fn saved_config_applies_as_a_diff_and_activations_follow() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        c.notifications
-            .iter()
-            .any(|n| n["method"] == "notifications/tools/list_changed")
-    );
+    c.await_list_changed(0);
     assert_eq!(
         c.call_text("renamed_echo", json!({"text": "moved"})).0,
         "moved"

@@ -113,24 +113,7 @@ fn progress_reaches_only_the_calling_session() {
                                            "_meta": {"progressToken": "tok-A"}}),
     );
     assert_eq!(r["result"]["content"][0]["text"], "done 3");
-    // Progress may trail the result by a moment.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while a
-        .notifications
-        .iter()
-        .filter(|n| n["method"] == "notifications/progress")
-        .count()
-        < 3
-    {
-        assert!(
-            Instant::now() < deadline,
-            "progress missing: {:?}",
-            a.notifications
-        );
-        if let Some(m) = a.recv(Duration::from_millis(100)) {
-            a.notifications.push(m);
-        }
-    }
+    a.await_notified("notifications/progress", 3);
     for n in a
         .notifications
         .iter()

@@ -339,6 +339,8 @@ fn line_channel(reader: impl BufRead + Send + 'static) -> mpsc::Receiver<String>
     rx
 }
 
+const LIST_CHANGED: &str = "notifications/tools/list_changed";
+
 /// A hand-written MCP client over `evoctl shim`'s stdio.
 pub struct McpClient {
     pub child: Child,
@@ -512,6 +514,43 @@ impl McpClient {
                 self.send(&json!({"jsonrpc": "2.0", "id": rid, "result": {}}));
             }
         }
+    }
+
+    /// How many notifications with `method` arrived so far.
+    pub fn notified(&self, method: &str) -> usize {
+        self.notifications
+            .iter()
+            .filter(|n| n["method"] == method)
+            .count()
+    }
+
+    /// Waits up to 5 s until `count` notifications with `method` arrived.
+    /// Notifications may trail a response: the daemon sends list_changed
+    /// after swapping the catalog, so a `tools/list` can show a change
+    /// before the notification reaches the client.
+    pub fn await_notified(&mut self, method: &str, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.notified(method) < count {
+            assert!(
+                Instant::now() < deadline,
+                "{method}: {} of {count} arrived: {:?}",
+                self.notified(method),
+                self.notifications
+            );
+            if let Some(m) = self.recv(Duration::from_millis(100)) {
+                self.notifications.push(m);
+            }
+        }
+    }
+
+    /// How many `notifications/tools/list_changed` arrived so far.
+    pub fn list_changed_count(&self) -> usize {
+        self.notified(LIST_CHANGED)
+    }
+
+    /// Waits for a list_changed beyond the first `seen`.
+    pub fn await_list_changed(&mut self, seen: usize) {
+        self.await_notified(LIST_CHANGED, seen + 1)
     }
 
     pub fn request(&mut self, method: &str, params: Value) -> Value {
