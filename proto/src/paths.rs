@@ -75,22 +75,32 @@ pub fn connect_blocking(path: &Path) -> io::Result<interprocess::local_socket::S
     interprocess::local_socket::Stream::connect(socket_name(path)?)
 }
 
-/// Binds the control socket at `path`: its directory is created 0700 (and
-/// tightened if it exists), the socket is 0600. Refuses to replace a socket a
-/// live daemon answers on; removes a stale one.
+/// Binds the control socket at `path`: a missing directory is created 0700
+/// (an existing one keeps its mode: `--socket /tmp/x.sock` must not lock
+/// others out of `/tmp`; the socket's own 0600 and the peer-uid check guard
+/// it), the socket is 0600. Refuses to replace a socket a live daemon
+/// answers on, and anything that is not a socket; removes a stale socket.
 pub async fn listen(path: &Path) -> io::Result<Listener> {
     #[cfg(unix)]
     {
         use interprocess::os::unix::local_socket::ListenerOptionsExt;
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
-        if path.exists() {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a socket; evod will not replace it: choose another --socket or move that file",
+                        path.display()
+                    ),
+                ));
+            }
             if connect(path).await.is_ok() {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,

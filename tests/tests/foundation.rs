@@ -3,7 +3,8 @@
 
 mod common;
 
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
@@ -297,6 +298,46 @@ fn socket_is_private() {
     let sock_mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(dir_mode, 0o700);
     assert_eq!(sock_mode, 0o600);
+
+    // An existing directory keeps its mode (a socket in a shared directory
+    // must not lock others out of it), and a file that is not a socket is
+    // never replaced.
+    let shared = TempDir::new("shared");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let precious = shared.path().join("notes.json");
+    std::fs::write(&precious, "keep me").unwrap();
+    let out = Command::new(bin("evod"))
+        .args(["--config", "/nonexistent/mcp.config.json", "--socket"])
+        .arg(&precious)
+        .arg("--cache-dir")
+        .arg(shared.path().join("cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("notes.json") && err.contains("not a socket"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
+    let socket = shared.path().join("evod.sock");
+    let mut evod = Command::new(bin("evod"))
+        .args(["--config", "/nonexistent/mcp.config.json", "--socket"])
+        .arg(&socket)
+        .arg("--cache-dir")
+        .arg(shared.path().join("cache"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "evod did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = std::fs::metadata(shared.path()).unwrap().permissions().mode() & 0o777;
+    let _ = evod.kill();
+    let _ = evod.wait();
+    assert_eq!(mode, 0o755, "an existing directory keeps its mode");
 }
 
 #[test]
