@@ -274,7 +274,8 @@ impl Snapshot {
     }
 
     /// Merges each server's entries, in config order: the first
-    /// registration of a name wins, later ones are recorded as duplicates.
+    /// registration of a name wins, later ones are recorded as duplicates
+    /// (a native tool's name is always taken).
     /// Entries are shared with earlier snapshots, so what they compile lazily
     /// (input validators) is compiled once.
     pub fn build(
@@ -290,8 +291,14 @@ impl Snapshot {
         let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
         for server in servers {
             for entry in server.entries {
-                if let Some(&i) = index.get(&entry.name) {
-                    let kept = format!("{}:{}", tools[i].server.id, tools[i].upstream);
+                let native = crate::native::NAMES.contains(&entry.name.as_str());
+                if native || index.contains_key(&entry.name) {
+                    let kept = match index.get(&entry.name) {
+                        Some(&i) if !native => {
+                            format!("{}:{}", tools[i].server.id, tools[i].upstream)
+                        }
+                        _ => crate::native::OWNER.to_string(),
+                    };
                     let origin = format!("{}:{}", entry.server.id, entry.upstream);
                     match duplicates.iter_mut().find(|d| d.name == entry.name) {
                         Some(d) => d.skipped.push(origin),

@@ -11,6 +11,18 @@ pub const DISCOVER_TOOLS: &str = "discover_tools";
 pub const DESCRIBE_CAPABILITY: &str = "describe_capability";
 pub const DESCRIBE_TOOL: &str = "describe_tool";
 
+/// Every native name: a proxied tool exposed under one of these (a server
+/// with `prefix: ""`) is a collision the native tool wins.
+pub const NAMES: [&str; 4] = [
+    DISCOVER_TOOLS,
+    DESCRIBE_CAPABILITY,
+    CALL_TOOL,
+    DESCRIBE_TOOL,
+];
+
+/// How `evoctl status` names the native tools' owner in a collision.
+pub const OWNER: &str = "evo:native";
+
 fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
     let schema: JsonObject = match schema {
         Value::Object(m) => m,

@@ -284,6 +284,34 @@ fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
     let described = d.ctl_json(&["describe", hashed[0]]);
     let (text, is_error) = c.call_text(hashed[0], described["example"]["arguments"].clone());
     assert!(!is_error && text.contains("\"tool\""), "{text}");
+
+    // An unprefixed child tool named like a native tool: the native one is
+    // kept, listed once, and the collision is reported.
+    assert_eq!(
+        c.call_text("add_tool", json!({"name": "call_tool"})).0,
+        "added"
+    );
+    let s = d.wait_status("native collision", |s| {
+        s["duplicates"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["name"] == "call_tool"))
+    });
+    let dup = s["duplicates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "call_tool")
+        .unwrap()
+        .clone();
+    assert_eq!(dup["kept"], "evo:native");
+    assert_eq!(dup["skipped"], json!(["first:call_tool"]));
+    let names = c.tool_names();
+    assert_eq!(names.iter().filter(|n| *n == "call_tool").count(), 1);
+    let (text, is_error) = c.call_text(
+        "call_tool",
+        json!({"name": "echo", "arguments": {"text": "native"}}),
+    );
+    assert!(!is_error && text == "native", "{text}");
 }
 
 #[test]
@@ -334,7 +362,11 @@ fn socket_is_private() {
         assert!(Instant::now() < deadline, "evod did not listen");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mode = std::fs::metadata(shared.path()).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(shared.path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     let _ = evod.kill();
     let _ = evod.wait();
     assert_eq!(mode, 0o755, "an existing directory keeps its mode");
