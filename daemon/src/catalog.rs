@@ -259,11 +259,23 @@ pub struct Snapshot {
     pub denied: HashMap<String, String>,
     /// Tools each call of which a person approves, with the rule.
     pub needs_approval: HashMap<String, String>,
+    /// Servers that have listed no tools yet: while one is still starting,
+    /// a call naming a tool evo does not know waits for it.
+    pub unlisted: Vec<Arc<ServerLink>>,
 }
 
 impl Snapshot {
     pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
         self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Whether a server that has listed no tools yet is starting, so a name
+    /// this snapshot lacks may yet appear. One waiting out a restart backoff
+    /// does not count: a crash loop must not hold up every unknown name.
+    pub fn still_listing(&self) -> bool {
+        self.unlisted
+            .iter()
+            .any(|l| l.state() == ServerState::Starting)
     }
 
     /// Why `name` may not be called, when permissions deny it.
@@ -335,6 +347,11 @@ impl Snapshot {
                 )
             })
             .collect();
+        let unlisted = servers
+            .iter()
+            .filter(|s| s.entries.is_empty())
+            .map(|s| s.link.clone())
+            .collect();
         let search = LazyIndex {
             index: std::sync::OnceLock::new(),
             tools: tools.clone(),
@@ -349,6 +366,7 @@ impl Snapshot {
             capabilities,
             denied,
             needs_approval,
+            unlisted,
         }
     }
 }
@@ -467,6 +485,7 @@ impl ToolEntry {
 /// One server's contribution to a snapshot build.
 pub struct ServerTools<'a> {
     pub spec: &'a ServerSpec,
+    pub link: &'a Arc<ServerLink>,
     pub entries: &'a [Arc<ToolEntry>],
 }
 
@@ -571,6 +590,7 @@ impl Catalog {
             .iter()
             .map(|s| ServerTools {
                 spec: &s.spec,
+                link: &s.link,
                 entries: &s.entries,
             })
             .collect();

@@ -363,6 +363,10 @@ pub struct SessionServer {
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
 }
 
+/// How long a call naming an unknown tool waits for servers that are still
+/// starting and have listed nothing yet (see `snapshot_knowing`).
+const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn text_result(text: impl Into<String>, is_error: bool) -> CallToolResult {
     let content = vec![ContentBlock::text(text.into())];
     if is_error {
@@ -526,6 +530,29 @@ impl SessionServer {
         .into()
     }
 
+    /// The snapshot to resolve a called name in. Right after evod starts
+    /// (a shim autostarted it, or a child is still coming up) a name may be
+    /// missing only because its server has not listed yet: while a server
+    /// that has listed nothing is still starting, wait for the name to
+    /// appear, up to [`LISTING_WAIT`] or the client's cancellation.
+    async fn snapshot_knowing(
+        &self,
+        name: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Arc<Snapshot> {
+        let deadline = Instant::now() + LISTING_WAIT;
+        loop {
+            let snapshot = self.snapshot.load_full();
+            let settled = snapshot.get(name).is_some()
+                || snapshot.denied.contains_key(name)
+                || !(snapshot.version == 0 || snapshot.still_listing());
+            if settled || Instant::now() >= deadline || ctx.ct.is_cancelled() {
+                return snapshot;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// A proxied call by exposed name: route it whether or not it is active,
     /// and activate it. Arguments are checked against the tool's schema first:
     /// repaired when that makes them valid, refused with a teaching error
@@ -536,7 +563,7 @@ impl SessionServer {
         arguments: Option<JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.snapshot_knowing(name, ctx).await;
         let Some(entry) = snapshot.get(name) else {
             let text = snapshot
                 .refusal(name)

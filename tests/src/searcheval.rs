@@ -80,19 +80,24 @@ pub fn snapshot(servers: &[(String, Vec<Tool>)]) -> Snapshot {
     }
     let text = json!({"mcpServers": cfg}).to_string();
     let parsed = config::parse(&text, Path::new("eval.json"), &|_| None).expect("config");
-    let entries: Vec<(config::ServerSpec, Vec<Arc<ToolEntry>>)> = parsed
+    type Server = (config::ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>);
+    let entries: Vec<Server> = parsed
         .servers
         .into_iter()
         .zip(servers)
         .map(|(spec, (_, tools))| {
             let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
             let e = entries_for(&spec, &link, tools, &[]);
-            (spec, e)
+            (spec, link, e)
         })
         .collect();
     let views: Vec<ServerTools<'_>> = entries
         .iter()
-        .map(|(spec, e)| ServerTools { spec, entries: e })
+        .map(|(spec, link, e)| ServerTools {
+            spec,
+            link,
+            entries: e,
+        })
         .collect();
     Snapshot::build(1, &views, &Default::default())
 }

@@ -397,7 +397,11 @@ fn shim_autostarts_the_daemon_with_the_same_config() {
     let cfg = dir.path().join("mcp.config.json");
     std::fs::write(
         &cfg,
-        serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap(),
+        serde_json::to_vec(&json!({"mcpServers": {
+            "fx": fixture_server(&["--delay-start-ms", "700"]),
+            "broken": fixture_server(&["--exit-at-start"]),
+        }}))
+        .unwrap(),
     )
     .unwrap();
     let sock = dir.path().join("run").join("evod.sock");
@@ -407,12 +411,17 @@ fn shim_autostarts_the_daemon_with_the_same_config() {
         .env("XDG_STATE_HOME", dir.path().join("state"));
     let mut c = McpClient::spawn_cmd(&mut cmd);
     c.initialize();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !c.tool_names().contains(&"fx_echo".to_string()) {
-        assert!(std::time::Instant::now() < deadline, "fx never listed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(c.call_text("fx_echo", json!({"text": "auto"})).0, "auto");
+    // The first call, made before the (slow) child has listed its tools,
+    // waits for it instead of failing as unknown.
+    assert_eq!(
+        c.call_text("fx_echo", json!({"text": "auto"})),
+        ("auto".to_string(), false)
+    );
+    // A name no server has is still unknown (the broken server failing does
+    // not hold it up for long).
+    let (text, is_error) = c.call_text("fx_nonexistent", json!({}));
+    assert!(is_error && text.contains("No tool named"), "{text}");
+    assert!(c.tool_names().contains(&"fx_echo".to_string()));
     drop(c);
     let (code, out, err) = ctl_at(&sock, &["stop"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -1181,12 +1181,16 @@ mod tests {
                     .collect();
                 let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
                 let entries = entries_for(&spec, &link, &tools, &[]);
-                (spec, entries)
+                (spec, link, entries)
             })
             .collect();
         let views: Vec<ServerTools<'_>> = entries
             .iter()
-            .map(|(spec, entries)| ServerTools { spec, entries })
+            .map(|(spec, link, entries)| ServerTools {
+                spec,
+                link,
+                entries,
+            })
             .collect();
         Snapshot::build(1, &views, &Default::default())
     }
