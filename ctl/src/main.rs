@@ -141,10 +141,25 @@ enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+/// `evoctl status | head`: a reader that closes early ends the command
+/// quietly, the way Unix tools do (SIGPIPE), instead of a panic from
+/// `println!`. Not for the shim, which handles its pipes' errors itself.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of SIGPIPE before any other
+    // thread exists; no Rust state depends on it.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let socket = evo_proto::paths::socket_path(cli.socket.as_deref());
     let json = cli.json;
+    if !matches!(cli.command, Command::Shim { .. }) {
+        quiet_on_closed_pipe();
+    }
     // Commands that never talk to the daemon.
     let command = match cli.command {
         Command::Shim {

@@ -526,4 +526,21 @@ fn status_and_list_json_have_stable_keys() {
         out.contains("fx_echo — Return the given text unchanged. (text)"),
         "{out}"
     );
+    // A reader that has gone (`evoctl list | head -1`) ends evoctl quietly,
+    // by SIGPIPE as Unix tools do: no panic, no message.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let piped = Command::new(bin("evoctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["list", "--all"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&piped.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    const SIGPIPE: i32 = 13; // on every Unix evo builds for
+    assert_eq!(piped.status.signal(), Some(SIGPIPE), "{err}");
+    assert!(err.is_empty(), "{err}");
 }
