@@ -110,7 +110,8 @@ enum Command {
     },
     /// Add evo to an MCP client's config file
     ///
-    /// Adds {"command": "<this evoctl>", "args": ["shim"]} as the `evo` server,
+    /// Adds {"command": "<this evoctl>", "args": ["shim"]} as the `evo` server
+    /// (with `--socket PATH` when evoctl was given one),
     /// keeping everything else in the file; the previous file is kept as
     /// FILE.bak. A file that is not valid JSON is never overwritten.
     Setup {
@@ -160,6 +161,12 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Shim { .. }) {
         quiet_on_closed_pipe();
     }
+    // What other programs are told to use (a client's entry, the units):
+    // the `--socket` given, made absolute, as they run elsewhere.
+    let explicit = cli
+        .socket
+        .as_deref()
+        .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.to_path_buf()));
     // Commands that never talk to the daemon.
     let command = match cli.command {
         Command::Shim {
@@ -167,12 +174,21 @@ fn main() -> ExitCode {
             session,
             no_autostart,
         } => return shim::run(&socket, cli.socket.is_some(), mode, session, !no_autostart),
-        Command::Service { action } => return local(service::run(action, json), json),
+        Command::Service { action } => {
+            let socket = explicit.as_deref();
+            return local(service::run(action, socket, json), json);
+        }
         Command::Setup {
             client,
             print,
             file,
-        } => return local(setup::setup(client, print, file.as_deref(), json), json),
+        } => {
+            let socket = explicit.as_deref();
+            return local(
+                setup::setup(client, print, file.as_deref(), socket, json),
+                json,
+            );
+        }
         Command::Import { file, config } => {
             return local(setup::import(&file, config.as_deref(), json), json);
         }

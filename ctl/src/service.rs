@@ -20,6 +20,7 @@ const PLIST_TEMPLATE: &str = include_str!("../../systemd/dev.evo.evod.plist");
 /// The placeholders the templates carry, as they appear where they are
 /// filled in; the templates' comments name them too and keep them as they are.
 const EXEC_START: &str = "ExecStart=@EVOD@";
+const LISTEN_STREAM: &str = "ListenStream=%t/evo/evod.sock";
 const PLIST_EVOD: &str = "<string>@EVOD@</string>";
 const PLIST_PATH: &str = "<string>@PATH@</string>";
 const PLIST_HOME: &str = "<string>@HOME@/";
@@ -68,7 +69,9 @@ struct UnitFile {
     content: String,
 }
 
-pub fn run(action: Action, json: bool) -> Result<(), String> {
+/// `socket`: the `--socket` given to evoctl, absolute; the units then use it
+/// instead of evod's default.
+pub fn run(action: Action, socket: Option<&Path>, json: bool) -> Result<(), String> {
     let manager = if cfg!(target_os = "macos") {
         Manager::Launchd
     } else if cfg!(target_os = "linux") {
@@ -81,14 +84,14 @@ pub fn run(action: Action, json: bool) -> Result<(), String> {
         );
     };
     match action {
-        Action::Install { print } => install(manager, print, json),
+        Action::Install { print } => install(manager, socket, print, json),
         Action::Uninstall { print } => uninstall(manager, print, json),
     }
 }
 
-fn install(manager: Manager, print: bool, json: bool) -> Result<(), String> {
+fn install(manager: Manager, socket: Option<&Path>, print: bool, json: bool) -> Result<(), String> {
     let evod = find_evod()?;
-    let files = unit_files(manager, &evod)?;
+    let files = unit_files(manager, &evod, socket)?;
     let command = match manager {
         Manager::Systemd => SYSTEMD_ENABLE.to_string(),
         Manager::Launchd => format!("launchctl load -w {}", shell_quote(&files[0].path)),
@@ -118,7 +121,7 @@ fn install(manager: Manager, print: bool, json: bool) -> Result<(), String> {
             println!("wrote {}", f.path.display());
         }
         println!("it runs {}", evod.display());
-        if let Some(socket) = running_daemon(manager) {
+        if let Some(socket) = running_daemon(manager, socket) {
             println!(
                 "an evod already listens on {} (started by hand or by the shim): stop it with `evoctl stop` first, the socket unit listens there",
                 socket.display()
@@ -171,13 +174,13 @@ fn uninstall(manager: Manager, print: bool, json: bool) -> Result<(), String> {
 
 /// The socket of an evod answering where the socket unit will listen, if
 /// one does: enabling the unit would take its socket from under it.
-fn running_daemon(manager: Manager) -> Option<PathBuf> {
+fn running_daemon(manager: Manager, explicit: Option<&Path>) -> Option<PathBuf> {
     if manager != Manager::Systemd {
         return None;
     }
-    // The unit's path (%t/evo/evod.sock) is evod's default: EVO_SOCKET aside.
+    // The unit's default path (%t/evo/evod.sock) is evod's: EVO_SOCKET aside.
     let env = |k: &str| (k != "EVO_SOCKET").then(|| std::env::var_os(k)).flatten();
-    let socket = evo_proto::paths::socket_path_with(None, &env);
+    let socket = evo_proto::paths::socket_path_with(explicit, &env);
     #[cfg(unix)]
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         return Some(socket);
@@ -229,20 +232,36 @@ fn systemd_user_dir() -> Result<PathBuf, String> {
     Ok(config_home()?.join("systemd").join("user"))
 }
 
-/// The unit files for `manager`, filled in for this user.
-fn unit_files(manager: Manager, evod: &Path) -> Result<Vec<UnitFile>, String> {
+/// The unit files for `manager`, filled in for this user; with `socket`,
+/// evod listens there instead of at its default.
+fn unit_files(
+    manager: Manager,
+    evod: &Path,
+    socket: Option<&Path>,
+) -> Result<Vec<UnitFile>, String> {
     let evod = utf8(evod, "evod's path")?;
+    let socket = socket.map(|s| utf8(s, "the socket path")).transpose()?;
     let paths = unit_paths(manager)?;
     let contents = match manager {
-        Manager::Systemd => vec![
-            SOCKET_TEMPLATE.to_string(),
-            SERVICE_TEMPLATE.replace(EXEC_START, &format!("ExecStart={}", systemd_word(evod)?)),
-        ],
+        Manager::Systemd => {
+            let mut exec = format!("ExecStart={}", systemd_word(evod)?);
+            let mut socket_unit = SOCKET_TEMPLATE.to_string();
+            if let Some(socket) = socket {
+                let word = systemd_word(socket)?;
+                exec.push_str(&format!(" --socket {word}"));
+                socket_unit = socket_unit.replace(
+                    LISTEN_STREAM,
+                    &format!("ListenStream={}", socket.replace('%', "%%")),
+                );
+            }
+            vec![socket_unit, SERVICE_TEMPLATE.replace(EXEC_START, &exec)]
+        }
         Manager::Launchd => {
             let home = home_dir()?;
             let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
             vec![launchd_plist(
                 evod,
+                socket,
                 utf8(&home, "your home directory")?,
                 &path,
             )]
@@ -255,12 +274,16 @@ fn unit_files(manager: Manager, evod: &Path) -> Result<Vec<UnitFile>, String> {
         .collect())
 }
 
-fn launchd_plist(evod: &str, home: &str, path: &str) -> String {
+fn launchd_plist(evod: &str, socket: Option<&str>, home: &str, path: &str) -> String {
+    let mut program = format!("<string>{}</string>", xml_escape(evod));
+    if let Some(socket) = socket {
+        program.push_str(&format!(
+            "\n\t\t<string>--socket</string>\n\t\t<string>{}</string>",
+            xml_escape(socket)
+        ));
+    }
     PLIST_TEMPLATE
-        .replace(
-            PLIST_EVOD,
-            &format!("<string>{}</string>", xml_escape(evod)),
-        )
+        .replace(PLIST_EVOD, &program)
         .replace(
             PLIST_PATH,
             &format!("<string>{}</string>", xml_escape(path)),
@@ -319,13 +342,13 @@ fn utf8<'a>(path: &'a Path, what: &str) -> Result<&'a str, String> {
     })
 }
 
-/// `path` as the first word of a systemd `ExecStart=`: `%` starts a
+/// `path` as a word of a systemd `ExecStart=`: `%` starts a
 /// specifier, `$` a variable and `\` an escape there, and a path with spaces
 /// must be quoted.
 fn systemd_word(path: &str) -> Result<String, String> {
     if path.chars().any(char::is_control) {
         return Err(format!(
-            "evod's path {path:?} contains control characters; move evod to a plain path"
+            "{path:?} contains control characters; systemd cannot run it: use a plain path"
         ));
     }
     let escaped = path
@@ -383,8 +406,8 @@ mod tests {
     fn every_placeholder_is_filled_in() {
         let home = home_dir().unwrap();
         let units = [
-            unit_files(Manager::Systemd, Path::new("/x/evod")).unwrap(),
-            unit_files(Manager::Launchd, Path::new("/x/evod")).unwrap(),
+            unit_files(Manager::Systemd, Path::new("/x/evod"), None).unwrap(),
+            unit_files(Manager::Launchd, Path::new("/x/evod"), None).unwrap(),
         ];
         for unit in units.iter().flatten() {
             let settings = settings(&unit.content);
@@ -400,9 +423,37 @@ mod tests {
     }
 
     #[test]
+    fn an_explicit_socket_reaches_every_unit() {
+        let socket = Some(Path::new("/run/a b/100%/evod.sock"));
+        let systemd = unit_files(Manager::Systemd, Path::new("/x/evod"), socket).unwrap();
+        assert!(
+            systemd[0]
+                .content
+                .contains("\nListenStream=/run/a b/100%%/evod.sock\n"),
+            "{}",
+            systemd[0].content
+        );
+        assert!(
+            systemd[1]
+                .content
+                .contains("\nExecStart=/x/evod --socket \"/run/a b/100%%/evod.sock\"\n"),
+            "{}",
+            systemd[1].content
+        );
+        let launchd = unit_files(Manager::Launchd, Path::new("/x/evod"), socket).unwrap();
+        assert!(
+            launchd[0].content.contains(
+                "<string>/x/evod</string>\n\t\t<string>--socket</string>\n\t\t<string>/run/a b/100%/evod.sock</string>"
+            ),
+            "{}",
+            launchd[0].content
+        );
+    }
+
+    #[test]
     fn socket_unit_matches_evods_default_socket() {
         // evo_proto's default is $XDG_RUNTIME_DIR/evo/evod.sock; %t is that dir.
-        assert!(SOCKET_TEMPLATE.contains("ListenStream=%t/evo/evod.sock"));
+        assert!(SOCKET_TEMPLATE.contains(LISTEN_STREAM));
         assert!(SOCKET_TEMPLATE.contains("SocketMode=0600"));
         assert!(SOCKET_TEMPLATE.contains("DirectoryMode=0700"));
     }
@@ -423,7 +474,7 @@ mod tests {
 
     #[test]
     fn plist_values_are_xml_escaped() {
-        let p = launchd_plist("/Apps/R&D/evod", "/Users/a<b", "/bin");
+        let p = launchd_plist("/Apps/R&D/evod", None, "/Users/a<b", "/bin");
         assert!(p.contains("<string>/Apps/R&amp;D/evod</string>"));
         assert!(p.contains("<string>/Users/a&lt;b/Library/Logs/evod.log</string>"));
         assert!(p.contains("<key>Label</key>\n\t<string>dev.evo.evod</string>"));

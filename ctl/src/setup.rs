@@ -49,11 +49,17 @@ impl Client {
         }
     }
 
-    /// The entry that starts evo's shim, in the client's dialect.
-    fn entry(self, evoctl: &str) -> Value {
+    /// The entry that starts evo's shim, in the client's dialect; with the
+    /// `--socket` evoctl was given, when there is one.
+    fn entry(self, evoctl: &str, socket: Option<&Path>) -> Value {
+        let mut args = vec![Value::from("shim")];
+        if let Some(socket) = socket {
+            args.push("--socket".into());
+            args.push(socket.to_string_lossy().into());
+        }
         match self {
-            Client::Vscode => json!({"type": "stdio", "command": evoctl, "args": ["shim"]}),
-            _ => json!({"command": evoctl, "args": ["shim"]}),
+            Client::Vscode => json!({"type": "stdio", "command": evoctl, "args": args}),
+            _ => json!({"command": evoctl, "args": args}),
         }
     }
 
@@ -119,12 +125,18 @@ enum SetupAction {
 }
 
 /// `evoctl setup CLIENT [--print] [--file PATH]`.
-pub fn setup(client: Client, print: bool, file: Option<&Path>, json: bool) -> Result<(), String> {
+pub fn setup(
+    client: Client,
+    print: bool,
+    file: Option<&Path>,
+    socket: Option<&Path>,
+    json: bool,
+) -> Result<(), String> {
     let path = match file {
         Some(p) => p.to_path_buf(),
         None => client.default_path()?,
     };
-    let entry = client.entry(&this_evoctl()?);
+    let entry = client.entry(&this_evoctl()?, socket);
     let key = client.servers_key();
     let snippet = json!({ key: { "evo": entry } });
     if print {

@@ -466,3 +466,34 @@ fn status_on_a_terminal_shows_discovery_progress() {
     assert!(text.contains("re-discovering: 0/1 ready"), "{text}");
     assert!(text.contains("re-discovered: 1/1 ready"), "{text}");
 }
+
+/// `--socket` reaches what evoctl writes for other programs: the client's
+/// entry and the service units, as an absolute path.
+#[test]
+fn setup_and_service_carry_an_explicit_socket() {
+    let h = Home::new();
+    let path = h.home().join(".cursor/mcp.json");
+    let out = Command::new(bin("evoctl"))
+        .args(["--socket", "run/evod.sock", "setup", "cursor"])
+        .current_dir(h.home())
+        .env("HOME", h.home())
+        .env("XDG_CONFIG_HOME", h.config())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let socket = h.home().join("run/evod.sock");
+    assert_eq!(
+        read_json(&path)["mcpServers"]["evo"]["args"],
+        json!(["shim", "--socket", socket])
+    );
+    let socket = socket.to_str().unwrap();
+    let j = h.evoctl_json(&["--socket", socket, "service", "install", "--print"]);
+    let text = j["files"].to_string();
+    if cfg!(target_os = "linux") {
+        assert!(
+            text.contains(&format!("ListenStream={socket}\\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!(" --socket {socket}\\n")), "{text}");
+    }
+}
