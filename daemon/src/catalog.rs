@@ -473,6 +473,15 @@ impl ToolEntry {
     }
 
     /// Does the input schema require `param`?
+    /// Whether the input schema declares `param` at the top level.
+    pub fn declares(&self, param: &str) -> bool {
+        self.tool
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .is_some_and(|p| p.contains_key(param))
+    }
+
     pub fn requires(&self, param: &str) -> bool {
         self.tool
             .input_schema

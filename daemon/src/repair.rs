@@ -82,6 +82,15 @@ impl CompiledSchema {
         SchemaDoc { root: &self.schema }
     }
 
+    /// Whether every top-level name in `arguments` is one the root schema's
+    /// `properties` declares (the common case, checked without allocating).
+    fn declares_all(&self, arguments: &JsonObject) -> bool {
+        match self.schema.get("properties").and_then(Value::as_object) {
+            Some(declared) => arguments.keys().all(|k| declared.contains_key(k)),
+            None => arguments.is_empty(),
+        }
+    }
+
     /// The parameters the schema declares at the top level, in schema order.
     fn valid_params(&self) -> Vec<String> {
         let doc = self.doc();
@@ -160,9 +169,46 @@ pub fn check(
         });
     }
     if schema.validator.is_valid(arguments) {
-        return Checked::Valid;
+        if schema.declares_all(object) {
+            return Checked::Valid;
+        }
+        // Valid, but with names the schema does not declare (it allows
+        // extra properties): a misspelt optional parameter the child would
+        // silently ignore. Rename what maps unambiguously.
+        return rename_extras(schema, object, aliases);
     }
     repair_or_teach(schema, object, arguments, aliases)
+}
+
+/// A valid call with undeclared names: forwards it with those that map onto
+/// a declared parameter renamed, if the result is still valid; else as sent.
+fn rename_extras(
+    schema: &CompiledSchema,
+    arguments: &JsonObject,
+    aliases: &BTreeMap<String, String>,
+) -> Checked {
+    let doc = schema.doc();
+    let mut repairer = Repairer {
+        doc,
+        fixes: Vec::new(),
+    };
+    let mut repaired = arguments.clone();
+    repairer.repair_object(&mut repaired, doc.root, "", Some(aliases), 1);
+    if repairer.fixes.is_empty() {
+        return Checked::Valid;
+    }
+    let repaired = Value::Object(repaired);
+    if schema.validator.is_valid(&repaired)
+        && let Value::Object(arguments) = repaired
+    {
+        return Checked::Repaired {
+            arguments,
+            repair: Repair {
+                fixes: repairer.fixes,
+            },
+        };
+    }
+    Checked::Valid
 }
 
 /// The cold path of [`check`]: `arguments` are known to be invalid as sent.
@@ -911,6 +957,12 @@ fn parse_number(text: &str, fraction_allowed: bool) -> Option<Number> {
 
 /// A name compared without case or separators: `filePath`, `file_path`, `FILE-PATH` all
 /// become `filepath`.
+/// Whether `a` and `b` name the same parameter up to case and separators
+/// (`sessionId`, `session_id`, `Session-ID`).
+pub fn same_name(a: &str, b: &str) -> bool {
+    normalize(a) == normalize(b)
+}
+
 fn normalize(name: &str) -> String {
     name.chars()
         .filter(|c| *c != '_' && *c != '-')
@@ -1401,6 +1453,48 @@ mod tests {
             // A repaired call validates as it is.
             assert_eq!(
                 check_obj(&schema, &object(got), &aliases),
+                Checked::Valid,
+                "{sent}"
+            );
+        }
+    }
+
+    /// A schema that allows extra properties accepts a misspelt optional
+    /// name as valid; it is still mapped onto the declared one.
+    #[test]
+    fn misspelt_optional_names_are_renamed_in_valid_calls() {
+        let schema = compiled(json!({
+            "type": "object",
+            "properties": {
+                "count": {"type": "integer"},
+                "filePath": {"type": "string"},
+                "max_results": {"type": "integer"},
+                "enabled": {"type": "boolean"}
+            },
+            "required": ["count"]
+        }));
+        let aliases: BTreeMap<String, String> =
+            [("n".to_string(), "max_results".to_string())].into();
+        #[rustfmt::skip]
+        let cases = [
+            (json!({"count": 1, "file_path": "/x"}), json!({"count": 1, "filePath": "/x"})),
+            (json!({"count": 1, "filepth": "/x"}), json!({"count": 1, "filePath": "/x"})),
+            (json!({"count": 1, "maxResults": 3}), json!({"count": 1, "max_results": 3})),
+            (json!({"count": 1, "n": 3}), json!({"count": 1, "max_results": 3})),
+            (json!({"count": 1, "enabeld": true}), json!({"count": 1, "enabled": true})),
+        ];
+        for (sent, want) in cases {
+            let (got, fixes) = repaired(check_obj(&schema, &object(sent.clone()), &aliases));
+            assert_eq!(got, want, "{sent}");
+            assert_eq!(fixes.len(), 1, "{sent}: {fixes:?}");
+        }
+        // Names that map to nothing, or onto a name also sent, stay as sent.
+        for sent in [
+            json!({"count": 1, "colour": "red"}),
+            json!({"count": 1, "filePath": "/a", "file_path": "/b"}),
+        ] {
+            assert_eq!(
+                check_obj(&schema, &object(sent.clone()), &aliases),
                 Checked::Valid,
                 "{sent}"
             );

@@ -583,19 +583,32 @@ impl SessionServer {
         }
         let mut args = arguments.unwrap_or_default();
         let mut notes = Vec::new();
+        let mut fixes = Vec::new();
         if entry.requires("session_id") && !args.contains_key("session_id") {
-            args.insert("session_id".into(), Value::String(self.id.clone()));
-            notes.push(format!(
-                "evo filled the missing required parameter session_id with this session's id '{}'.",
-                self.id
-            ));
+            // The caller's own id under another spelling is theirs to keep.
+            let spelt = args
+                .keys()
+                .find(|k| repair::same_name(k, "session_id") && !entry.declares(k))
+                .cloned();
+            match spelt.and_then(|k| Some((args.remove(&k)?, k))) {
+                Some((value, spelt)) => {
+                    args.insert("session_id".into(), value);
+                    fixes.push(format!("renamed '{spelt}' to 'session_id'"));
+                }
+                None => {
+                    args.insert("session_id".into(), Value::String(self.id.clone()));
+                    notes.push(format!(
+                        "evo filled the missing required parameter session_id with this session's id '{}'.",
+                        self.id
+                    ));
+                }
+            }
         }
         let key = canonical_key(&args);
         let prior = self.breaker_do(|b| b.prior_failures(&entry.name, key));
         if prior >= REFUSE_AFTER {
             return Ok(text_result(refusal_text(entry, prior), true).into());
         }
-        let mut fixes = Vec::new();
         if let Some(schema) = entry.compiled() {
             // The validator takes a Value: move the map in and back out.
             let value = Value::Object(std::mem::take(&mut args));
@@ -607,7 +620,7 @@ impl SessionServer {
                 Checked::Valid => {}
                 Checked::Repaired { arguments, repair } => {
                     args = arguments;
-                    fixes = repair.fixes;
+                    fixes.extend(repair.fixes);
                 }
                 Checked::Invalid(teaching) => {
                     let failures = self.breaker_do(|b| b.failed(&entry.name, key));

@@ -88,6 +88,18 @@ fn repaired_calls_reach_the_child_corrected_and_say_so() {
         "{r}"
     );
     assert_eq!(received(&s).last().unwrap(), &json!({"count": 9}));
+    // Valid as sent (the schema allows extra names), but with a misspelt
+    // optional parameter the child would ignore: renamed all the same.
+    let r = c.call("fx_record", json!({"count": 3, "file_path": "/y"}));
+    assert_eq!(
+        received(&s).last().unwrap(),
+        &json!({"count": 3, "filePath": "/y"})
+    );
+    assert_eq!(
+        r["_meta"]["evo/repaired"],
+        json!(["renamed 'file_path' to 'filePath'"]),
+        "{r}"
+    );
 }
 
 #[test]
@@ -146,10 +158,17 @@ fn a_missing_session_id_is_filled_and_the_result_says_so() {
     let note = r["content"][1]["text"].as_str().unwrap();
     assert!(note.contains("session_id") && note.contains(&id), "{note}");
     assert!(r["_meta"]["evo/notes"].is_array());
-    // A given session_id is left alone.
+    // A given session_id is left alone, also under another spelling.
     assert_eq!(
         c.call_text("fx_whoami", json!({"session_id": "mine"})).0,
         "mine"
+    );
+    let r = c.call("fx_whoami", json!({"sessionId": "theirs"}));
+    assert_eq!(r["content"][0]["text"], "theirs", "{r}");
+    assert_eq!(
+        r["_meta"]["evo/repaired"],
+        json!(["renamed 'sessionId' to 'session_id'"]),
+        "{r}"
     );
 }
 
