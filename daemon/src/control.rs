@@ -164,6 +164,7 @@ async fn handle(
                 search_limit: opened.search_limit,
                 instructions_budget: opened.instructions_budget,
                 breaker: Default::default(),
+                asks: Default::default(),
             };
             let addr = opened.addr;
             #[cfg(unix)]

@@ -361,6 +361,39 @@ pub struct SessionServer {
     pub instructions_budget: usize,
     /// Identical failing calls of this session (see [`crate::breaker`]).
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
+    /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
+    /// that carries the user's answer.
+    pub asks: Arc<std::sync::Mutex<Vec<Ask>>>,
+}
+
+/// An approval question sent in an `input_required` result: the retry's
+/// `requestState` must name it, for the same tool and arguments.
+pub struct Ask {
+    state: String,
+    tool: String,
+    key: u64,
+    at: Instant,
+}
+
+/// How long an in-band approval question stays answerable.
+const ASK_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+/// The key of the approval question in `inputRequests`.
+const ASK_KEY: &str = "evo/approve";
+
+/// A retried `tools/call`'s answers to the questions of its last
+/// `input_required` result (2026-07-28).
+#[derive(Default)]
+pub struct Answers {
+    responses: Option<rmcp::model::InputResponses>,
+    state: Option<String>,
+}
+
+/// Whether a call that needs approval may go on.
+enum Approval {
+    Granted,
+    Refused(String),
+    /// Ask the user in band and have the client retry with the answer.
+    Ask(rmcp::model::InputRequiredResult),
 }
 
 /// How long a call naming an unknown tool waits for servers that are still
@@ -561,6 +594,7 @@ impl SessionServer {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        answers: Answers,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let snapshot = self.snapshot_knowing(name, ctx).await;
@@ -643,10 +677,12 @@ impl SessionServer {
                 }
             }
         }
-        if let Some(rule) = snapshot.needs_approval.get(&entry.name)
-            && let Err(refused) = self.approval(entry, rule, &args, key, ctx).await
-        {
-            return Ok(text_result(refused, true).into());
+        if let Some(rule) = snapshot.needs_approval.get(&entry.name) {
+            match self.approval(entry, rule, &args, key, answers, ctx).await {
+                Approval::Granted => {}
+                Approval::Refused(why) => return Ok(text_result(why, true).into()),
+                Approval::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
+            }
         }
         let response = self.forward(entry, Some(args), ctx).await;
         let CallToolResponse::Complete(mut result) = response else {
@@ -680,41 +716,59 @@ impl SessionServer {
     }
 
     /// A person approves each call of a `require_approval` tool: through the
-    /// client (elicitation) when it can ask its user, else by `evoctl
-    /// approve ID`. `Err` is the refusal to return instead of calling.
+    /// client when it can ask its user (elicitation: a request to the client
+    /// on sessions with the initialize handshake, an `input_required` result
+    /// on 2026-07-28 ones), else by `evoctl approve ID`.
     async fn approval(
         &self,
         entry: &ToolEntry,
         rule: &str,
         args: &JsonObject,
         key: u64,
+        answers: Answers,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<(), String> {
+    ) -> Approval {
         let preview = Value::Object(args.clone()).to_string();
-        if !ctx.peer.supported_elicitation_modes().is_empty() {
-            let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: format!(
-                    "Allow the call {} with arguments {}? (evo permissions: {rule})",
-                    entry.name,
-                    preview.chars().take(500).collect::<String>()
-                ),
-                requested_schema: rmcp::model::ElicitationSchema::new(Default::default()),
-            };
+        let question = rmcp::model::ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!(
+                "Allow the call {} with arguments {}? (evo permissions: {rule})",
+                entry.name,
+                preview.chars().take(500).collect::<String>()
+            ),
+            requested_schema: rmcp::model::ElicitationSchema::new(Default::default()),
+        };
+        let declined = || {
+            Approval::Refused(format!(
+                "The user declined the call to {}; it was not made.",
+                entry.name
+            ))
+        };
+        if ctx.meta.protocol_version().is_some() {
+            // 2026-07-28: capabilities come with each request, and the
+            // question goes back in the result.
+            if ctx
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some())
+            {
+                return match self.answer(&entry.name, key, answers) {
+                    Some(true) => Approval::Granted,
+                    Some(false) => declined(),
+                    None => Approval::Ask(self.ask(&entry.name, key, question)),
+                };
+            }
+        } else if !ctx.peer.supported_elicitation_modes().is_empty() {
             match ctx
                 .peer
-                .create_elicitation_with_timeout(params, Some(std::time::Duration::from_secs(300)))
+                .create_elicitation_with_timeout(question, Some(ASK_TTL))
                 .await
             {
-                Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => return Ok(()),
-                Ok(_) => {
-                    return Err(format!(
-                        "The user declined the call to {}; it was not made.",
-                        entry.name
-                    ));
+                Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => {
+                    return Approval::Granted;
                 }
-                // The client could not ask (e.g. a 2026-07-28 session): hold
-                // the call for an approval by evoctl instead.
+                Ok(_) => return declined(),
+                // The client could not ask: hold the call for an approval by
+                // evoctl instead.
                 Err(e) => {
                     tracing::debug!(error = %e, "elicitation failed; holding the call for evoctl approve")
                 }
@@ -727,19 +781,69 @@ impl SessionServer {
                 key,
                 preview,
             })
-            .await
-            .map_err(|_| "evod is shutting down".to_string())?;
+            .await;
         match gate {
-            Gate::Pass => Ok(()),
-            Gate::Pending(id) => Err(format!(
+            Err(_) => Approval::Refused("evod is shutting down".to_string()),
+            Ok(Gate::Pass) => Approval::Granted,
+            Ok(Gate::Pending(id)) => Approval::Refused(format!(
                 "This call to {} needs a person's approval ({rule}); it was not made. Ask the user to run `evoctl approve {id}` (or `evoctl deny {id}`), then repeat exactly the same call within 5 minutes.",
                 entry.name
             )),
-            Gate::Denied(id) => Err(format!(
+            Ok(Gate::Denied(id)) => Approval::Refused(format!(
                 "A person denied this call to {} ({id}); it was not made. Do not retry it.",
                 entry.name
             )),
         }
+    }
+
+    /// Records an in-band approval question for `tool` with these arguments
+    /// and builds the `input_required` result that asks it.
+    fn ask(
+        &self,
+        tool: &str,
+        key: u64,
+        question: rmcp::model::ElicitRequestParams,
+    ) -> rmcp::model::InputRequiredResult {
+        use std::hash::{BuildHasher, Hasher};
+        let mut nonce = std::collections::hash_map::RandomState::new().build_hasher();
+        nonce.write_u64(key);
+        let state = format!("{}-{:016x}", self.id, nonce.finish());
+        let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
+        asks.retain(|a| a.at.elapsed() < ASK_TTL);
+        asks.push(Ask {
+            state: state.clone(),
+            tool: tool.to_string(),
+            key,
+            at: Instant::now(),
+        });
+        let request =
+            rmcp::model::InputRequest::Elicitation(rmcp::model::ElicitRequest::new(question));
+        rmcp::model::InputRequiredResult::new(
+            Some([(ASK_KEY.to_string(), request)].into()),
+            Some(state),
+        )
+    }
+
+    /// The user's answer in a retried call: `Some(accepted)` when its
+    /// `requestState` names a question asked for this tool and these
+    /// arguments (each question is answered once), else `None`.
+    fn answer(&self, tool: &str, key: u64, answers: Answers) -> Option<bool> {
+        let state = answers.state?;
+        let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
+        let i = asks
+            .iter()
+            .position(|a| a.state == state && a.tool == tool && a.key == key)?;
+        let ask = asks.swap_remove(i);
+        if ask.at.elapsed() >= ASK_TTL {
+            return None;
+        }
+        let action = answers
+            .responses?
+            .remove(ASK_KEY)?
+            .get("action")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Some(action.as_deref() == Some("accept"))
     }
 
     fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {
@@ -922,7 +1026,13 @@ impl ServerHandler for SessionServer {
     ) -> Result<CallToolResponse, ErrorData> {
         match request.name.as_ref() {
             native::CALL_TOOL => match native::parse_call_tool(request.arguments.as_ref()) {
-                Ok((name, arguments)) => self.call_proxied(&name, arguments, &ctx).await,
+                Ok((name, arguments)) => {
+                    let answers = Answers {
+                        responses: request.input_responses,
+                        state: request.request_state,
+                    };
+                    self.call_proxied(&name, arguments, answers, &ctx).await
+                }
                 Err(e) => Ok(text_result(e, true).into()),
             },
             native::DISCOVER_TOOLS => Ok(self.discover(request.arguments.as_ref()).await.into()),
@@ -930,7 +1040,14 @@ impl ServerHandler for SessionServer {
             native::DESCRIBE_CAPABILITY => {
                 Ok(self.describe_capability(request.arguments.as_ref()).into())
             }
-            name => self.call_proxied(name, request.arguments, &ctx).await,
+            name => {
+                let answers = Answers {
+                    responses: request.input_responses,
+                    state: request.request_state,
+                };
+                self.call_proxied(name, request.arguments, answers, &ctx)
+                    .await
+            }
         }
     }
 }

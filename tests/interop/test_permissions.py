@@ -1,5 +1,5 @@
 """require_approval through the official SDK: a client that supports elicitation asks its user
-(accept forwards the call, decline refuses it); a client that cannot is told to have a person
+(accept forwards the call, decline refuses it), on both eras of the protocol; a client that cannot is told to have a person
 run `evoctl approve ID`, after which the identical call passes once."""
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ def answering(action: str, seen: list[str]) -> Any:
     return callback
 
 
+# "legacy": the initialize handshake, evo sends elicitation/create; "auto": 2026-07-28, evo
+# answers input_required and the SDK retries with the user's answer.
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("action", ["accept", "decline"])
-async def test_elicitation_asks_the_user(evo: Evo, action: str) -> None:
+async def test_elicitation_asks_the_user(evo: Evo, action: str, mode: str) -> None:
     seen: list[str] = []
-    async with unwrapped(), Client(evo.shim_params(), mode="legacy", elicitation_callback=answering(action, seen)) as c:
+    async with unwrapped(), Client(evo.shim_params(), mode=mode, elicitation_callback=answering(action, seen)) as c:
         r = await c.call_tool("fx_cwd", {})
         assert len(seen) == 1 and "fx_cwd" in seen[0]
         if action == "accept":
