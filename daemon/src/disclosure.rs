@@ -28,62 +28,134 @@ const INSTRUCTIONS_HEAD: &str = "evo connects you to many tools. Tools listed in
 The others below are one line each: call one by its exact name (or through call_tool), \
 use describe_tool NAME for its schema and an example, or discover_tools to search.";
 
+const MORE_TOOLS: &str = "\n\nMore tools, by domain (describe_capability DOMAIN lists them): ";
+
+/// Least room kept for the closing note on domains that do not fit, even when
+/// a quarter of the budget is less: its form with only the totals fits.
+const NOTE_FLOOR: usize = 80;
+
 /// The initialize `instructions` for a session that lists `listed` tools in
 /// full: every other tool of the snapshot, one line each, grouped by domain,
-/// within `budget` bytes. Domains that do not fit are named with their tool
+/// never longer than `budget` bytes. Domains are taken in name order and each
+/// one that still fits is listed whole; the others are named with their tool
 /// counts and a pointer to `describe_capability`.
 pub fn instructions(
     snapshot: &Snapshot,
     listed: &dyn Fn(&ToolEntry) -> bool,
     budget: usize,
 ) -> String {
+    if INSTRUCTIONS_HEAD.len() > budget {
+        return truncated(INSTRUCTIONS_HEAD, budget);
+    }
     let mut out = String::from(INSTRUCTIONS_HEAD);
     let groups = by_domain(snapshot.tools.iter().filter(|t| !listed(t)));
-    if groups.is_empty() {
+    let sections: Vec<(&str, usize, String)> = groups
+        .iter()
+        .map(|(domain, tools)| (*domain, tools.len(), section(domain, tools)))
+        .collect();
+    if out.len() + sections.iter().map(|s| s.2.len()).sum::<usize>() <= budget {
+        for (_, _, s) in &sections {
+            out.push_str(s);
+        }
         return out;
     }
-    let mut sections: Vec<String> = Vec::new();
+    // A domain is listed only if the note naming every domain not (yet)
+    // listed still fits after it, so a small domain after a big one that did
+    // not fit is listed all the same. The reserve is capped: past it the note
+    // shortens itself (see `overflow_note`).
+    let reserve_cap = (budget / 4).max(NOTE_FLOOR);
+    let mention = |domain: &str, count: usize| format!("{domain} ({count})");
+    // Bytes of the note's entries (with their ", ") for domains not listed.
+    let mut unlisted: usize = sections
+        .iter()
+        .map(|(d, n, _)| mention(d, *n).len() + 2)
+        .sum();
+    let mut unlisted_domains = sections.len();
     let mut overflow: Vec<(&str, usize)> = Vec::new();
-    // Reserve room for the overflow note so the whole text stays in budget.
-    let reserve = 160
-        + groups
-            .keys()
-            .map(|d| d.len() + 12)
-            .sum::<usize>()
-            .min(budget / 4);
-    let mut used = out.len();
-    for (domain, tools) in &groups {
-        let mut section = format!("\n\n## {domain}\n");
-        for t in tools {
-            let _ = writeln!(section, "{} — {} ({})", t.name, t.summary, t.domain);
-        }
-        if overflow.is_empty() && used + section.len() + reserve <= budget {
-            used += section.len();
-            sections.push(section);
+    for (domain, count, section) in &sections {
+        let others = unlisted - (mention(domain, *count).len() + 2);
+        let reserve = if unlisted_domains > 1 {
+            (MORE_TOOLS.len() + others - 1).min(reserve_cap)
         } else {
-            overflow.push((domain, tools.len()));
+            0
+        };
+        if out.len() + section.len() + reserve <= budget {
+            out.push_str(section);
+            unlisted = others;
+            unlisted_domains -= 1;
+        } else {
+            overflow.push((domain, *count));
         }
-    }
-    for s in &sections {
-        out.push_str(s);
     }
     if !overflow.is_empty() {
-        let mut note =
-            String::from("\n\nMore tools, by domain (describe_capability DOMAIN lists them): ");
-        let parts: Vec<String> = overflow.iter().map(|(d, n)| format!("{d} ({n})")).collect();
-        note.push_str(&parts.join(", "));
-        note.push('.');
-        if out.len() + note.len() > budget {
-            // Even the domain list does not fit: count them instead.
-            let total: usize = overflow.iter().map(|(_, n)| n).sum();
-            note = format!(
-                "\n\n{total} more tools in {} domains: describe_capability lists them.",
-                overflow.len()
-            );
-        }
+        let note = overflow_note(&overflow, budget - out.len());
         out.push_str(&note);
     }
     out
+}
+
+/// One domain's block of the instructions: a heading, then a line per tool.
+fn section(domain: &str, tools: &[&Arc<ToolEntry>]) -> String {
+    let mut out = format!("\n\n## {domain}\n");
+    for t in tools {
+        let _ = writeln!(out, "{} — {} ({})", t.name, t.summary, t.domain);
+    }
+    out
+}
+
+/// The closing note on domains whose tools are not listed, in the most detail
+/// that fits in `room` bytes: every domain with its tool count; the first few
+/// then an ellipsis; only the totals; or, at worst, the totals cut short.
+fn overflow_note(overflow: &[(&str, usize)], room: usize) -> String {
+    let mentions: Vec<String> = overflow.iter().map(|(d, n)| format!("{d} ({n})")).collect();
+    let full = format!("{MORE_TOOLS}{}.", mentions.join(", "));
+    if full.len() <= room {
+        return full;
+    }
+    let mut shown = 0;
+    let mut len = MORE_TOOLS.len();
+    for (k, m) in mentions.iter().enumerate().take(mentions.len() - 1) {
+        len += m.len() + if k > 0 { 2 } else { 0 };
+        let rest = mentions.len() - k - 1;
+        if len + format!(", … ({rest} more domains).").len() > room {
+            break;
+        }
+        shown = k + 1;
+    }
+    if shown > 0 {
+        let rest = mentions.len() - shown;
+        return format!(
+            "{MORE_TOOLS}{}, … ({rest} more domains).",
+            mentions[..shown].join(", ")
+        );
+    }
+    let total: usize = overflow.iter().map(|(_, n)| n).sum();
+    let counts = format!(
+        "\n\n{total} more tools in {} domains: describe_capability lists them.",
+        overflow.len()
+    );
+    if counts.len() <= room {
+        return counts;
+    }
+    truncated(
+        &format!("\n\n{total} more tools: describe_capability."),
+        room,
+    )
+}
+
+/// `text` if it fits in `room` bytes, else as much of it as fits with "…".
+fn truncated(text: &str, room: usize) -> String {
+    if text.len() <= room {
+        return text.to_owned();
+    }
+    let Some(keep) = room.checked_sub('…'.len_utf8()) else {
+        return String::new();
+    };
+    let cut = (0..=keep)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &text[..cut])
 }
 
 /// `describe_capability`: every domain with its tool count, or the tools of
@@ -195,4 +267,144 @@ fn anchor(s: &str) -> String {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use rmcp::model::Tool;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::catalog::{ServerLink, ServerTools, entries_for};
+
+    /// A snapshot of servers given as (id, tool count); each server is its
+    /// own domain and each tool has a one-sentence description.
+    fn snapshot(servers: &[(&str, usize)]) -> Snapshot {
+        let config: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|(id, _)| (id.to_string(), json!({"command": "unused"})))
+            .collect();
+        let text = json!({ "mcpServers": config }).to_string();
+        let parsed = crate::config::parse(&text, Path::new("test.json"), &|_| None).unwrap();
+        let entries: Vec<_> = parsed
+            .servers
+            .into_iter()
+            .map(|spec| {
+                let (_, count) = servers.iter().find(|(id, _)| *id == spec.id).unwrap();
+                let tools: Vec<Tool> = (0..*count)
+                    .map(|i| {
+                        serde_json::from_value(json!({
+                            "name": format!("tool{i}"),
+                            "description": "Does one useful thing with the given input.",
+                            "inputSchema": {"type": "object"},
+                        }))
+                        .unwrap()
+                    })
+                    .collect();
+                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
+                let entries = entries_for(&spec, &link, &tools, &[]);
+                (spec, link, entries)
+            })
+            .collect();
+        let views: Vec<ServerTools<'_>> = entries
+            .iter()
+            .map(|(spec, link, entries)| ServerTools {
+                spec,
+                link,
+                entries,
+            })
+            .collect();
+        Snapshot::build(1, &views, &Default::default())
+    }
+
+    /// One-tool domains on either side of one too big for the budget.
+    fn big_domain_between_small_ones() -> Snapshot {
+        snapshot(&[("alpha", 1), ("bulk", 200), ("text", 1), ("weather", 1)])
+    }
+
+    fn none_listed(_: &ToolEntry) -> bool {
+        false
+    }
+
+    #[test]
+    fn every_domain_is_listed_when_all_fit() {
+        let text = instructions(&big_domain_between_small_ones(), &none_listed, 100_000);
+        for heading in ["## alpha", "## bulk", "## text", "## weather"] {
+            assert!(text.contains(heading), "{heading}: {text}");
+        }
+        assert!(!text.contains("More tools"), "{text}");
+    }
+
+    #[test]
+    fn small_domains_after_one_that_does_not_fit_are_still_listed() {
+        let text = instructions(&big_domain_between_small_ones(), &none_listed, 8192);
+        assert!(text.len() <= 8192, "{} bytes", text.len());
+        for heading in ["## alpha", "## text", "## weather"] {
+            assert!(text.contains(heading), "{heading}: {text}");
+        }
+        assert!(text.contains("text_tool0 — Does one useful thing with the given input. (text)"));
+        assert!(!text.contains("## bulk"), "{text}");
+        assert!(
+            text.ends_with(
+                "\n\nMore tools, by domain (describe_capability DOMAIN lists them): bulk (200)."
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_budget_caps_the_whole_text() {
+        let snapshot = big_domain_between_small_ones();
+        for budget in (0..=12_000).step_by(7).chain([300, 8192]) {
+            let text = instructions(&snapshot, &none_listed, budget);
+            assert!(
+                text.len() <= budget,
+                "budget {budget}: {} bytes",
+                text.len()
+            );
+            if budget >= INSTRUCTIONS_HEAD.len() + 40 {
+                assert!(
+                    text.starts_with(INSTRUCTIONS_HEAD) && text.contains("describe_capability"),
+                    "budget {budget}: {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_budget_with_room_for_little_more_than_the_head_still_points_to_describe_capability() {
+        let text = instructions(&big_domain_between_small_ones(), &none_listed, 300);
+        assert_eq!(
+            text.strip_prefix(INSTRUCTIONS_HEAD),
+            Some("\n\n203 more tools: describe_capability.")
+        );
+    }
+
+    #[test]
+    fn many_overflowing_domains_are_cut_short_with_an_ellipsis() {
+        let names: Vec<String> = (0..60).map(|i| format!("domain{i:02}")).collect();
+        let servers: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 5)).collect();
+        let snapshot = snapshot(&servers);
+        let budget = 2000;
+        let text = instructions(&snapshot, &none_listed, budget);
+        assert!(text.len() <= budget, "{} bytes", text.len());
+        assert!(text.contains("## domain00"), "{text}");
+        let note = text.rsplit("\n\n").next().unwrap();
+        assert!(
+            note.starts_with("More tools, by domain (describe_capability DOMAIN lists them): ")
+                && note.contains("(5), … (")
+                && note.ends_with(" more domains)."),
+            "{note}"
+        );
+        // Deterministic: the same snapshot and budget give the same text.
+        assert_eq!(text, instructions(&snapshot, &none_listed, budget));
+    }
+
+    #[test]
+    fn a_budget_smaller_than_the_head_cuts_the_head() {
+        let text = instructions(&big_domain_between_small_ones(), &none_listed, 100);
+        assert!(text.len() <= 100 && text.ends_with('…'), "{text}");
+    }
 }
