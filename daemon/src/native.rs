@@ -31,6 +31,18 @@ fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
     Tool::new(name, description, Arc::new(schema))
 }
 
+/// `describe_tool` of a native tool: what it does, its schema and an
+/// example, in the shape proxied tools are described.
+pub fn describe(name: &str) -> Option<String> {
+    let tool = tools().into_iter().find(|t| t.name == name)?;
+    let schema = serde_json::to_string_pretty(&*tool.input_schema).unwrap_or_default();
+    Some(format!(
+        "{name} [native: evo's own, always listed]\n\n{}\n\nInput schema:\n{schema}\n\nExample call:\n{}\n",
+        tool.description.as_deref().unwrap_or_default(),
+        crate::example::example_call(name, &tool.input_schema)
+    ))
+}
+
 /// The native tools, in the order they are listed.
 pub fn tools() -> Vec<Tool> {
     vec![

@@ -857,6 +857,9 @@ impl SessionServer {
             Err(e) => return text_result(e, true),
         };
         self.view.touch();
+        if let Some(text) = native::describe(name) {
+            return text_result(text, false);
+        }
         let snapshot = self.snapshot.load_full();
         match snapshot.get(name) {
             Some(entry) => text_result(disclosure::describe_tool(entry), false),

@@ -231,6 +231,12 @@ fn describe_tools_and_capabilities() {
     );
     let (text, e) = c.call_text("describe_tool", json!({"name": "fx_recrod"}));
     assert!(e && text.contains("fx_record"), "closest names: {text}");
+    // evo's own tools are described too.
+    let (text, e) = c.call_text("describe_tool", json!({"name": "discover_tools"}));
+    assert!(
+        !e && text.contains("\"query\"") && text.contains("Example call"),
+        "{text}"
+    );
     let (text, _) = c.call_text("describe_capability", json!({}));
     assert!(
         text.contains("fx — ") && text.contains("text — 1 tools"),
