@@ -4,7 +4,8 @@ use std::path::Path;
 
 use evo_proto::CtlRequest;
 use evo_proto::ctl::{
-    ActionReport, ActivationReport, SearchResults, SessionsReport, StatusReport, ToolList,
+    ActionReport, ActivationReport, ApprovalsReport, SearchResults, SessionsReport, StatusReport,
+    ToolList,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -45,6 +46,24 @@ fn age(secs: u64) -> String {
         s if s < 86400 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86400),
     }
+}
+
+/// Widest ARGUMENTS cell in `evoctl approvals`: with the other columns it
+/// keeps a row within a 100-column terminal; `--json` has the daemon's text.
+const ARGUMENTS_WIDTH: usize = 60;
+
+/// `text` on one line and at most `max` characters, ending in "…" when cut.
+fn shorten(text: &str, max: usize) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 pub fn render(
@@ -190,6 +209,29 @@ pub fn render(
                 &rows,
             );
         }
+        CtlRequest::Approvals => {
+            let r: ApprovalsReport = parse(data)?;
+            if r.approvals.is_empty() {
+                println!("no calls waiting for approval");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = r
+                .approvals
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.id.clone(),
+                        a.tool.clone(),
+                        age(a.age_s),
+                        shorten(&a.arguments, ARGUMENTS_WIDTH),
+                    ]
+                })
+                .collect();
+            table(&["ID", "TOOL", "AGE", "ARGUMENTS"], &rows);
+            println!(
+                "\nevoctl approve ID lets the identical call pass once; evoctl deny ID refuses it."
+            );
+        }
         CtlRequest::Activate { .. } | CtlRequest::Deactivate { .. } => {
             let r: ActivationReport = parse(data)?;
             let verb = if matches!(request, CtlRequest::Activate { .. }) {
@@ -296,6 +338,15 @@ mod tests {
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn shorten_keeps_short_text_and_cuts_long_text_to_width() {
+        assert_eq!(shorten(r#"{"text":"hi"}"#, 60), r#"{"text":"hi"}"#);
+        assert_eq!(shorten("abcdefgh", 5), "abcd…");
+        assert_eq!(shorten("ééééé", 5), "ééééé");
+        assert_eq!(shorten("a\nb\tc", 60), "a b c");
+        assert_eq!(shorten(&"x".repeat(500), 60).chars().count(), 60);
     }
 
     #[test]

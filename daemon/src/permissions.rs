@@ -181,6 +181,9 @@ pub struct Permissions {
     rules: PatternMap,
     default_deny: bool,
     warnings: Vec<String>,
+    /// Set when evod started with a file it could not load: every tool is
+    /// denied, with this reason, until the file is fixed (fail closed).
+    unusable: Option<String>,
 }
 
 /// The one role whose overrides and default apply.
@@ -312,11 +315,32 @@ impl Permissions {
             rules,
             default_deny: env.default_deny,
             warnings,
+            unusable: None,
         })
+    }
+
+    /// What is in force when evod starts with a permissions file it cannot
+    /// load: nothing was in force before, and allowing everything would
+    /// ignore the file's own denials, so every tool is denied until the file
+    /// is fixed (a reload applies it).
+    pub fn unusable(error: &str) -> Permissions {
+        Permissions {
+            from_file: true,
+            unusable: Some(format!(
+                "permissions file unusable at start: {error}; fix it and every rule applies at once"
+            )),
+            ..Permissions::default()
+        }
     }
 
     /// Decides the permission of the tool exposed as `tool`.
     pub fn decide(&self, tool: &str) -> Decision {
+        if let Some(reason) = &self.unusable {
+            return Decision {
+                permission: Permission::Deny,
+                source: reason.clone(),
+            };
+        }
         if let Some(role) = &self.role
             && let Some((pattern, permission)) = role.overrides.lookup(tool)
         {

@@ -52,6 +52,9 @@ pub struct Supervisor {
     config_error: Option<String>,
     permissions: Arc<crate::permissions::Permissions>,
     permissions_error: Option<String>,
+    /// Whether a permissions file (or its absence) ever loaded: until one
+    /// does, an unusable file denies everything.
+    permissions_loaded: bool,
     approvals: crate::approvals::ApprovalBook,
     children: Vec<ChildHandle>,
     catalog: Addr<Catalog>,
@@ -81,6 +84,7 @@ impl Supervisor {
             config_error: None,
             permissions: Default::default(),
             permissions_error: None,
+            permissions_loaded: false,
             approvals: Default::default(),
             children: Vec::new(),
             catalog,
@@ -115,7 +119,8 @@ impl Supervisor {
     }
 
     /// Loads permissions.yml; an invalid file keeps the permissions in
-    /// force. Returns whether they changed.
+    /// force, and at start, when none are, denies every tool until it is
+    /// fixed. Returns whether they changed.
     fn load_permissions(&mut self) -> Result<bool, String> {
         let env = crate::permissions::PermissionEnv::from_process();
         match crate::permissions::Permissions::load(&self.opts.permissions_path, &env) {
@@ -124,6 +129,7 @@ impl Supervisor {
                     tracing::warn!(permissions = %self.opts.permissions_path.display(), "{w}");
                 }
                 self.permissions_error = None;
+                self.permissions_loaded = true;
                 if *self.permissions == p {
                     return Ok(false);
                 }
@@ -135,8 +141,15 @@ impl Supervisor {
             }
             Err(e) => {
                 let msg = e.to_string();
-                tracing::error!("{msg}; keeping the permissions in force");
                 self.permissions_error = Some(msg.clone());
+                if !self.permissions_loaded {
+                    tracing::error!("{msg}; denying every tool until the file is fixed");
+                    self.permissions = Arc::new(crate::permissions::Permissions::unusable(&msg));
+                    self.catalog
+                        .do_send(crate::catalog::SetPermissions(self.permissions.clone()));
+                    return Err(format!("{msg}; every tool is denied until it is fixed"));
+                }
+                tracing::error!("{msg}; keeping the permissions in force");
                 Err(format!("{msg}; the permissions in force stay"))
             }
         }
@@ -884,20 +897,18 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::Deny { id } => ready(self.decide(&id, false)),
             CtlRequest::Approvals => {
                 let now = Instant::now();
-                let list: Vec<serde_json::Value> = self
+                let approvals = self
                     .approvals
                     .pending(now)
-                    .iter()
-                    .map(|a| {
-                        serde_json::json!({
-                            "id": a.id,
-                            "tool": a.tool,
-                            "arguments": a.preview,
-                            "age_s": now.duration_since(a.since).as_secs(),
-                        })
+                    .into_iter()
+                    .map(|a| ctl::PendingApproval {
+                        age_s: now.duration_since(a.since).as_secs(),
+                        id: a.id,
+                        tool: a.tool,
+                        arguments: a.preview,
                     })
                     .collect();
-                ready(CtlReply::data(&serde_json::json!({"approvals": list})))
+                ready(CtlReply::data(&ctl::ApprovalsReport { approvals }))
             }
             CtlRequest::Reload => ready(match self.reload() {
                 Ok(report) => CtlReply::data(&report),

@@ -240,6 +240,24 @@ pub struct ActionReport {
     pub reprefixed: Vec<String>,
 }
 
+/// One call held until a person approves or denies it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// What `evoctl approve` / `evoctl deny` take.
+    pub id: String,
+    pub tool: String,
+    /// The call's arguments as JSON, already cut short by the daemon.
+    pub arguments: String,
+    /// Seconds since the call was first held.
+    pub age_s: u64,
+}
+
+/// `evoctl approvals --json`: calls waiting for approval, in the order held.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalsReport {
+    pub approvals: Vec<PendingApproval>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +291,22 @@ mod tests {
                 session: None,
                 all: false
             }
+        );
+    }
+
+    #[test]
+    fn approvals_keep_their_keys_and_order() {
+        let report = ApprovalsReport {
+            approvals: vec![PendingApproval {
+                id: "ap1".into(),
+                tool: "fx_echo".into(),
+                arguments: r#"{"text":"hi"}"#.into(),
+                age_s: 3,
+            }],
+        };
+        assert_eq!(
+            serde_json::to_string(&report).unwrap(),
+            r#"{"approvals":[{"id":"ap1","tool":"fx_echo","arguments":"{\"text\":\"hi\"}","age_s":3}]}"#
         );
     }
 

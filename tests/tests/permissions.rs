@@ -143,6 +143,44 @@ fn invalid_permissions_keep_the_rules_in_force() {
     assert_eq!(s["permissions"]["ok"], false);
 }
 
+/// Starting with a file evod cannot use fails closed: nothing was in force,
+/// and allowing everything would ignore the file's own denials.
+#[test]
+fn an_unusable_file_at_start_denies_until_fixed() {
+    for (file, env, says) in [
+        (
+            "rules:\n  fx_add: deny\n  fx_echo: maybe\n",
+            &[][..],
+            "maybe",
+        ),
+        ("rules: [unclosed\n", &[][..], "permissions.yml"),
+        (
+            "rules:\n  fx_add: deny\n",
+            &[("EVO_ROLE", "nope")][..],
+            "nope",
+        ),
+    ] {
+        let d = start(file, env);
+        let s = d.ctl_json(&["status"]);
+        assert_eq!(s["permissions"]["ok"], false, "{file}");
+        let err = s["permissions"]["error"].as_str().unwrap();
+        assert!(err.contains(says), "{err}");
+        let mut c = d.legacy_session();
+        assert_eq!(c.tool_names(), NATIVE_TOOLS.to_vec(), "{file}");
+        let (text, is_error) = c.call_text("fx_echo", json!({"text": "x"}));
+        assert!(is_error && text.contains("unusable"), "{text}");
+        // Fixing the file applies it.
+        let fixed = "roles:\n  nope:\n    default_permission: allow\nrules:\n  fx_add: deny\n";
+        std::fs::write(permissions_path(&d), fixed).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !c.tool_names().contains(&"fx_echo".to_string()) {
+            assert!(Instant::now() < deadline, "the fixed file never applied");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!c.tool_names().contains(&"fx_add".to_string()));
+    }
+}
+
 #[test]
 fn default_deny_without_a_file() {
     let d = start("", &[("EVO_DEFAULT_DENY", "true")]);
@@ -162,6 +200,25 @@ fn held_calls_pass_once_after_evoctl_approve() {
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0]["id"], id.as_str());
     assert_eq!(pending[0]["tool"], "fx_echo");
+    // Without --json: a table a person reads, one row per held call.
+    let (code, table, err) = d.ctl(&["approvals"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&table).is_err(),
+        "{table}"
+    );
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        ["ID", "TOOL", "AGE", "ARGUMENTS"]
+            .iter()
+            .all(|col| header.contains(col)),
+        "{table}"
+    );
+    let row = table.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.starts_with(id.as_str()) && row.contains("fx_echo") && row.contains("guarded"),
+        "{table}"
+    );
     // Asking again gives the same id; other arguments another one.
     let (again, _) = c.call_text("fx_echo", json!({"text": "guarded"}));
     assert!(again.contains(&id));
@@ -191,4 +248,8 @@ fn held_calls_pass_once_after_evoctl_approve() {
     assert!(err.contains("ap999") && err.contains("expired"), "{err}");
     let (code, _, _) = d.ctl(&["approve", &id]);
     assert_eq!(code, 1);
+    // Nothing held: says so, in words.
+    let (code, out, _) = d.ctl(&["approvals"]);
+    assert_eq!((code, out.trim()), (0, "no calls waiting for approval"));
+    assert_eq!(d.ctl_json(&["approvals"]), json!({"approvals": []}));
 }
