@@ -169,7 +169,7 @@ impl ChildServer {
                     log_stderr(self.spec.id.clone(), stderr);
                 }
                 let (transport, direct) =
-                    crate::childio::ChildTransport::new(spawned.stdout, spawned.stdin);
+                    crate::childio::ChildTransport::new(&self.spec.id, spawned.stdout, spawned.stdin);
                 self.direct = Some(direct);
                 Box::pin(connect(handler, transport, lifecycle))
             }

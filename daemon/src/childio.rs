@@ -194,14 +194,68 @@ impl Drop for ChildTransport {
     }
 }
 
+/// A `tools/list` answer rmcp would misread because of one bad tool (a
+/// schema that is not an object, seen in published servers), fixed: such
+/// an `inputSchema` becomes `{"type": "object"}`, other fields that must be
+/// objects and are not are dropped, a tool without a name is dropped; each
+/// with a warning naming the server and tool. The rest of the list stands.
+/// `None` when the line is not such an answer or needs no fix.
+fn repaired_tool_list(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+    let mut value: Value = serde_json::from_slice(line).ok()?;
+    let tools = value.get_mut("result")?.get_mut("tools")?.as_array_mut()?;
+    let mut changed = false;
+    tools.retain_mut(|tool| {
+        let Some(tool) = tool.as_object_mut() else {
+            tracing::warn!(server, "a listed tool is not an object; skipped");
+            changed = true;
+            return false;
+        };
+        let Some(name) = tool.get("name").and_then(Value::as_str).map(str::to_owned) else {
+            tracing::warn!(server, "a listed tool has no name; skipped");
+            changed = true;
+            return false;
+        };
+        if !tool.get("inputSchema").is_some_and(Value::is_object) {
+            tracing::warn!(server, tool = %name, "inputSchema is not a JSON object; using {{\"type\": \"object\"}}");
+            tool.insert("inputSchema".into(), json!({"type": "object"}));
+            changed = true;
+        }
+        for field in ["outputSchema", "annotations", "_meta", "execution"] {
+            if tool.get(field).is_some_and(|v| !v.is_object()) {
+                tracing::warn!(server, tool = %name, field, "not a JSON object; dropped");
+                tool.remove(field);
+                changed = true;
+            }
+        }
+        for field in ["title", "description"] {
+            if tool.get(field).is_some_and(|v| !v.is_string()) {
+                tracing::warn!(server, tool = %name, field, "not a string; dropped");
+                tool.remove(field);
+                changed = true;
+            }
+        }
+        true
+    });
+    if !changed {
+        return None;
+    }
+    serde_json::from_value(value).ok()
+}
+
 /// The transport rmcp's client runs on; see the module docs.
 pub struct ChildTransport {
     lines: LineReader<BufReader<ChildStdout>>,
     calls: Arc<DirectCalls>,
+    /// The server id, for warnings about what the child sends.
+    server: String,
 }
 
 impl ChildTransport {
-    pub fn new(stdout: ChildStdout, stdin: ChildStdin) -> (ChildTransport, Arc<DirectCalls>) {
+    pub fn new(
+        server: &str,
+        stdout: ChildStdout,
+        stdin: ChildStdin,
+    ) -> (ChildTransport, Arc<DirectCalls>) {
         let calls = Arc::new(DirectCalls {
             writer: Arc::new(Mutex::new(Some(stdin))),
             waiting: Default::default(),
@@ -212,6 +266,7 @@ impl ChildTransport {
             ChildTransport {
                 lines: LineReader::new(BufReader::new(stdout), MAX_LINE),
                 calls: calls.clone(),
+                server: server.to_string(),
             },
             calls,
         )
@@ -246,6 +301,14 @@ impl Transport<RoleClient> for ChildTransport {
             let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&line);
             if line.iter().all(u8::is_ascii_whitespace) || self.calls.deliver(line) {
                 continue;
+            }
+            // A tool list is checked before rmcp reads it: one bad tool would
+            // make rmcp read the whole answer as something else and drop the
+            // child. Tool lists are rare; calls never come this way.
+            if line.windows(7).any(|w| w == b"\"tools\"")
+                && let Some(msg) = repaired_tool_list(&self.server, line)
+            {
+                return Some(msg);
             }
             match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
                 Ok(msg) => return Some(msg),

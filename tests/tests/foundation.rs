@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -205,6 +206,51 @@ fn bad_servers_fail_alone_with_errors_naming_them() {
     let (code, out, _) = d.ctl(&["status"]);
     assert_eq!(code, 0);
     assert!(out.contains("missing") && out.contains("failed"), "{out}");
+}
+
+/// Published servers list tools whose schema is not an object: each such
+/// tool gets `{"type": "object"}` (or loses the bad field) with a warning
+/// naming server and tool; the rest of the list stands.
+#[test]
+fn tools_with_bad_schemas_are_fixed_not_fatal() {
+    let dir = TempDir::new("raw");
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        json!([
+            {"name": "good", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+            {"name": "stringly", "inputSchema": "string"},
+            {"name": "nothing"},
+            {"name": "nulled", "inputSchema": null, "annotations": 7, "description": ["x"]},
+            {"inputSchema": {"type": "object"}},
+            "not a tool"
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/raw_server.py");
+    let d = Daemon::start(&json!({"mcpServers": {"raw": {
+        "command": "python3",
+        "args": [script.to_string_lossy(), tools.to_string_lossy()]
+    }}}));
+    let s = d.wait_ready(&["raw"]);
+    assert_eq!(server(&s, "raw").unwrap()["tools"], 4, "{s}");
+    let mut c = d.legacy_session();
+    let r = c.request("tools/list", json!({}));
+    let listed = r["result"]["tools"].as_array().unwrap();
+    for name in ["raw_good", "raw_stringly", "raw_nothing", "raw_nulled"] {
+        let tool = listed
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {r}"));
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+    }
+    assert_eq!(c.call_text("raw_stringly", json!({})).0, "stringly");
+    let log = d.log_text();
+    assert!(
+        log.contains("stringly") && log.contains("inputSchema is not a JSON object"),
+        "{log}"
+    );
 }
 
 #[test]
