@@ -259,6 +259,11 @@ impl Supervisor {
                         report.reprefixed.push(spec.id.clone());
                     }
                     h.link.set_timeout(spec.timeout);
+                    // "Failed until reload or refresh": a reload retries it.
+                    if h.link.state() == crate::catalog::ServerState::Failed {
+                        h.addr.do_send(child::Restart);
+                        report.restarted.push(spec.id.clone());
+                    }
                     next.push(ChildHandle {
                         spec,
                         addr: h.addr,

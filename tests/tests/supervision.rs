@@ -339,3 +339,24 @@ fn a_client_that_never_reads_is_held_back() {
     drop(stream);
     drop(w);
 }
+
+/// "Failed until reload or `evoctl refresh`": once its cause is fixed, a
+/// plain `evoctl reload` (config unchanged) brings a failed server back.
+#[test]
+fn reload_retries_a_failed_server() {
+    let dir = TempDir::new("broken");
+    let broken = dir.path().join("broken");
+    std::fs::write(&broken, "").unwrap();
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&["--exit-if", &broken.to_string_lossy()])
+    }}));
+    d.wait_status("fx failed", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "failed")
+    });
+    std::fs::remove_file(&broken).unwrap();
+    let report = d.ctl_json(&["reload"]);
+    assert!(report.to_string().contains("fx"), "{report}");
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    assert_eq!(c.call_text("fx_echo", json!({"text": "back"})).0, "back");
+}
