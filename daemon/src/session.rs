@@ -1014,6 +1014,53 @@ impl ServerHandler for SessionServer {
         Ok(())
     }
 
+    /// Requests rmcp could not read as one it knows: a known method with
+    /// params of the wrong shape is invalid params, saying what is wrong;
+    /// anything else is a method evo does not serve.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        let params = request.params.as_ref();
+        let invalid = match request.method.as_str() {
+            "tools/call" => {
+                let problem = match params {
+                    None | Some(Value::Null) => "params are missing".to_string(),
+                    Some(Value::Object(p)) => match (p.get("name"), p.get("arguments")) {
+                        (None, _) => "'name' is missing".to_string(),
+                        (Some(n), _) if !n.is_string() => {
+                            format!("'name' must be a string, got {n}")
+                        }
+                        (_, Some(a)) if !a.is_object() && !a.is_null() => {
+                            format!("'arguments' must be an object, got {a}")
+                        }
+                        _ => "they do not match the MCP schema".to_string(),
+                    },
+                    Some(other) => format!("params must be an object, got {other}"),
+                };
+                Some(format!(
+                    "tools/call: {problem}; expected {{\"name\": string, \"arguments\": object}}"
+                ))
+            }
+            "tools/list" => {
+                Some("tools/list: params must be an object (with an optional 'cursor')".into())
+            }
+            _ => None,
+        };
+        Err(match invalid {
+            Some(message) => ErrorData::invalid_params(message, None),
+            None => ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "method '{}' is not served by evo (it serves tools: tools/list, tools/call and its native tools)",
+                    request.method
+                ),
+                None,
+            ),
+        })
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

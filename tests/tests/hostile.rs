@@ -47,6 +47,26 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
 
     let r = c.request("no/such/method", json!({}));
     assert_eq!(error_code(&r), -32601, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no/such/method"),
+        "{r}"
+    );
+
+    // tools/call with params of the wrong shape: invalid params, saying what.
+    for (params, says) in [
+        (json!({"arguments": {}}), "'name' is missing"),
+        (json!({"name": 7}), "'name' must be a string"),
+        (json!({"name": "fx_echo", "arguments": [1]}), "'arguments' must be an object"),
+        (json!(null), "params are missing"),
+    ] {
+        let r = c.request("tools/call", params.clone());
+        assert_eq!(error_code(&r), -32602, "{params}: {r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{params}: {message}");
+    }
 
     // A response to a request never made is not answered.
     c.send(&json!({"jsonrpc": "2.0", "id": 4242, "result": {}}));
