@@ -22,7 +22,8 @@ use crate::schema::normalize_input_schema;
 
 /// Deepest nesting of objects and arrays accepted in arguments; the arguments object is level 1.
 pub const MAX_DEPTH: usize = 64;
-/// Largest accepted arguments, in bytes of compact JSON.
+/// Largest arguments repaired, in bytes of compact JSON; larger ones (up to
+/// the message limit) are validated but not repaired.
 pub const MAX_BYTES: usize = 1 << 20;
 
 /// Problems listed in one teaching error; the rest are summed up in a last line.
@@ -161,12 +162,27 @@ pub fn check(
             valid_params: schema.valid_params(),
         });
     };
-    if let Err(excess) = measure_object(object, 1, &mut 0) {
-        return Checked::Invalid(Teaching {
-            problems: vec![excess.to_string()],
-            closest: Vec::new(),
-            valid_params: schema.valid_params(),
-        });
+    match measure_object(object, 1, &mut 0) {
+        Ok(()) => {}
+        Err(Excess::Depth) => {
+            return Checked::Invalid(Teaching {
+                problems: vec![Excess::Depth.to_string()],
+                closest: Vec::new(),
+                valid_params: schema.valid_params(),
+            });
+        }
+        // Large arguments (a file's content) are checked but not repaired:
+        // validation is one linear pass, repair would copy them.
+        Err(Excess::Size) => {
+            if schema.validator.is_valid(arguments) {
+                return Checked::Valid;
+            }
+            return Checked::Invalid(Teaching {
+                problems: problems(schema, arguments),
+                closest: Vec::new(),
+                valid_params: schema.valid_params(),
+            });
+        }
     }
     if schema.validator.is_valid(arguments) {
         if schema.declares_all(object) {
@@ -314,7 +330,7 @@ pub fn teaching_text(
 // ---------------------------------------------------------------------------------------------
 // The hot path: guards and a copy-free view of the arguments.
 
-/// Why arguments were refused before validation.
+/// Why arguments were refused (too deep) or are not repaired (too large).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Excess {
     Depth,
@@ -330,7 +346,7 @@ impl fmt::Display for Excess {
             ),
             Excess::Size => write!(
                 f,
-                "the arguments are larger than 1 MiB ({MAX_BYTES} bytes) as compact JSON"
+                "the arguments are larger than 1 MiB ({MAX_BYTES} bytes) as compact JSON; they are validated, not repaired"
             ),
         }
     }
@@ -1737,14 +1753,9 @@ mod tests {
                 Some(Excess::Depth),
             ),
             (object(json!({"a": &big[..MAX_BYTES - 8]})), None),
-            (
-                object(json!({"a": &big[..MAX_BYTES - 7]})),
-                Some(Excess::Size),
-            ),
-            (
-                object(json!({"a": "\n".repeat(MAX_BYTES / 2)})),
-                Some(Excess::Size),
-            ),
+            // Larger arguments are validated, not refused.
+            (object(json!({"a": &big[..MAX_BYTES - 7]})), None),
+            (object(json!({"a": "\n".repeat(MAX_BYTES / 2)})), None),
         ];
         for (index, (arguments, excess)) in cases.into_iter().enumerate() {
             let checked = check_obj(&schema, &arguments, &no_aliases());
@@ -1760,6 +1771,19 @@ mod tests {
         }
         assert!(Excess::Depth.to_string().contains("deeper than 64 levels"));
         assert!(Excess::Size.to_string().contains("larger than 1 MiB"));
+        let mut size = 0;
+        assert_eq!(
+            measure_object(&object(json!({"a": &big[..MAX_BYTES - 7]})), 1, &mut size),
+            Err(Excess::Size)
+        );
+        // Large and invalid: taught, without repair.
+        let typed = compiled(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}));
+        let Checked::Invalid(teaching) =
+            check_obj(&typed, &object(json!({"a": &big[..]})), &no_aliases())
+        else {
+            panic!("a large invalid call is refused");
+        };
+        assert!(teaching.problems[0].contains("'n'"), "{:?}", teaching.problems);
     }
 
     #[test]
