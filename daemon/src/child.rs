@@ -168,8 +168,11 @@ impl ChildServer {
                 if let Some(stderr) = spawned.stderr {
                     log_stderr(self.spec.id.clone(), stderr);
                 }
-                let (transport, direct) =
-                    crate::childio::ChildTransport::new(&self.spec.id, spawned.stdout, spawned.stdin);
+                let (transport, direct) = crate::childio::ChildTransport::new(
+                    &self.spec.id,
+                    spawned.stdout,
+                    spawned.stdin,
+                );
                 self.direct = Some(direct);
                 Box::pin(connect(handler, transport, lifecycle))
             }

@@ -1777,13 +1777,19 @@ mod tests {
             Err(Excess::Size)
         );
         // Large and invalid: taught, without repair.
-        let typed = compiled(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}));
+        let typed = compiled(
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        );
         let Checked::Invalid(teaching) =
             check_obj(&typed, &object(json!({"a": &big[..]})), &no_aliases())
         else {
             panic!("a large invalid call is refused");
         };
-        assert!(teaching.problems[0].contains("'n'"), "{:?}", teaching.problems);
+        assert!(
+            teaching.problems[0].contains("'n'"),
+            "{:?}",
+            teaching.problems
+        );
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub type ActivationSet = BTreeSet<String>;
 pub struct SessionView {
     pub activated: Arc<ArcSwap<ActivationSet>>,
     last_active_ms: Arc<AtomicU64>,
+    /// The client speaks 2026-07-28 (per-request envelope): list_changed
+    /// then goes only to its `subscriptions/listen` streams.
+    modern: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SessionView {
@@ -51,9 +54,19 @@ impl SessionView {
         let view = SessionView {
             activated: Arc::new(ArcSwap::from_pointee(activated.clone())),
             last_active_ms: Arc::new(AtomicU64::new(0)),
+            modern: Default::default(),
         };
         view.touch();
         view
+    }
+
+    /// A request arrived: the session is active, and its envelope tells the
+    /// protocol era.
+    fn request(&self, ctx: &RequestContext<RoleServer>) {
+        self.touch();
+        if ctx.meta.protocol_version().is_some() {
+            self.modern.store(true, Ordering::Relaxed);
+        }
     }
 
     pub fn touch(&self) {
@@ -142,6 +155,9 @@ impl Session {
     /// 2026-07-28 session, else to the peer (older clients declare no
     /// capability for it, so it always goes).
     fn notify_list_changed(&self) {
+        if self.listeners.is_empty() && self.view.modern.load(Ordering::Relaxed) {
+            return; // a 2026-07-28 client that did not opt in
+        }
         if !self.listeners.is_empty() {
             let sinks = self.listeners.clone();
             tokio::spawn(async move {
@@ -1061,11 +1077,17 @@ impl ServerHandler for SessionServer {
         })
     }
 
+    async fn ping(&self, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.view.request(&ctx);
+        Ok(())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.view.request(&ctx);
         Ok(ListToolsResult::with_all_items(self.list().await))
     }
 
@@ -1074,6 +1096,7 @@ impl ServerHandler for SessionServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.view.request(&ctx);
         match request.name.as_ref() {
             native::CALL_TOOL => match native::parse_call_tool(request.arguments.as_ref()) {
                 Ok((name, arguments)) => {

@@ -80,6 +80,17 @@ async def test_discover_activates_and_notifies(evo: Evo, mode: str) -> None:
         assert not r.is_error and "Asia/Tokyo" in text(r)
 
 
+async def test_modern_clients_hear_list_changed_only_when_listening(evo: Evo) -> None:
+    """On 2026-07-28 sessions list_changed goes only to `subscriptions/listen` streams."""
+    seen = ListChanged()
+    async with dynamic(evo, "auto", seen) as c:
+        assert c.protocol_version >= "2026-07-28"
+        await c.call_tool("discover_tools", {"query": "add two numbers", "limit": 1})
+        assert "fx_add" in await names(c)
+        await anyio.sleep(0.3)
+        assert seen.count == 0
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_sessions_are_isolated_and_exact_names_route(evo: Evo, mode: str) -> None:
     async with dynamic(evo, mode) as a, dynamic(evo, mode) as b:

@@ -166,7 +166,11 @@ fn a_missing_session_id_is_filled_and_the_result_says_so() {
     // Large arguments (over the 1 MiB repair limit) still go through.
     let big = "x".repeat(3 << 20);
     let (text, is_error) = c.call_text("fx_echo", json!({"text": big}));
-    assert!(!is_error && text.len() == big.len(), "{}", &text[..200.min(text.len())]);
+    assert!(
+        !is_error && text.len() == big.len(),
+        "{}",
+        &text[..200.min(text.len())]
+    );
     let r = c.call("fx_whoami", json!({"sessionId": "theirs"}));
     assert_eq!(r["content"][0]["text"], "theirs", "{r}");
     assert_eq!(

@@ -146,6 +146,16 @@ fn evoctl_activation_reaches_the_live_session() {
     assert_eq!(r["session"], id.as_str());
     assert_eq!(r["changed"], json!(["fx_pid"]));
     assert!(!c.tool_names().contains(&"fx_pid".to_string()));
+    // Any request counts as activity, not only calls: a newer session, then
+    // a tools/list on the first makes the first the most recent again.
+    let mut newer = dynamic(&d, &[]);
+    newer.tool_names();
+    std::thread::sleep(Duration::from_millis(30));
+    c.tool_names();
+    let r = d.ctl_json(&["activate", "fx_pid"]);
+    assert_eq!(r["session"], id.as_str(), "{r}");
+    d.ctl_json(&["deactivate", "fx_pid", "--session", &id]);
+    drop(newer);
     let l = d.ctl_json(&["list", "--session", &id]);
     let listed: Vec<&str> = l["tools"]
         .as_array()

@@ -59,7 +59,10 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
     for (params, says) in [
         (json!({"arguments": {}}), "'name' is missing"),
         (json!({"name": 7}), "'name' must be a string"),
-        (json!({"name": "fx_echo", "arguments": [1]}), "'arguments' must be an object"),
+        (
+            json!({"name": "fx_echo", "arguments": [1]}),
+            "'arguments' must be an object",
+        ),
         (json!(null), "params are missing"),
     ] {
         let r = c.request("tools/call", params.clone());
