@@ -183,6 +183,9 @@ pub fn render(
             if !rows.is_empty() {
                 table(&["SCORE", "TOOL", "DOMAIN", "SUMMARY"], &rows);
             }
+            for note in &r.unavailable {
+                println!("{note}");
+            }
         }
         CtlRequest::Sessions => {
             let r: SessionsReport = parse(data)?;

@@ -839,6 +839,7 @@ impl Handler<Ctl> for Supervisor {
                         })
                         .collect(),
                     reason: outcome.reason,
+                    unavailable: outcome.unavailable,
                 }))
             }
             CtlRequest::Describe { name } => {

@@ -216,6 +216,10 @@ pub struct SearchResults {
     /// Why the result is empty, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Servers the query names (by id or capability) that have no tools
+    /// listed, each as a sentence saying why and what to do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
 }
 
 /// Reply to `activate` / `deactivate`.

@@ -320,3 +320,40 @@ fn evoctl_search_ranks_and_reports() {
     assert_eq!(code, 0);
     assert!(out.contains("git_git_status"), "{out}");
 }
+
+/// A server that cannot be reached and has nothing cached lists no tools,
+/// but its capabilities stay searchable: a query naming one says the server
+/// exists and why nothing of it is callable.
+#[test]
+fn capabilities_of_an_unreachable_server_are_searchable() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&[]),
+        "gh": {"command": "/nonexistent/evo-github-server", "env": {"GITHUBTOOL": "true"}}
+    }}));
+    d.wait_status("gh failed", |s| {
+        server(s, "gh").is_some_and(|v| v["state"] == "failed")
+            && server(s, "fx").is_some_and(|v| v["state"] == "ready")
+    });
+    let mut c = dynamic(&d, &[]);
+    let (text, is_error) = c.call_text(
+        "discover_tools",
+        json!({"query": "list my github pull requests", "activate": false}),
+    );
+    assert!(!is_error, "{text}");
+    assert!(
+        text.contains("Server 'gh' (capabilities: github)") && text.contains("failed"),
+        "{text}"
+    );
+    let r = d.ctl_json(&["search", "github"]);
+    let notes = r["unavailable"].as_array().expect("unavailable notes");
+    assert!(
+        notes[0].as_str().unwrap().contains("evoctl refresh gh"),
+        "{r}"
+    );
+    // A query that names neither says nothing of it.
+    let (text, _) = c.call_text(
+        "discover_tools",
+        json!({"query": "add two numbers", "activate": false}),
+    );
+    assert!(!text.contains("'gh'"), "{text}");
+}

@@ -801,6 +801,9 @@ pub struct Outcome {
     pub query: String,
     pub hits: Vec<Hit>,
     pub reason: Option<String>,
+    /// Servers the query names by id or capability that have listed no
+    /// tools (down, failed, still starting): a sentence each.
+    pub unavailable: Vec<String>,
 }
 
 /// Arguments of `discover_tools`.
@@ -858,6 +861,53 @@ impl DiscoverParams {
     }
 }
 
+/// Servers without listed tools that the query names by id or by one of
+/// their capabilities: their capabilities stay searchable while they cannot
+/// be reached, so the agent learns they exist and why nothing of theirs is
+/// callable yet.
+fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
+    if snapshot.unlisted.is_empty() {
+        return Vec::new();
+    }
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let named = |name: &str| {
+        let name = name.to_lowercase();
+        words
+            .iter()
+            .any(|w| *w == name || porter::stem(w) == porter::stem(&name))
+    };
+    snapshot
+        .unlisted
+        .iter()
+        .filter_map(|link| {
+            let capabilities = snapshot
+                .capabilities
+                .iter()
+                .find(|(id, _)| *id == link.id)
+                .map(|(_, c)| c.as_slice())
+                .unwrap_or_default();
+            if !(named(&link.id) || capabilities.iter().any(|c| named(c))) {
+                return None;
+            }
+            let having = if capabilities.is_empty() {
+                String::new()
+            } else {
+                format!(" (capabilities: {})", capabilities.join(", "))
+            };
+            Some(format!(
+                "Server '{}'{having} has no tools listed: it is {}. Its tools become searchable once it runs; a person can check `evoctl status` and run `evoctl refresh {}`.",
+                link.id,
+                link.state().as_str(),
+                link.id
+            ))
+        })
+        .collect()
+}
+
 /// Does the query look like (part of) a tool name rather than a sentence?
 fn name_like(query: &str) -> bool {
     !query.contains(char::is_whitespace) && query.len() <= 80
@@ -869,6 +919,7 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
         query: query.to_string(),
         hits,
         reason,
+        unavailable: unavailable(snapshot, query),
     };
     let query = query.trim();
     if query.is_empty() {
@@ -1105,18 +1156,22 @@ fn add_name_bonuses(index: &Index, snapshot: &Snapshot, query: &str, scores: &mu
 
 /// One line a hit: `name — summary (domain) score`.
 pub fn render(outcome: &Outcome) -> String {
+    let mut out = String::new();
     if outcome.hits.is_empty() {
-        return format!(
-            "No matches: {}",
+        out = format!(
+            "No matches: {}\n",
             outcome.reason.as_deref().unwrap_or("nothing matched")
         );
     }
-    let mut out = String::new();
     for h in &outcome.hits {
         out.push_str(&format!(
             "{} — {} ({}) score {:.2}\n",
             h.entry.name, h.entry.summary, h.entry.domain, h.score
         ));
+    }
+    for note in &outcome.unavailable {
+        out.push_str(note);
+        out.push('\n');
     }
     out
 }
