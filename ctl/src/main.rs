@@ -317,6 +317,10 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
     let reply = match exchange(socket, &request).await {
         Ok(r) => r,
         Err(e) => {
+            // With --json, scripts get the shape of a refusal on stdout too.
+            if json {
+                println!("{}", serde_json::json!({"ok": false, "error": e}));
+            }
             eprintln!("evoctl: {e}");
             return ExitCode::from(EXIT_NO_DAEMON);
         }

@@ -425,8 +425,11 @@ fn no_daemon_exits_3_naming_the_socket() {
     let (code, _, err) = ctl_at(&sock, &["status"]);
     assert_eq!(code, 3);
     assert!(err.contains(&sock.display().to_string()), "{err}");
-    let (code, _, _) = ctl_at(&sock, &["list", "--all", "--json"]);
+    let (code, out, _) = ctl_at(&sock, &["list", "--all", "--json"]);
     assert_eq!(code, 3);
+    let out: Value = serde_json::from_str(&out).expect("--json: a JSON error");
+    assert_eq!(out["ok"], false);
+    assert!(out["error"].as_str().unwrap().contains("nothing.sock"), "{out}");
     let mut shim = McpClient::spawn(&sock, &["--no-autostart"]);
     let status = shim.child.wait().unwrap();
     assert_eq!(status.code(), Some(3));
