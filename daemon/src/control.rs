@@ -17,6 +17,8 @@ use crate::transport::SessionTransport;
 
 /// Longest handshake line accepted.
 const MAX_HANDSHAKE: usize = 64 * 1024;
+/// How long a new connection may take to send its handshake line.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Read buffer of a connection. Most MCP messages are a few hundred bytes,
 /// and an idle session keeps its buffer: 1,000 sessions hold 4 MiB, not 8.
 const READ_BUFFER: usize = 4 * 1024;
@@ -108,11 +110,19 @@ async fn handle(
 ) {
     let (r, mut w) = split(conn);
     let mut reader = BufReader::with_capacity(READ_BUFFER, r);
-    let hello = match frame::read_line(&mut reader, MAX_HANDSHAKE).await {
-        Ok(Some(line)) => Hello::parse(&line),
-        Ok(None) => return,
-        Err(FrameError::TooLong { limit }) => Err(format!("handshake line exceeds {limit} bytes")),
-        Err(FrameError::Io(_)) => return,
+    let line = tokio::time::timeout(HANDSHAKE_TIMEOUT, frame::read_line(&mut reader, MAX_HANDSHAKE));
+    let hello = match line.await {
+        Ok(Ok(Some(line))) => Hello::parse(&line),
+        Ok(Ok(None)) => return,
+        Ok(Err(FrameError::TooLong { limit })) => {
+            Err(format!("handshake line exceeds {limit} bytes"))
+        }
+        Ok(Err(FrameError::Io(_))) => return,
+        // A connection that never completes its handshake line is not held.
+        Err(_) => Err(format!(
+            "no handshake line within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )),
     };
     let hello = match hello {
         Ok(h) => h,

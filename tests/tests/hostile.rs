@@ -134,6 +134,16 @@ fn garbage_handshake_gets_one_error_line_and_a_close() {
         let _ = BufReader::new(&s).read_line(&mut line);
         assert!(line.contains("\"ok\":false"), "{line}");
     }
+    // Half a handshake line, then silence: refused and closed after 10 s,
+    // not held open.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"{\"evo\":1,").unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("no handshake line within 10 s"), "{line}");
+    assert_eq!(r.read_line(&mut String::new()).unwrap(), 0, "closed");
     // The daemon still serves.
     let mut c = d.legacy_session();
     assert_eq!(c.call_text("fx_echo", json!({"text": "fine"})).0, "fine");
