@@ -101,6 +101,11 @@ impl DirectCalls {
         let Ok(value) = serde_json::from_slice::<Value>(line) else {
             return false;
         };
+        self.deliver_value(value)
+    }
+
+    /// Hands a parsed answer to its waiting call; false if it is not ours.
+    fn deliver_value(&self, value: Value) -> bool {
         if value.get("method").is_some() {
             return false;
         }
@@ -293,8 +298,23 @@ impl Transport<RoleClient> for ChildTransport {
                     return None;
                 }
                 Err(LineError::TooLong) => {
-                    tracing::warn!("a child sent a line over {MAX_LINE} bytes; skipped");
-                    continue;
+                    tracing::warn!(server = %self.server, "the child sent a message over {MAX_LINE} bytes; discarded");
+                    // If it answers a request, that request fails now with
+                    // the reason, rather than waiting out its timeout.
+                    let Some(id) = self.lines.oversized_id() else {
+                        continue;
+                    };
+                    let error = json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32603,
+                        "message": format!("server '{}' answered with more than {MAX_LINE} bytes; the answer was discarded: ask for less (a smaller range, a filter, a page)", self.server),
+                    }});
+                    if self.calls.deliver_value(error.clone()) {
+                        continue;
+                    }
+                    match serde_json::from_value::<RxJsonRpcMessage<RoleClient>>(error) {
+                        Ok(msg) => return Some(msg),
+                        Err(_) => continue,
+                    }
                 }
             }
             let line = self.lines.take();

@@ -110,7 +110,10 @@ async fn handle(
 ) {
     let (r, mut w) = split(conn);
     let mut reader = BufReader::with_capacity(READ_BUFFER, r);
-    let line = tokio::time::timeout(HANDSHAKE_TIMEOUT, frame::read_line(&mut reader, MAX_HANDSHAKE));
+    let line = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        frame::read_line(&mut reader, MAX_HANDSHAKE),
+    );
     let hello = match line.await {
         Ok(Ok(Some(line))) => Hello::parse(&line),
         Ok(Ok(None)) => return,

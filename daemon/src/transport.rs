@@ -71,8 +71,13 @@ pub(crate) struct LineReader<R> {
     reader: R,
     line: Vec<u8>,
     oversized: bool,
+    /// The start of the last oversized line, to tell whom it answers.
+    head: Vec<u8>,
     pub(crate) max_line: usize,
 }
+
+/// Bytes of an oversized line kept to find its JSON-RPC `id`.
+const HEAD: usize = 512;
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     pub(crate) fn new(reader: R, max_line: usize) -> Self {
@@ -80,8 +85,16 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             reader,
             line: Vec::new(),
             oversized: false,
+            head: Vec::new(),
             max_line,
         }
+    }
+
+    /// The `id` of the last line reported too long, when its start shows
+    /// one at the top level (senders put it first), so that request can
+    /// still get its one answer.
+    pub(crate) fn oversized_id(&self) -> Option<Value> {
+        top_level_id(&self.head)
     }
 
     /// The whole line read by the last successful `next_line`.
@@ -112,7 +125,10 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 let chunk = &buf[..newline.unwrap_or(buf.len())];
                 if self.line.len() + chunk.len() > self.max_line {
                     self.oversized = true;
-                    self.line = Vec::new();
+                    let mut head = std::mem::take(&mut self.line);
+                    head.extend_from_slice(&chunk[..chunk.len().min(HEAD)]);
+                    head.truncate(HEAD);
+                    self.head = head;
                 } else {
                     self.line.extend_from_slice(chunk);
                 }
@@ -154,6 +170,42 @@ where
     };
     w.write_all(&bytes).await?;
     w.flush().await
+}
+
+/// The value of the top-level `"id"` member in the start of a JSON object,
+/// if it is a number or a string and appears there whole. Strings are
+/// skipped properly, so an `"id"` nested in params is never taken.
+fn top_level_id(head: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < head.len() {
+        match head[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < head.len() && head[i] != b'"' {
+                    i += if head[i] == b'\\' { 2 } else { 1 };
+                }
+                let key = head.get(start..=i)?;
+                let rest = head.get(i + 1..)?;
+                let after = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+                if depth == 1 && key == b"\"id\"" && rest[after] == b':' {
+                    let value = &rest[after + 1..];
+                    let mut values =
+                        serde_json::Deserializer::from_slice(value).into_iter::<Value>();
+                    return match values.next()? {
+                        Ok(id @ (Value::Number(_) | Value::String(_))) => Some(id),
+                        _ => None,
+                    };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 pub(crate) enum LineError {
@@ -215,7 +267,10 @@ where
                         "message exceeds the limit of {} bytes and was discarded; send smaller arguments or raise limits.max_message_bytes",
                         self.lines.max_line
                     );
-                    self.reply(error_reply(Value::Null, -32600, msg));
+                    // Answered under its own id when its start shows it,
+                    // so the request does not wait for an answer forever.
+                    let id = self.lines.oversized_id().unwrap_or(Value::Null);
+                    self.reply(error_reply(id, -32600, msg));
                     continue;
                 }
             }
@@ -286,5 +341,44 @@ where
             let _ = w.shutdown().await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_top_level_id_is_read_from_the_start_of_a_line() {
+        let cases: [(&[u8], Option<Value>); 8] = [
+            (
+                br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"a":"xxxx"#,
+                Some(json!(5)),
+            ),
+            (
+                br#"{"id": "evo-7" , "result": {"content": [{"text": "xx"#,
+                Some(json!("evo-7")),
+            ),
+            // An "id" inside params is not the request's.
+            (
+                br#"{"jsonrpc":"2.0","method":"tools/call","params":{"id":3,"text":"xx"#,
+                None,
+            ),
+            // A string that mentions "id": is skipped whole.
+            (br#"{"note":"\"id\":9","id":4,"#, Some(json!(4))),
+            (br#"{"method":"x","id":null,"#, None),
+            (br#"{"id":{"nested":1},"#, None),
+            // Cut before the id's value is whole.
+            (br#"{"id":"evo-12"#, None),
+            (b"not json at all", None),
+        ];
+        for (head, want) in cases {
+            assert_eq!(
+                top_level_id(head),
+                want,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
     }
 }

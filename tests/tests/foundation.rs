@@ -429,7 +429,10 @@ fn no_daemon_exits_3_naming_the_socket() {
     assert_eq!(code, 3);
     let out: Value = serde_json::from_str(&out).expect("--json: a JSON error");
     assert_eq!(out["ok"], false);
-    assert!(out["error"].as_str().unwrap().contains("nothing.sock"), "{out}");
+    assert!(
+        out["error"].as_str().unwrap().contains("nothing.sock"),
+        "{out}"
+    );
     let mut shim = McpClient::spawn(&sock, &["--no-autostart"]);
     let status = shim.child.wait().unwrap();
     assert_eq!(status.code(), Some(3));

@@ -81,9 +81,18 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
     c.send_raw(&big);
     let r = c.recv(timeout).unwrap();
     assert_eq!(error_code(&r), -32600, "{r}");
+    assert_eq!(r["id"], 5, "answered under its own id: {r}");
     assert!(
         r["error"]["message"].as_str().unwrap().contains("1048576"),
         "{r}"
+    );
+
+    // A child's answer over its 16 MiB limit fails that call at once, with
+    // the reason, instead of leaving it to time out.
+    let (text, is_error) = c.call_text("fx_big", json!({"bytes": 17 << 20}));
+    assert!(
+        is_error && text.contains("'fx' answered with more than"),
+        "not a timeout: {text}"
     );
 
     // Still alive, and nothing else was sent in between.
