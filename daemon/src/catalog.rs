@@ -195,6 +195,18 @@ impl ServerLink {
         self.state.store(state as u8, Ordering::Release);
     }
 
+    /// A call on `used` failed in transport. If that is still the live
+    /// connection, the server's actor hears of it (see
+    /// [`crate::child::ConnectionLost`]).
+    pub fn connection_failed(&self, used: &Arc<Peer<RoleClient>>, reason: String) {
+        let live = self.peer.load();
+        if live.as_ref().is_some_and(|p| Arc::ptr_eq(p, used))
+            && let Some(child) = &self.child
+        {
+            child.do_send(crate::child::ConnectionLost { reason });
+        }
+    }
+
     /// Direct calls, when the child is a ready stdio child.
     pub fn direct(&self) -> Option<Arc<crate::childio::DirectCalls>> {
         self.direct.load_full()

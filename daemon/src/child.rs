@@ -73,6 +73,9 @@ pub struct ChildServer {
     down_generation: u64,
     exited: Option<watch::Receiver<bool>>,
     restarts: u32,
+    /// Downs since the server was last ready: a remote server's reconnect
+    /// backoff (it is never marked failed).
+    downs_since_ready: usize,
     crashes: VecDeque<Instant>,
     last_error: Option<String>,
     waiters: Vec<oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>>,
@@ -109,6 +112,7 @@ impl ChildServer {
                 down_generation: 0,
                 exited: None,
                 restarts: 0,
+                downs_since_ready: 0,
                 crashes: VecDeque::new(),
                 last_error: None,
                 waiters: Vec::new(),
@@ -229,6 +233,7 @@ impl ChildServer {
                             return;
                         }
                         act.set_state(ServerState::Ready);
+                        act.downs_since_ready = 0;
                         let peer = act.link_peer();
                         for w in act.waiters.drain(..) {
                             let _ = w.send(peer.clone());
@@ -349,12 +354,20 @@ impl ChildServer {
         {
             self.crashes.pop_front();
         }
-        if self.crashes.len() >= MAX_CRASHES {
+        // A remote server that went away is not a crash loop of ours: keep
+        // reconnecting, backing off up to 30 s, never marked failed.
+        let remote = matches!(self.spec.transport, TransportSpec::Http { .. });
+        self.downs_since_ready += 1;
+        if self.crashes.len() >= MAX_CRASHES && !remote {
             self.set_state(ServerState::Failed);
             tracing::error!(server = %self.spec.id, crashes = self.crashes.len(), "server marked failed after repeated crashes; fix it and run `evoctl refresh {}`", self.spec.id);
         } else {
             self.set_state(ServerState::Restarting);
-            let delay = backoff(self.crashes.len());
+            let delay = if remote {
+                backoff(self.downs_since_ready)
+            } else {
+                backoff(self.crashes.len())
+            };
             self.restarts += 1;
             self.restart_timer = Some(ctx.run_later(delay, |act, ctx| {
                 act.restart_timer = None;
@@ -679,6 +692,26 @@ impl Handler<ChildDown> for ChildServer {
     type Result = ();
     fn handle(&mut self, msg: ChildDown, ctx: &mut Context<Self>) {
         self.down(msg.generation, msg.reason, ctx);
+    }
+}
+
+/// A call found the live connection broken. For a remote (HTTP) server this
+/// is the only sign it went away: it is treated as down (restart with
+/// backoff, state shown as such). A stdio child's exit is reported by its
+/// process, with the exit status, so this is ignored for it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConnectionLost {
+    pub reason: String,
+}
+
+impl Handler<ConnectionLost> for ChildServer {
+    type Result = ();
+    fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
+        if self.pid.is_none() && self.state == ServerState::Ready {
+            let reason = format!("the connection failed: {}", msg.reason);
+            self.down(self.generation, reason, ctx);
+        }
     }
 }
 

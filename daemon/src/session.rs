@@ -484,14 +484,14 @@ impl SessionServer {
                     Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
                 }
             };
-            return self.await_call(entry, call, None, ctx).await;
+            return self.await_call(entry, call, &peer, None, ctx).await;
         }
         match client_token {
             None => {
                 // Dropping this future (client cancel, timeout) sends
                 // notifications/cancelled to the child.
                 let call = peer.call_tool_once(params);
-                self.await_call(entry, call, None, ctx).await
+                self.await_call(entry, call, &peer, None, ctx).await
             }
             Some(client_token) => {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -500,7 +500,7 @@ impl SessionServer {
                     .await
                 {
                     Ok(h) => h,
-                    Err(e) => return self.call_failed(entry, e),
+                    Err(e) => return self.call_failed(entry, e, &peer),
                 };
                 let _route = server.route_progress(
                     handle.progress_token.clone(),
@@ -511,7 +511,7 @@ impl SessionServer {
                 );
                 let id = handle.id.clone();
                 let call = async move { handle.await_response().await.map(call_response) };
-                self.await_call(entry, call, Some((&peer, id)), ctx).await
+                self.await_call(entry, call, &peer, Some(id), ctx).await
             }
         }
     }
@@ -523,7 +523,8 @@ impl SessionServer {
         &self,
         entry: &ToolEntry,
         call: impl Future<Output = Result<CallToolResponse, rmcp::ServiceError>>,
-        cancel: Option<(&Peer<RoleClient>, rmcp::model::RequestId)>,
+        peer: &Arc<Peer<RoleClient>>,
+        cancel: Option<rmcp::model::RequestId>,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let server = &entry.server;
@@ -533,7 +534,7 @@ impl SessionServer {
             r = tokio::time::timeout(server.timeout(), call) => Some(r),
         };
         let tell_child = |reason: &'static str| async move {
-            if let Some((peer, id)) = cancel {
+            if let Some(id) = cancel {
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
                         Some(id),
@@ -548,7 +549,7 @@ impl SessionServer {
                 text_result(format!("{} cancelled by the client", entry.name), true).into()
             }
             Some(Ok(Ok(resp))) => mark_complete(resp),
-            Some(Ok(Err(e))) => self.call_failed(entry, e),
+            Some(Ok(Err(e))) => self.call_failed(entry, e, peer),
             Some(Err(_)) => {
                 tell_child("timed out").await;
                 text_result(
@@ -566,7 +567,21 @@ impl SessionServer {
         }
     }
 
-    fn call_failed(&self, entry: &ToolEntry, e: rmcp::ServiceError) -> CallToolResponse {
+    /// A call that got no answer. A connection that failed in transport is
+    /// reported to the server's actor: a remote server that went away is
+    /// then reconnected instead of staying "ready" on a dead session.
+    fn call_failed(
+        &self,
+        entry: &ToolEntry,
+        e: rmcp::ServiceError,
+        peer: &Arc<Peer<RoleClient>>,
+    ) -> CallToolResponse {
+        if matches!(
+            e,
+            rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+        ) {
+            entry.server.connection_failed(peer, e.to_string());
+        }
         text_result(
             format!(
                 "{} failed: server '{}' ({}) did not answer: {e}",

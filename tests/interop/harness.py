@@ -141,10 +141,12 @@ class HttpEverything:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     @classmethod
-    def start(cls, tmp: Path, attempts: int = 5) -> HttpEverything:
+    def start(cls, tmp: Path, attempts: int = 5, port: int | None = None) -> HttpEverything:
+        """Starts on a free port, or on `port` (a server coming back where it was)."""
         errors = []
+        wanted = port
         for attempt in range(attempts):
-            port = free_port()
+            port = wanted or free_port()
             log = tmp / f"everything-http-{attempt}.log"
             env = clean_env() | {"PORT": str(port)}
             with log.open("wb") as out:
