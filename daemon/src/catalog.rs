@@ -277,6 +277,38 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot of stdio servers with default settings (by id, in order)
+    /// and their tools, built the way the Catalog builds one, with no child
+    /// behind it: for benchmarks and tests that need a catalog.
+    pub fn of_tools(servers: &[(String, Vec<Tool>)]) -> Snapshot {
+        let config: serde_json::Map<String, serde_json::Value> = servers
+            .iter()
+            .map(|(id, _)| (id.clone(), serde_json::json!({"command": "unused"})))
+            .collect();
+        let text = serde_json::json!({ "mcpServers": config }).to_string();
+        let parsed = crate::config::parse(&text, std::path::Path::new("snapshot.json"), &|_| None)
+            .map(|c| c.servers)
+            .unwrap_or_default();
+        let servers: Vec<(ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>)> = parsed
+            .into_iter()
+            .zip(servers)
+            .map(|(spec, (_, tools))| {
+                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
+                let entries = entries_for(&spec, &link, tools, &[]);
+                (spec, link, entries)
+            })
+            .collect();
+        let views: Vec<ServerTools<'_>> = servers
+            .iter()
+            .map(|(spec, link, entries)| ServerTools {
+                spec,
+                link,
+                entries,
+            })
+            .collect();
+        Snapshot::build(1, &views, &Default::default())
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
         self.index.get(name).map(|&i| &self.tools[i])
     }

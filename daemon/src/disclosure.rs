@@ -271,29 +271,18 @@ fn anchor(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use rmcp::model::Tool;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
-    use crate::catalog::{ServerLink, ServerTools, entries_for};
 
     /// A snapshot of servers given as (id, tool count); each server is its
     /// own domain and each tool has a one-sentence description.
     fn snapshot(servers: &[(&str, usize)]) -> Snapshot {
-        let config: serde_json::Map<String, Value> = servers
+        let servers: Vec<(String, Vec<Tool>)> = servers
             .iter()
-            .map(|(id, _)| (id.to_string(), json!({"command": "unused"})))
-            .collect();
-        let text = json!({ "mcpServers": config }).to_string();
-        let parsed = crate::config::parse(&text, Path::new("test.json"), &|_| None).unwrap();
-        let entries: Vec<_> = parsed
-            .servers
-            .into_iter()
-            .map(|spec| {
-                let (_, count) = servers.iter().find(|(id, _)| *id == spec.id).unwrap();
-                let tools: Vec<Tool> = (0..*count)
+            .map(|(id, count)| {
+                let tools = (0..*count)
                     .map(|i| {
                         serde_json::from_value(json!({
                             "name": format!("tool{i}"),
@@ -303,20 +292,10 @@ mod tests {
                         .unwrap()
                     })
                     .collect();
-                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
-                let entries = entries_for(&spec, &link, &tools, &[]);
-                (spec, link, entries)
+                (id.to_string(), tools)
             })
             .collect();
-        let views: Vec<ServerTools<'_>> = entries
-            .iter()
-            .map(|(spec, link, entries)| ServerTools {
-                spec,
-                link,
-                entries,
-            })
-            .collect();
-        Snapshot::build(1, &views, &Default::default())
+        Snapshot::of_tools(&servers)
     }
 
     /// One-tool domains on either side of one too big for the budget.

@@ -191,18 +191,18 @@ pub fn check(
         // Valid, but with names the schema does not declare (it allows
         // extra properties): a misspelt optional parameter the child would
         // silently ignore. Rename what maps unambiguously.
-        return rename_extras(schema, object, aliases);
+        return repaired(schema, object, aliases).unwrap_or(Checked::Valid);
     }
     repair_or_teach(schema, object, arguments, aliases)
 }
 
-/// A valid call with undeclared names: forwards it with those that map onto
-/// a declared parameter renamed, if the result is still valid; else as sent.
-fn rename_extras(
+/// `arguments` with every rename and coercion repair knows applied, when
+/// that changes something and the result is valid.
+fn repaired(
     schema: &CompiledSchema,
     arguments: &JsonObject,
     aliases: &BTreeMap<String, String>,
-) -> Checked {
+) -> Option<Checked> {
     let doc = schema.doc();
     let mut repairer = Repairer {
         doc,
@@ -211,20 +211,21 @@ fn rename_extras(
     let mut repaired = arguments.clone();
     repairer.repair_object(&mut repaired, doc.root, "", Some(aliases), 1);
     if repairer.fixes.is_empty() {
-        return Checked::Valid;
+        return None;
     }
     let repaired = Value::Object(repaired);
-    if schema.validator.is_valid(&repaired)
-        && let Value::Object(arguments) = repaired
-    {
-        return Checked::Repaired {
-            arguments,
-            repair: Repair {
-                fixes: repairer.fixes,
-            },
-        };
+    if !schema.validator.is_valid(&repaired) {
+        return None;
     }
-    Checked::Valid
+    let Value::Object(arguments) = repaired else {
+        return None;
+    };
+    Some(Checked::Repaired {
+        arguments,
+        repair: Repair {
+            fixes: repairer.fixes,
+        },
+    })
 }
 
 /// The cold path of [`check`]: `arguments` are known to be invalid as sent.
@@ -234,28 +235,12 @@ fn repair_or_teach(
     value: &Value,
     aliases: &BTreeMap<String, String>,
 ) -> Checked {
-    let doc = schema.doc();
-    let mut repairer = Repairer {
-        doc,
-        fixes: Vec::new(),
-    };
-    let mut repaired = arguments.clone();
-    repairer.repair_object(&mut repaired, doc.root, "", Some(aliases), 1);
-    if !repairer.fixes.is_empty() {
-        let repaired = Value::Object(repaired);
-        if schema.validator.is_valid(&repaired)
-            && let Value::Object(arguments) = repaired
-        {
-            return Checked::Repaired {
-                arguments,
-                repair: Repair {
-                    fixes: repairer.fixes,
-                },
-            };
-        }
+    if let Some(fixed) = repaired(schema, arguments, aliases) {
+        return fixed;
     }
     let problems = problems(schema, value);
     let mut closest = Vec::new();
+    let doc = schema.doc();
     suggest_object(doc, arguments, doc.root, "", Some(aliases), &mut closest);
     Checked::Invalid(Teaching {
         problems,

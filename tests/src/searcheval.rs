@@ -3,11 +3,9 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use evo_daemon::catalog::{ServerLink, ServerTools, Snapshot, ToolEntry, entries_for};
-use evo_daemon::config;
+use evo_daemon::catalog::Snapshot;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
@@ -74,32 +72,7 @@ pub fn load_catalog(path: &Path) -> Vec<(String, Vec<Tool>)> {
 
 /// A snapshot of `servers` built the way the Catalog builds one.
 pub fn snapshot(servers: &[(String, Vec<Tool>)]) -> Snapshot {
-    let mut cfg = serde_json::Map::new();
-    for (id, _) in servers {
-        cfg.insert(id.clone(), json!({"command": "unused"}));
-    }
-    let text = json!({"mcpServers": cfg}).to_string();
-    let parsed = config::parse(&text, Path::new("eval.json"), &|_| None).expect("config");
-    type Server = (config::ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>);
-    let entries: Vec<Server> = parsed
-        .servers
-        .into_iter()
-        .zip(servers)
-        .map(|(spec, (_, tools))| {
-            let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
-            let e = entries_for(&spec, &link, tools, &[]);
-            (spec, link, e)
-        })
-        .collect();
-    let views: Vec<ServerTools<'_>> = entries
-        .iter()
-        .map(|(spec, link, e)| ServerTools {
-            spec,
-            link,
-            entries: e,
-        })
-        .collect();
-    Snapshot::build(1, &views, &Default::default())
+    Snapshot::of_tools(servers)
 }
 
 /// Recall@1, recall@5 and MRR (over the top 10) of a ranking function.

@@ -1202,28 +1202,17 @@ pub fn closest_names(snapshot: &Snapshot, name: &str, k: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use rmcp::model::Tool;
     use serde_json::json;
 
     use super::*;
-    use crate::catalog::{ServerLink, ServerTools, entries_for};
 
     /// A snapshot of servers given as (id, [(tool, description)]).
     fn snapshot(servers: &[(&str, &[(&str, &str)])]) -> Snapshot {
-        let config: serde_json::Map<String, Value> = servers
+        let servers: Vec<(String, Vec<Tool>)> = servers
             .iter()
-            .map(|(id, _)| (id.to_string(), json!({"command": "unused"})))
-            .collect();
-        let text = json!({ "mcpServers": config }).to_string();
-        let parsed = crate::config::parse(&text, Path::new("test.json"), &|_| None).unwrap();
-        let entries: Vec<_> = parsed
-            .servers
-            .into_iter()
-            .map(|spec| {
-                let (_, tools) = servers.iter().find(|(id, _)| *id == spec.id).unwrap();
-                let tools: Vec<Tool> = tools
+            .map(|(id, tools)| {
+                let tools = tools
                     .iter()
                     .map(|(name, description)| {
                         let tool = json!({
@@ -1234,20 +1223,10 @@ mod tests {
                         serde_json::from_value(tool).unwrap()
                     })
                     .collect();
-                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
-                let entries = entries_for(&spec, &link, &tools, &[]);
-                (spec, link, entries)
+                (id.to_string(), tools)
             })
             .collect();
-        let views: Vec<ServerTools<'_>> = entries
-            .iter()
-            .map(|(spec, link, entries)| ServerTools {
-                spec,
-                link,
-                entries,
-            })
-            .collect();
-        Snapshot::build(1, &views, &Default::default())
+        Snapshot::of_tools(&servers)
     }
 
     fn catalog() -> Snapshot {
