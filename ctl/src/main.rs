@@ -40,7 +40,7 @@ struct Cli {
 enum Command {
     /// Stdio MCP entry for clients: connects to evod (starting it if needed) and pipes bytes
     Shim {
-        /// Discovery mode of this session
+        /// Discovery mode of this session [default: evod --mode, else $EVO_DISCOVERY_MODE here, else evod's]
         #[arg(long, value_parser = ["legacy", "dynamic"])]
         mode: Option<String>,
         /// Name this session so its activations persist across reconnects

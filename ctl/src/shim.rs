@@ -48,6 +48,9 @@ pub fn run(
         },
     };
     let mut hello = Hello::mcp(mode, session);
+    hello.env_mode = std::env::var("EVO_DISCOVERY_MODE")
+        .ok()
+        .filter(|m| !m.is_empty());
     hello.stdio = handoff::possible();
     let mut hello = match serde_json::to_vec(&hello) {
         Ok(h) => h,

@@ -143,6 +143,7 @@ async fn handle(
             let opened = match supervisor
                 .send(OpenSession {
                     mode: hello.mode,
+                    env_mode: hello.env_mode,
                     name: hello.session,
                     stdio,
                 })

@@ -80,23 +80,29 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
                 .join("evo")
         });
     let socket_path = evo_proto::paths::socket_path(args.socket.as_deref());
-    let mode = match args.mode.clone().or_else(|| {
-        std::env::var("EVO_DISCOVERY_MODE")
-            .ok()
-            .filter(|m| !m.is_empty())
-    }) {
-        Some(m) => Some(
+    let mode = args
+        .mode
+        .as_deref()
+        .map(|m| {
             m.parse::<DiscoveryMode>()
-                .map_err(|e| format!("EVO_DISCOVERY_MODE: {e}"))?,
-        ),
-        None => None,
-    };
+                .map_err(|e| format!("--mode: {e}"))
+        })
+        .transpose()?;
+    let env_mode = std::env::var("EVO_DISCOVERY_MODE")
+        .ok()
+        .filter(|m| !m.is_empty())
+        .map(|m| {
+            m.parse::<DiscoveryMode>()
+                .map_err(|e| format!("EVO_DISCOVERY_MODE: {e}"))
+        })
+        .transpose()?;
     Ok(DaemonOptions {
         config_path,
         permissions_path,
         cache_dir,
         socket_path,
         mode,
+        env_mode,
         socket_activated: false,
     })
 }

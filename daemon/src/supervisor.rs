@@ -27,8 +27,10 @@ pub struct DaemonOptions {
     pub permissions_path: PathBuf,
     pub cache_dir: PathBuf,
     pub socket_path: PathBuf,
-    /// `evod --mode`, else `EVO_DISCOVERY_MODE`.
+    /// `evod --mode`.
     pub mode: Option<DiscoveryMode>,
+    /// `EVO_DISCOVERY_MODE` in evod's environment.
+    pub env_mode: Option<DiscoveryMode>,
     /// The listener came from systemd, which owns the socket file.
     pub socket_activated: bool,
 }
@@ -381,16 +383,30 @@ impl Supervisor {
         });
     }
 
-    /// The mode for a new session: shim flag, evod flag / env, config, default.
-    fn session_mode(&self, requested: Option<&str>) -> Result<DiscoveryMode, String> {
+    /// The mode for a new session, strongest first: `evoctl shim --mode`,
+    /// `evod --mode`, `EVO_DISCOVERY_MODE` (the shim's, which its client
+    /// sets for it, then evod's), `discovery.mode`, dynamic.
+    fn session_mode(
+        &self,
+        requested: Option<&str>,
+        shim_env: Option<&str>,
+    ) -> Result<DiscoveryMode, String> {
+        let parse = |m: &str, from: &str| {
+            m.parse()
+                .map_err(|e: config::UnknownDiscoveryMode| format!("{from}: {e}"))
+        };
         if let Some(m) = requested {
-            return m
-                .parse()
-                .map_err(|e: config::UnknownDiscoveryMode| e.to_string());
+            return parse(m, "--mode");
+        }
+        if let Some(m) = self.opts.mode {
+            return Ok(m);
+        }
+        if let Some(m) = shim_env {
+            return parse(m, "EVO_DISCOVERY_MODE in the shim's environment");
         }
         Ok(self
             .opts
-            .mode
+            .env_mode
             .or(self.config.discovery.mode)
             .unwrap_or(DiscoveryMode::Dynamic))
     }
@@ -675,6 +691,8 @@ impl Handler<CatalogChanged> for Supervisor {
 #[rtype(result = "Result<OpenedSession, String>")]
 pub struct OpenSession {
     pub mode: Option<String>,
+    /// `EVO_DISCOVERY_MODE` in the shim's environment.
+    pub env_mode: Option<String>,
     pub name: Option<String>,
     /// The client's stdio is handed to the daemon (else MCP runs on the
     /// control socket).
@@ -697,7 +715,7 @@ impl Handler<OpenSession> for Supervisor {
         if self.shutting_down {
             return Err("evod is shutting down".into());
         }
-        let mode = self.session_mode(msg.mode.as_deref())?;
+        let mode = self.session_mode(msg.mode.as_deref(), msg.env_mode.as_deref())?;
         if let Some(name) = &msg.name
             && (name.is_empty() || name.len() > 128 || name.chars().any(char::is_control))
         {

@@ -23,6 +23,10 @@ pub struct Hello {
     /// strongest source of the mode, so it overrides the daemon's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// `EVO_DISCOVERY_MODE` in the shim's environment (an MCP client's `env`
+    /// for evo): weaker than either `--mode`, stronger than the daemon's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_mode: Option<String>,
     /// Name of a named session, whose activations persist across reconnects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -38,6 +42,7 @@ impl Hello {
             evo: crate::PROTOCOL_VERSION,
             kind: ConnKind::Mcp,
             mode,
+            env_mode: None,
             session,
             stdio: false,
         }
@@ -48,6 +53,7 @@ impl Hello {
             evo: crate::PROTOCOL_VERSION,
             kind: ConnKind::Ctl,
             mode: None,
+            env_mode: None,
             session: None,
             stdio: false,
         }

@@ -230,6 +230,15 @@ fn named_sessions_keep_activations_across_reconnects_and_restarts() {
     );
 }
 
+/// An initialized session whose shim has `EVO_DISCOVERY_MODE=mode`.
+fn shim_with_env(d: &Daemon, mode: &str) -> McpClient {
+    let mut cmd = shim_command(&d.socket, &[]);
+    cmd.env("EVO_DISCOVERY_MODE", mode);
+    let mut c = McpClient::spawn_cmd(&mut cmd);
+    c.initialize();
+    c
+}
+
 #[test]
 fn mode_precedence_shim_then_evod_then_env_then_config() {
     let mut cfg = config();
@@ -243,6 +252,20 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     let mut c = d.session(&["--mode", "dynamic"]);
     c.initialize();
     assert_eq!(c.tool_names().len(), START, "shim flag beats config");
+    // EVO_DISCOVERY_MODE given to the shim (an MCP client's `env` for evo).
+    let mut c = shim_with_env(&d, "dynamic");
+    assert_eq!(c.tool_names().len(), START, "the shim's env beats config");
+    // A mode evo does not know is refused, naming where it came from.
+    let mut cmd = shim_command(&d.socket, &[]);
+    cmd.env("EVO_DISCOVERY_MODE", "sideways");
+    let mut bad = McpClient::spawn_cmd(&mut cmd);
+    assert!(!bad.child.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(50));
+    let err = bad.stderr.lock().unwrap().clone();
+    assert!(
+        err.contains("EVO_DISCOVERY_MODE") && err.contains("sideways"),
+        "{err}"
+    );
     drop(d);
     // env beats config; evod flag beats env.
     let d = Daemon::start_with(&cfg, &[], &[("EVO_DISCOVERY_MODE", "dynamic")]);
@@ -250,6 +273,8 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     let mut c = d.session(&[]);
     c.initialize();
     assert_eq!(c.tool_names().len(), START, "env beats config");
+    let mut c = shim_with_env(&d, "legacy");
+    assert!(c.tool_names().len() > START, "the shim's env beats evod's");
     drop(d);
     let d = Daemon::start_with(
         &cfg,
@@ -260,6 +285,11 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     let mut c = d.session(&[]);
     c.initialize();
     assert!(c.tool_names().len() > START, "evod flag beats env");
+    let mut c = shim_with_env(&d, "dynamic");
+    assert!(
+        c.tool_names().len() > START,
+        "evod flag beats the shim's env"
+    );
     let s = d.ctl_json(&["sessions"]);
     assert_eq!(s["sessions"][0]["mode"], "legacy");
     drop(d);
