@@ -164,25 +164,31 @@ impl Refresher {
             .cloned()
             .collect();
         for path in ready {
-            let Some(payload) = self.pending.remove(&path) else {
-                continue;
-            };
-            self.in_flight.insert(path.clone());
-            let addr = ctx.address();
-            tokio::task::spawn_blocking(move || {
-                let result = payload
-                    .to_bytes()
-                    .map_err(std::io::Error::other)
-                    .and_then(|bytes| write_atomically(&path, &bytes));
-                match result {
-                    Ok(()) => tracing::debug!(path = %path.display(), "written"),
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "could not write; check the cache directory's permissions")
-                    }
-                }
-                addr.do_send(Written(path));
-            });
+            self.write(path, ctx);
         }
+    }
+
+    /// Writes `path`'s pending payload on a blocking thread; one write per
+    /// path at a time (a newer payload waits for [`Written`]).
+    fn write(&mut self, path: PathBuf, ctx: &mut Context<Self>) {
+        let Some(payload) = self.pending.remove(&path) else {
+            return;
+        };
+        self.in_flight.insert(path.clone());
+        let addr = ctx.address();
+        tokio::task::spawn_blocking(move || {
+            let result = payload
+                .to_bytes()
+                .map_err(std::io::Error::other)
+                .and_then(|bytes| write_atomically(&path, &bytes));
+            match result {
+                Ok(()) => tracing::debug!(path = %path.display(), "written"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "could not write; check the cache directory's permissions")
+                }
+            }
+            addr.do_send(Written(path));
+        });
     }
 }
 
@@ -210,9 +216,14 @@ pub struct PersistNamed(pub BTreeMap<String, BTreeSet<String>>);
 
 impl Handler<PersistNamed> for Refresher {
     type Result = ();
+    /// Written at once, not debounced like the catalog: an activation is
+    /// one small file, and it must survive even a daemon killed right after.
     fn handle(&mut self, msg: PersistNamed, ctx: &mut Context<Self>) {
         let path = self.sessions_path.clone();
-        self.queue(path, Payload::Named(msg.0), ctx);
+        self.pending.insert(path.clone(), Payload::Named(msg.0));
+        if !self.in_flight.contains(&path) {
+            self.write(path, ctx);
+        }
     }
 }
 
@@ -225,7 +236,9 @@ impl Handler<Written> for Refresher {
     type Result = ();
     fn handle(&mut self, msg: Written, ctx: &mut Context<Self>) {
         self.in_flight.remove(&msg.0);
-        if self.pending.contains_key(&msg.0) && !self.scheduled {
+        if self.pending.contains_key(&msg.0) && msg.0 == self.sessions_path {
+            self.write(msg.0, ctx);
+        } else if self.pending.contains_key(&msg.0) && !self.scheduled {
             self.scheduled = true;
             ctx.run_later(WRITE_DEBOUNCE, |act, ctx| act.flush(ctx));
         }
