@@ -445,18 +445,24 @@ impl SessionServer {
 
     /// Forwards a call to the tool's child, with the server's timeout and the
     /// client's cancellation. Every failure becomes an `isError` result that
-    /// names the server.
+    /// names the server. The flag says whether the outcome is about these
+    /// arguments (the child answered, or took too long on them), as opposed
+    /// to the server being unreachable or the client cancelling: only the
+    /// former counts toward the retry-loop breaker.
     async fn forward(
         &self,
         entry: &ToolEntry,
         arguments: Option<JsonObject>,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResponse {
+    ) -> (CallToolResponse, bool) {
         let server = &entry.server;
         let _busy = server.begin_call();
         let peer = match server.peer().await {
             Ok(p) => p,
-            Err(e) => return text_result(format!("{} not called: {e}", entry.name), true).into(),
+            Err(e) => {
+                let text = format!("{} not called: {e}", entry.name);
+                return (text_result(text, true).into(), false);
+            }
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
         params.arguments = arguments;
@@ -500,7 +506,7 @@ impl SessionServer {
                     .await
                 {
                     Ok(h) => h,
-                    Err(e) => return self.call_failed(entry, e, &peer),
+                    Err(e) => return (self.call_failed(entry, e, &peer), false),
                 };
                 let _route = server.route_progress(
                     handle.progress_token.clone(),
@@ -526,7 +532,7 @@ impl SessionServer {
         peer: &Arc<Peer<RoleClient>>,
         cancel: Option<rmcp::model::RequestId>,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResponse {
+    ) -> (CallToolResponse, bool) {
         let server = &entry.server;
         let outcome = tokio::select! {
             biased;
@@ -546,13 +552,14 @@ impl SessionServer {
         match outcome {
             None => {
                 tell_child("cancelled by the client").await;
-                text_result(format!("{} cancelled by the client", entry.name), true).into()
+                let text = format!("{} cancelled by the client", entry.name);
+                (text_result(text, true).into(), false)
             }
-            Some(Ok(Ok(resp))) => mark_complete(resp),
-            Some(Ok(Err(e))) => self.call_failed(entry, e, peer),
+            Some(Ok(Ok(resp))) => (mark_complete(resp), true),
+            Some(Ok(Err(e))) => (self.call_failed(entry, e, peer), false),
             Some(Err(_)) => {
                 tell_child("timed out").await;
-                text_result(
+                let timed_out = text_result(
                     format!(
                         "{} timed out after {}s on server '{}'; the call was cancelled. Raise timeout_s for '{}' if it needs longer.",
                         entry.name,
@@ -562,7 +569,8 @@ impl SessionServer {
                     ),
                     true,
                 )
-                .into()
+                .into();
+                (timed_out, true)
             }
         }
     }
@@ -715,19 +723,23 @@ impl SessionServer {
                 Approval::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
             }
         }
-        let response = self.forward(entry, Some(args), ctx).await;
+        let (response, about_arguments) = self.forward(entry, Some(args), ctx).await;
         let CallToolResponse::Complete(mut result) = response else {
             return Ok(response);
         };
-        if result.is_error == Some(true) {
-            let failures = self.breaker_do(|b| b.failed(&entry.name, key));
-            if failures >= 2 {
-                result
-                    .content
-                    .push(ContentBlock::text(escalation_text(entry, failures, None)));
+        match (result.is_error == Some(true), about_arguments) {
+            (false, _) => self.breaker_do(|b| b.succeeded(&entry.name)),
+            (true, true) => {
+                let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                if failures >= 2 {
+                    result
+                        .content
+                        .push(ContentBlock::text(escalation_text(entry, failures, None)));
+                }
             }
-        } else {
-            self.breaker_do(|b| b.succeeded(&entry.name));
+            // The server was unreachable: not these arguments' fault, and
+            // the same call must work once the server is back.
+            (true, false) => {}
         }
         if !fixes.is_empty() || !notes.is_empty() {
             let meta = result.meta.get_or_insert_with(Default::default);
