@@ -584,15 +584,16 @@ impl SessionServer {
         e: rmcp::ServiceError,
         peer: &Arc<Peer<RoleClient>>,
     ) -> CallToolResponse {
+        let reason = crate::child::readable_error(&e);
         if matches!(
             e,
             rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
         ) {
-            entry.server.connection_failed(peer, e.to_string());
+            entry.server.connection_failed(peer, reason.clone());
         }
         text_result(
             format!(
-                "{} failed: server '{}' ({}) did not answer: {e}",
+                "{} failed: server '{}' ({}) did not answer: {reason}",
                 entry.name,
                 entry.server.id,
                 entry.server.state().as_str()
