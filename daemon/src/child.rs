@@ -24,6 +24,10 @@ use crate::config::{ServerSpec, TransportSpec};
 /// How long a child may take to start, initialise and list its tools (a cold
 /// `npx` or `uvx` start downloads packages first).
 const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a ready remote (HTTP) server is pinged, and how long it has to
+/// answer.
+const REMOTE_PING_EVERY: Duration = Duration::from_secs(10);
+const REMOTE_PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Crashes within this window count towards marking the server failed.
 const CRASH_WINDOW: Duration = Duration::from_secs(60);
 /// Crashes within [`CRASH_WINDOW`] after which the server is marked failed.
@@ -264,12 +268,13 @@ impl ChildServer {
                         server: act.spec.id.clone(),
                         tools,
                     });
-                    ctx.spawn(listed.into_actor(act).map(move |_, act, _| {
+                    ctx.spawn(listed.into_actor(act).map(move |_, act, ctx| {
                         if act.generation != generation || act.stopping || act.client.is_none() {
                             return;
                         }
                         act.set_state(ServerState::Ready);
                         act.downs_since_ready = 0;
+                        act.watch_remote(generation, ctx);
                         let peer = act.link_peer();
                         for w in act.waiters.drain(..) {
                             let _ = w.send(peer.clone());
@@ -363,6 +368,42 @@ impl ChildServer {
                 state.as_str()
             ),
         }
+    }
+
+    /// A remote server has no process whose exit says it went away: while it
+    /// is ready it is pinged every [`REMOTE_PING_EVERY`], and a ping lost in
+    /// transport or unanswered within [`REMOTE_PING_TIMEOUT`] takes it down
+    /// (then it is reconnected with backoff).
+    fn watch_remote(&mut self, generation: u64, ctx: &mut Context<Self>) {
+        if !matches!(self.spec.transport, TransportSpec::Http { .. }) {
+            return;
+        }
+        ctx.run_later(REMOTE_PING_EVERY, move |act, ctx| {
+            if act.generation != generation || act.state != ServerState::Ready || act.stopping {
+                return;
+            }
+            let Some(client) = &act.client else { return };
+            let peer = client.peer().clone();
+            let ping = async move {
+                let request = rmcp::model::ClientRequest::PingRequest(Default::default());
+                tokio::time::timeout(REMOTE_PING_TIMEOUT, peer.send_request(request)).await
+            };
+            ctx.spawn(ping.into_actor(act).map(move |answer, act, ctx| {
+                let lost = match answer {
+                    // An error answer is still an answer: the server is there.
+                    Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_))) => None,
+                    Ok(Err(e)) => Some(format!("a ping failed: {}", readable_error(&e))),
+                    Err(_) => Some(format!(
+                        "no answer to a ping within {} s",
+                        REMOTE_PING_TIMEOUT.as_secs()
+                    )),
+                };
+                match lost {
+                    None => act.watch_remote(generation, ctx),
+                    Some(reason) => act.down(generation, reason, ctx),
+                }
+            }));
+        });
     }
 
     /// The child of `generation` is gone (failed to start, exited, or its

@@ -1,5 +1,6 @@
 """A remote (Streamable HTTP) server that goes away: calls fail naming it, `evoctl status` stops
-calling it ready, and once it is back evo reconnects by itself (no `evoctl refresh`)."""
+calling it ready (also when nothing calls it: evo pings it), and once it is back evo reconnects
+by itself (no `evoctl refresh`)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,23 @@ async def test_a_remote_that_goes_away_is_reconnected(evo: Evo) -> None:
             await anyio.sleep(0.2)
         assert f"after {attempt}" in text(r)
         assert web_state(evo) == "ready"
+
+
+async def test_a_silent_outage_is_noticed_without_calls(evo: Evo) -> None:
+    async with unwrapped(), Client(evo.shim_params(), mode="legacy") as c:
+        r = await c.call_tool("web_echo", {"message": "up"})
+        assert not r.is_error, text(r)
+        port = evo.http.port
+        evo.http.stop()
+        # No call goes to it: the ping (every 10 s) notices.
+        deadline = time.monotonic() + 40
+        while web_state(evo) == "ready":
+            assert time.monotonic() < deadline, "a remote that went away still shows ready"
+            await anyio.sleep(0.25)
+        evo.http = HttpEverything.start(evo.tmp, port=port)
+        deadline = time.monotonic() + 45
+        while web_state(evo) != "ready":
+            assert time.monotonic() < deadline, f"never reconnected\n{evo.diagnostics()}"
+            await anyio.sleep(0.25)
+        r = await c.call_tool("web_echo", {"message": "back"})
+        assert not r.is_error and "back" in text(r), text(r)
