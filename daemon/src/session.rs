@@ -591,16 +591,19 @@ impl SessionServer {
         ) {
             entry.server.connection_failed(peer, reason.clone());
         }
-        text_result(
-            format!(
+        let text = match entry.server.state() {
+            crate::catalog::ServerState::Stopped => format!(
+                "{} was not completed: server '{}' was stopped before answering (evod is shutting down, or a reload removed it)",
+                entry.name, entry.server.id
+            ),
+            state => format!(
                 "{} failed: server '{}' ({}) did not answer: {reason}",
                 entry.name,
                 entry.server.id,
-                entry.server.state().as_str()
+                state.as_str()
             ),
-            true,
-        )
-        .into()
+        };
+        text_result(text, true).into()
     }
 
     /// The snapshot to resolve a called name in. Right after evod starts
