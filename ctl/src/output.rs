@@ -66,12 +66,43 @@ fn shorten(text: &str, max: usize) -> String {
     cut
 }
 
+/// `evoctl docs [--out FILE] [--json]`: the Markdown reference to the file
+/// or stdout; with `--json`, `{"path", "bytes"}` for a file written, else
+/// `{"markdown"}`.
+fn docs(markdown: &str, json: bool, out: Option<&Path>) -> Result<(), String> {
+    match out {
+        Some(path) => {
+            std::fs::write(path, markdown)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            if json {
+                let report = serde_json::json!({"path": path, "bytes": markdown.len()});
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            }
+        }
+        None if json => {
+            let report = serde_json::json!({ "markdown": markdown });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+        }
+        None => print!("{markdown}"),
+    }
+    Ok(())
+}
+
 pub fn render(
     request: &CtlRequest,
     data: &Value,
     json: bool,
     out: Option<&Path>,
 ) -> Result<(), String> {
+    if let CtlRequest::Docs = request {
+        return docs(data.as_str().unwrap_or_default(), json, out);
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
         return Ok(());
@@ -250,14 +281,6 @@ pub fn render(
         }
         CtlRequest::Describe { .. } => {
             print!("{}", data["text"].as_str().unwrap_or_default());
-        }
-        CtlRequest::Docs => {
-            let text = data.as_str().unwrap_or_default();
-            match out {
-                Some(path) => std::fs::write(path, text)
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
-                None => print!("{text}"),
-            }
         }
         _ => match parse::<ActionReport>(data) {
             Ok(r) => {

@@ -270,6 +270,12 @@ fn describe_tools_and_capabilities() {
     let md = std::fs::read_to_string(&docs).unwrap();
     assert!(md.starts_with("# evo tool reference"));
     assert!(md.contains("### `fx_add` **hot**") && md.contains("### `fx_record`"));
+    // With --json: the file is still written, and the output is an object.
+    std::fs::remove_file(&docs).unwrap();
+    let j = s.d.ctl_json(&["docs", "--out", docs.to_str().unwrap()]);
+    assert_eq!(j["bytes"], md.len(), "{j}");
+    assert_eq!(std::fs::read_to_string(&docs).unwrap(), md);
+    assert_eq!(s.d.ctl_json(&["docs"])["markdown"], md.as_str());
     let (code, _, err) = s.d.ctl(&["describe", "nope_nope"]);
     assert_eq!(code, 1);
     assert!(err.contains("nope_nope"));

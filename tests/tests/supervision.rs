@@ -204,7 +204,10 @@ fn shutdown_answers_calls_in_flight() {
     let r = c.response(&json!(5));
     let (text, e) = text_of(&r["result"]);
     assert!(e, "an in-flight call gets an error answer at shutdown: {r}");
-    assert!(text.contains("fx") && text.contains("shutting down"), "{text}");
+    assert!(
+        text.contains("fx") && text.contains("shutting down"),
+        "{text}"
+    );
     let st = d.child.take().unwrap().wait().unwrap();
     assert!(st.success());
 }
