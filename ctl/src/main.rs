@@ -310,8 +310,24 @@ async fn exchange(socket: &Path, request: &CtlRequest) -> Result<CtlReply, Strin
         .await
         .map_err(|e| e.to_string())?
         .ok_or("the daemon closed the connection without answering")?;
-    serde_json::from_slice(&line).map_err(|e| format!("unreadable reply: {e}"))
+    let reply: CtlReply =
+        serde_json::from_slice(&line).map_err(|e| format!("unreadable reply: {e}"))?;
+    // `evoctl stop` returns once evod has exited (its end closes this
+    // connection), so `evoctl stop && evod` finds the socket free.
+    if matches!(request, CtlRequest::Stop) && reply.ok {
+        let gone = async { while let Ok(Some(_)) = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE).await {} };
+        if tokio::time::timeout(STOP_WAIT, gone).await.is_err() {
+            eprintln!(
+                "evoctl: evod is still shutting down after {} s",
+                STOP_WAIT.as_secs()
+            );
+        }
+    }
+    Ok(reply)
 }
+
+/// How long `evoctl stop` waits for evod to exit.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<PathBuf>) -> ExitCode {
     let reply = match exchange(socket, &request).await {

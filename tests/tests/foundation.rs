@@ -524,6 +524,8 @@ fn sigterm_and_stop_shut_down_cleanly() {
             let (code, out, _) = d.ctl(&["stop"]);
             assert_eq!(code, 0);
             assert!(out.contains("shutting down"));
+            // `evoctl stop` returns once evod is gone: the socket is free.
+            assert!(!d.socket.exists(), "socket still there after evoctl stop");
             let mut child = d.child.take().unwrap();
             child.wait().unwrap()
         } else {
