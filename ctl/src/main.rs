@@ -315,7 +315,9 @@ async fn exchange(socket: &Path, request: &CtlRequest) -> Result<CtlReply, Strin
     // `evoctl stop` returns once evod has exited (its end closes this
     // connection), so `evoctl stop && evod` finds the socket free.
     if matches!(request, CtlRequest::Stop) && reply.ok {
-        let gone = async { while let Ok(Some(_)) = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE).await {} };
+        let gone = async {
+            while let Ok(Some(_)) = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE).await {}
+        };
         if tokio::time::timeout(STOP_WAIT, gone).await.is_err() {
             eprintln!(
                 "evoctl: evod is still shutting down after {} s",

@@ -283,6 +283,19 @@ where
                 Ok(msg) => {
                     let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
                     match &msg {
+                        // Two requests in flight under one id: the second
+                        // could never be told apart in the answers, so it
+                        // is refused (the first goes on).
+                        JsonRpcMessage::Request(r) if in_flight.contains_key(&r.id) => {
+                            drop(in_flight);
+                            let id = serde_json::to_value(&r.id).unwrap_or(Value::Null);
+                            self.reply(error_reply(
+                                id.clone(),
+                                -32600,
+                                format!("request id {id} is already used by a request in flight; give each request its own id"),
+                            ));
+                            continue;
+                        }
                         JsonRpcMessage::Request(r) => {
                             if let Some(slot) = self.slot.take() {
                                 in_flight.entry(r.id.clone()).or_default().push(slot);

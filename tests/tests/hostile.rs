@@ -87,6 +87,28 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
         "{r}"
     );
 
+    // A second request under the id of one still in flight is refused; the
+    // first is answered as usual: each gets exactly one answer.
+    c.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                   "params": {"name": "fx_sleep", "arguments": {"ms": 300}}}));
+    c.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                   "params": {"name": "fx_echo", "arguments": {"text": "twin"}}}));
+    let first = c.recv(timeout).unwrap();
+    assert_eq!(first["id"], 9);
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already used")),
+        "{first}"
+    );
+    let second = c.recv(timeout).unwrap();
+    assert_eq!(second["id"], 9);
+    assert!(second["result"].is_object(), "{second}");
+    assert!(
+        c.recv(Duration::from_millis(300)).is_none(),
+        "a third answer"
+    );
+
     // A child's answer over its 16 MiB limit fails that call at once, with
     // the reason, instead of leaving it to time out.
     let (text, is_error) = c.call_text("fx_big", json!({"bytes": 17 << 20}));
