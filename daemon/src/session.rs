@@ -596,6 +596,12 @@ impl SessionServer {
                 "{} was not completed: server '{}' was stopped before answering (evod is shutting down, or a reload removed it)",
                 entry.name, entry.server.id
             ),
+            // The state is the moment's: a crashed child may already show
+            // as restarting or ready again, so the connection is named.
+            _ if matches!(e, rmcp::ServiceError::TransportClosed) => format!(
+                "{} failed: server '{}' closed its connection before answering (it exited or crashed; evo restarts it, see `evoctl status`)",
+                entry.name, entry.server.id
+            ),
             state => format!(
                 "{} failed: server '{}' ({}) did not answer: {reason}",
                 entry.name,

@@ -18,7 +18,10 @@ fn crashes_restart_then_fail_until_refreshed() {
     let pid = c.call_text("fx_pid", json!({})).0;
     // A call whose child dies mid-call gets an isError naming the server.
     let (text, e) = c.call_text("fx_crash", json!({"code": 7}));
-    assert!(e && text.contains("'fx'"), "{text}");
+    assert!(
+        e && text.contains("'fx' closed its connection before answering"),
+        "{text}"
+    );
     // Restarted at once, with the exit reason on record.
     let s = d.wait_status("restart", |s| {
         server(s, "fx").is_some_and(|v| v["state"] == "ready" && v["restarts"].as_u64() >= Some(1))
