@@ -213,7 +213,7 @@ impl ChildServer {
                     log_stderr(self.spec.id.clone(), stderr);
                 }
                 let (transport, direct) = crate::childio::ChildTransport::new(
-                    &self.spec.id,
+                    self.link.clone(),
                     spawned.stdout,
                     spawned.stdin,
                 );

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -247,17 +247,49 @@ fn repaired_tool_list(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<Role
     serde_json::from_value(value).ok()
 }
 
+const PROGRESS: &[u8] = b"notifications/progress";
+/// How long forwarding one progress notification may hold up this child's
+/// next message (a session that stopped reading loses it instead).
+const PROGRESS_SEND: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl ChildTransport {
+    /// Sends a progress notification of a routed call to its session, under
+    /// the client's own token; false if `line` is not one (rmcp reads it).
+    async fn forward_progress(&self, line: &[u8]) -> bool {
+        let Ok(mut note) = serde_json::from_slice::<Value>(line) else {
+            return false;
+        };
+        if note.get("method").and_then(Value::as_str) != Some("notifications/progress") {
+            return false;
+        }
+        let Some(params) = note.get_mut("params").map(Value::take) else {
+            return false;
+        };
+        let Ok(mut params) = serde_json::from_value::<ProgressNotificationParam>(params) else {
+            return false;
+        };
+        let Some(route) = self.link.progress_route(&params.progress_token) else {
+            return false;
+        };
+        params.progress_token = route.token;
+        let _ = tokio::time::timeout(PROGRESS_SEND, route.session.notify_progress(params)).await;
+        true
+    }
+}
+
 /// The transport rmcp's client runs on; see the module docs.
 pub struct ChildTransport {
     lines: LineReader<BufReader<ChildStdout>>,
     calls: Arc<DirectCalls>,
     /// The server id, for warnings about what the child sends.
     server: String,
+    /// The server's link, whose progress routes are followed here.
+    link: Arc<crate::catalog::ServerLink>,
 }
 
 impl ChildTransport {
     pub fn new(
-        server: &str,
+        link: Arc<crate::catalog::ServerLink>,
         stdout: ChildStdout,
         stdin: ChildStdin,
     ) -> (ChildTransport, Arc<DirectCalls>) {
@@ -271,7 +303,8 @@ impl ChildTransport {
             ChildTransport {
                 lines: LineReader::new(BufReader::new(stdout), MAX_LINE),
                 calls: calls.clone(),
-                server: server.to_string(),
+                server: link.id.clone(),
+                link,
             },
             calls,
         )
@@ -320,6 +353,14 @@ impl Transport<RoleClient> for ChildTransport {
             let line = self.lines.take();
             let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&line);
             if line.iter().all(u8::is_ascii_whitespace) || self.calls.deliver(line) {
+                continue;
+            }
+            // Progress goes to its session here, in the order the child sent
+            // it: handed to rmcp, each notification would run on a task of
+            // its own and could reach the session after the call's result.
+            if line.windows(PROGRESS.len()).any(|w| w == PROGRESS)
+                && self.forward_progress(line).await
+            {
                 continue;
             }
             // A tool list is checked before rmcp reads it: one bad tool would

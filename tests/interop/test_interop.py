@@ -259,3 +259,24 @@ async def test_child_tool_error_passes_through(evo: Evo, mode: str) -> None:
             # The same session goes on after a tool error.
             ok = await client.call_tool("fx_echo", {"text": "still here"})
             assert (ok.is_error, texts(ok)) == (False, ["still here"]), dump(ok)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_progress_notification_arrives_before_the_result(evo: Evo, mode: str) -> None:
+    # server-everything's long-running operation reports each step; through evo the SDK sees
+    # all of them, in order, by the time the result arrives (the last one used to be lost).
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with shim(evo, mode) as client:
+            for attempt in range(3):
+                seen: list[float] = []
+
+                async def progress(value: float, total: float | None, message: str | None) -> None:
+                    seen.append(value)
+
+                result = await client.call_tool(
+                    "everything_trigger-long-running-operation",
+                    {"duration": 0.3, "steps": 5},
+                    progress_callback=progress,
+                )
+                assert not result.is_error, dump(result)
+                assert seen == [1, 2, 3, 4, 5], f"attempt {attempt}: {seen}"

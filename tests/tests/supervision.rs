@@ -114,13 +114,31 @@ fn progress_reaches_only_the_calling_session() {
     d.wait_ready(&["fx"]);
     let mut a = d.legacy_session();
     let mut b = d.legacy_session();
-    let r = a.request(
-        "tools/call",
-        json!({"name": "fx_progress", "arguments": {"steps": 3},
-                                           "_meta": {"progressToken": "tok-A"}}),
+    // Every progress notification arrives, and before the call's result,
+    // in the order the child sent them (checked over many calls: a race
+    // would drop or reorder some).
+    for call in 1..=20 {
+        let r = a.request(
+            "tools/call",
+            json!({"name": "fx_progress", "arguments": {"steps": 3},
+                   "_meta": {"progressToken": "tok-A"}}),
+        );
+        assert_eq!(r["result"]["content"][0]["text"], "done 3");
+        assert_eq!(
+            a.notified("notifications/progress"),
+            3 * call,
+            "call {call}: progress missing or after the result"
+        );
+    }
+    let steps: Vec<f64> = a
+        .notifications
+        .iter()
+        .filter_map(|n| n["params"]["progress"].as_f64())
+        .collect();
+    assert!(
+        steps.chunks(3).all(|c| c[0] < c[1] && c[1] < c[2]),
+        "in order: {steps:?}"
     );
-    assert_eq!(r["result"]["content"][0]["text"], "done 3");
-    a.await_notified("notifications/progress", 3);
     for n in a
         .notifications
         .iter()
