@@ -581,6 +581,8 @@ pub struct Catalog {
     published: Arc<ArcSwap<Snapshot>>,
     version: u64,
     on_change: Vec<Recipient<CatalogChanged>>,
+    /// Where children's log messages go (the Supervisor, to sessions).
+    logs: Option<Recipient<ChildLog>>,
     persist: Option<Recipient<crate::refresher::Persist>>,
     /// Discoveries waiting for the next publish; answered once it is out.
     acks: Vec<tokio::sync::oneshot::Sender<()>>,
@@ -596,6 +598,7 @@ impl Catalog {
             published,
             version: 0,
             on_change: Vec::new(),
+            logs: None,
             persist: None,
             acks: Vec::new(),
             publish_scheduled: false,
@@ -706,6 +709,37 @@ impl Handler<Subscribe> for Catalog {
     type Result = ();
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
         self.on_change.push(msg.0);
+    }
+}
+
+/// A log message (`notifications/message`) a child sent, relayed by the
+/// Catalog to whoever subscribed with [`SubscribeLogs`].
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+#[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+pub struct ChildLog {
+    pub server: String,
+    pub params: rmcp::model::LoggingMessageNotificationParam,
+}
+
+/// Subscribe to [`ChildLog`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SubscribeLogs(pub Recipient<ChildLog>);
+
+impl Handler<SubscribeLogs> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: SubscribeLogs, _: &mut Context<Self>) {
+        self.logs = Some(msg.0);
+    }
+}
+
+impl Handler<ChildLog> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: ChildLog, _: &mut Context<Self>) {
+        if let Some(to) = &self.logs {
+            to.do_send(msg);
+        }
     }
 }
 

@@ -189,6 +189,7 @@ impl ChildServer {
             generation,
             actor: ctx.address(),
             link: self.link.clone(),
+            catalog: self.catalog.clone(),
         };
         // Probe `server/discover` (2026-07-28), fall back to `initialize`.
         let lifecycle = ClientLifecycleMode::Auto {
@@ -725,6 +726,7 @@ pub struct ChildEvents {
     generation: u64,
     actor: Addr<ChildServer>,
     link: Arc<ServerLink>,
+    catalog: Addr<Catalog>,
 }
 
 impl ClientHandler for ChildEvents {
@@ -747,6 +749,18 @@ impl ClientHandler for ChildEvents {
             params.progress_token = route.token;
             let _ = route.session.notify_progress(params).await;
         }
+    }
+
+    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.catalog.do_send(crate::catalog::ChildLog {
+            server: self.server.clone(),
+            params,
+        });
     }
 
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {

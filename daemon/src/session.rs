@@ -44,9 +44,34 @@ pub type ActivationSet = BTreeSet<String>;
 pub struct SessionView {
     pub activated: Arc<ArcSwap<ActivationSet>>,
     last_active_ms: Arc<AtomicU64>,
+    flags: Arc<SessionFlags>,
+}
+
+/// What a session's requests tell about its client.
+#[derive(Default)]
+struct SessionFlags {
     /// The client speaks 2026-07-28 (per-request envelope): list_changed
     /// then goes only to its `subscriptions/listen` streams.
-    modern: Arc<std::sync::atomic::AtomicBool>,
+    modern: std::sync::atomic::AtomicBool,
+    /// The lowest level of child log messages the client asked for with
+    /// `logging/setLevel`, as its rank + 1; 0 until it asks (none sent).
+    log_level: std::sync::atomic::AtomicU8,
+}
+
+/// A log level's rank, lowest (debug) first.
+#[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+fn level_rank(level: rmcp::model::LoggingLevel) -> u8 {
+    use rmcp::model::LoggingLevel as L;
+    match level {
+        L::Debug => 0,
+        L::Info => 1,
+        L::Notice => 2,
+        L::Warning => 3,
+        L::Error => 4,
+        L::Critical => 5,
+        L::Alert => 6,
+        L::Emergency => 7,
+    }
 }
 
 impl SessionView {
@@ -54,7 +79,7 @@ impl SessionView {
         let view = SessionView {
             activated: Arc::new(ArcSwap::from_pointee(activated.clone())),
             last_active_ms: Arc::new(AtomicU64::new(0)),
-            modern: Default::default(),
+            flags: Default::default(),
         };
         view.touch();
         view
@@ -65,7 +90,7 @@ impl SessionView {
     fn request(&self, ctx: &RequestContext<RoleServer>) {
         self.touch();
         if ctx.meta.protocol_version().is_some() {
-            self.modern.store(true, Ordering::Relaxed);
+            self.flags.modern.store(true, Ordering::Relaxed);
         }
     }
 
@@ -155,7 +180,7 @@ impl Session {
     /// 2026-07-28 session, else to the peer (older clients declare no
     /// capability for it, so it always goes).
     fn notify_list_changed(&self) {
-        if self.listeners.is_empty() && self.view.modern.load(Ordering::Relaxed) {
+        if self.listeners.is_empty() && self.view.flags.modern.load(Ordering::Relaxed) {
             return; // a 2026-07-28 client that did not opt in
         }
         if !self.listeners.is_empty() {
@@ -290,6 +315,30 @@ impl Handler<Close> for Session {
     fn handle(&mut self, _: Close, ctx: &mut Context<Self>) {
         self.peer = None;
         ctx.stop();
+    }
+}
+
+/// A child's log message goes to sessions that asked for logs at its level
+/// (`logging/setLevel`), with the server id leading its logger name.
+impl Handler<crate::catalog::ChildLog> for Session {
+    type Result = ();
+    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+    fn handle(&mut self, msg: crate::catalog::ChildLog, _: &mut Context<Self>) {
+        let wanted = self.view.flags.log_level.load(Ordering::Relaxed);
+        if wanted == 0 || level_rank(msg.params.level) + 1 < wanted {
+            return;
+        }
+        let Some(peer) = self.peer.clone() else {
+            return;
+        };
+        let mut params = msg.params;
+        params.logger = Some(match params.logger.take() {
+            Some(logger) => format!("{}/{logger}", msg.server),
+            None => msg.server,
+        });
+        tokio::spawn(async move {
+            let _ = peer.notify_logging_message(params).await;
+        });
     }
 }
 
@@ -1030,7 +1079,9 @@ pub fn unknown_tool_message(snapshot: &Snapshot, name: &str) -> String {
 
 impl ServerHandler for SessionServer {
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -1112,6 +1163,22 @@ impl ServerHandler for SessionServer {
                 None,
             ),
         })
+    }
+
+    /// Children's log messages at `level` and above are forwarded to this
+    /// session from now on (none before it asks).
+    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.view.request(&ctx);
+        self.view
+            .flags
+            .log_level
+            .store(level_rank(request.level) + 1, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn ping(&self, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {

@@ -661,6 +661,8 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.catalog.do_send(Subscribe(ctx.address().recipient()));
+        self.catalog
+            .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
         self.load_config();
         let _ = self.load_permissions();
         self.start_children();
@@ -673,6 +675,15 @@ impl Actor for Supervisor {
             Err(e) => {
                 tracing::warn!(error = %e, "cannot watch the config files; use `evoctl reload` after editing them")
             }
+        }
+    }
+}
+
+impl Handler<crate::catalog::ChildLog> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::catalog::ChildLog, _: &mut Context<Self>) {
+        for s in self.sessions.values() {
+            s.addr.do_send(msg.clone());
         }
     }
 }

@@ -280,3 +280,22 @@ async def test_every_progress_notification_arrives_before_the_result(evo: Evo, m
                 )
                 assert not result.is_error, dump(result)
                 assert seen == [1, 2, 3, 4, 5], f"attempt {attempt}: {seen}"
+
+
+async def test_child_log_messages_reach_a_client_that_asked(evo: Evo) -> None:
+    # The handshake era (logging is deprecated from 2026-07-28 on): after logging/setLevel the
+    # SDK's logging callback sees the child's messages at that level and above, named by server.
+    seen: list[tuple[str, str | None, Any]] = []
+
+    async def on_log(params: Any) -> None:
+        seen.append((params.level, params.logger, params.data))
+
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with unwrapped(), Client(evo.shim_params(), mode="legacy", logging_callback=on_log) as client:
+            await client.set_logging_level("error")
+            await client.call_tool("fx_echo", {"text": "quiet", "log_level": "info"})
+            await client.call_tool("fx_echo", {"text": "loud", "log_level": "critical"})
+            with anyio.fail_after(5):
+                while not seen:
+                    await anyio.sleep(0.05)
+            assert seen == [("critical", "fx/fixture", "loud")], seen

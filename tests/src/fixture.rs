@@ -167,7 +167,17 @@ fn builtin_tools() -> Vec<(Tool, Kind)> {
     let mut echo = Tool::new(
         "echo",
         "Return the given text unchanged.",
-        schema(json!({"text": {"type": "string"}}), &["text"]),
+        schema(
+            json!({
+                "text": {"type": "string"},
+                "log_level": {
+                    "type": "string",
+                    "description": "Also send the text as a log message (notifications/message) at this level.",
+                    "enum": ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+                }
+            }),
+            &["text"],
+        ),
     );
     let mut meta = MetaObject::default();
     meta.0.insert("domain".to_owned(), json!("text"));
@@ -532,6 +542,19 @@ impl Fixture {
         }
     }
 
+    /// Sends `data` as a `notifications/message` at `level` (a level name).
+    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+    async fn log(&self, level: &Value, data: &str, ctx: &RequestContext<RoleServer>) {
+        let Ok(level) = serde_json::from_value(level.clone()) else {
+            return;
+        };
+        let mut params = rmcp::model::LoggingMessageNotificationParam::new(level, json!(data));
+        params.logger = Some("fixture".to_owned());
+        if let Err(e) = ctx.peer.notify_logging_message(params).await {
+            eprintln!("evo-fixture: notify_logging_message failed: {e}");
+        }
+    }
+
     async fn run(
         &self,
         kind: Kind,
@@ -540,7 +563,13 @@ impl Fixture {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Result<CallToolResponse, ErrorData>, String> {
         let out = match kind {
-            Kind::Echo | Kind::Added => text(str_arg(args, "text")?),
+            Kind::Echo | Kind::Added => {
+                let said = str_arg(args, "text")?;
+                if let Some(level) = args.as_ref().and_then(|a| a.get("log_level")) {
+                    self.log(level, said, ctx).await;
+                }
+                text(said)
+            }
             Kind::Add => text(format_sum(num_arg(args, "a")?, num_arg(args, "b")?)),
             Kind::Fail => tool_error(str_arg(args, "message")?),
             Kind::Sleep => {
@@ -650,12 +679,15 @@ impl Fixture {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
+        ServerConfig::new({
+            #[allow(deprecated)] // MCP logging is deprecated but still spoken
+            let capabilities = ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
-                .build(),
-        )
+                .build();
+            capabilities
+        })
         .with_server_info(Implementation::new(
             self.name.clone(),
             env!("CARGO_PKG_VERSION"),

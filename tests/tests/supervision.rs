@@ -388,3 +388,51 @@ fn reload_retries_a_failed_server() {
     let mut c = d.legacy_session();
     assert_eq!(c.call_text("fx_echo", json!({"text": "back"})).0, "back");
 }
+
+/// A child's log messages (`notifications/message`) reach the sessions that
+/// asked for them with `logging/setLevel`, at that level and above, with
+/// the server id leading the logger name; other sessions hear nothing.
+#[test]
+fn child_logs_reach_sessions_that_asked() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let mut a = d.legacy_session();
+    let mut b = d.legacy_session();
+    let r = a.request("logging/setLevel", json!({"level": "warning"}));
+    assert!(r.get("result").is_some(), "{r}");
+    for (level, text) in [
+        ("error", "disk full"),
+        ("info", "routine"),
+        ("warning", "slow"),
+    ] {
+        let said = a.call_text("fx_echo", json!({"text": text, "log_level": level}));
+        assert_eq!(said, (text.to_string(), false));
+    }
+    a.await_notified("notifications/message", 2);
+    let logs: Vec<(String, String, String)> = a
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/message")
+        .map(|n| {
+            let p = &n["params"];
+            let field = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (field("level"), field("logger"), field("data"))
+        })
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            ("error".into(), "fx/fixture".into(), "disk full".into()),
+            ("warning".into(), "fx/fixture".into(), "slow".into()),
+        ]
+    );
+    // b never asked: nothing, even for its own calls.
+    b.call_text(
+        "fx_echo",
+        json!({"text": "b's own", "log_level": "emergency"}),
+    );
+    assert!(
+        b.recv(Duration::from_millis(300)).is_none() && b.notified("notifications/message") == 0,
+        "a session that did not ask gets no logs"
+    );
+}
