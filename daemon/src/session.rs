@@ -325,7 +325,8 @@ impl Handler<crate::catalog::ChildLog> for Session {
     #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
     fn handle(&mut self, msg: crate::catalog::ChildLog, _: &mut Context<Self>) {
         let wanted = self.view.flags.log_level.load(Ordering::Relaxed);
-        if wanted == 0 || level_rank(msg.params.level) + 1 < wanted {
+        let modern = self.view.flags.modern.load(Ordering::Relaxed);
+        if wanted == 0 || modern || level_rank(msg.params.level) + 1 < wanted {
             return;
         }
         let Some(peer) = self.peer.clone() else {
