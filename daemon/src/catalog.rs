@@ -517,6 +517,11 @@ impl ToolEntry {
     }
 
     /// Does the input schema require `param`?
+    /// Whether the tool has no description (its summary is a placeholder).
+    pub fn summary_missing(&self) -> bool {
+        self.summary == schema::NO_SUMMARY
+    }
+
     /// Whether the input schema declares `param` at the top level.
     pub fn declares(&self, param: &str) -> bool {
         self.tool

@@ -23,10 +23,16 @@ pub fn normalize_input_schema(schema: &Arc<JsonObject>) -> (Arc<JsonObject>, boo
 /// Longest summary kept, in characters; past it the summary ends in `…`.
 pub const SUMMARY_MAX_CHARS: usize = 160;
 
+/// What a tool without a description is summed up as.
+pub const NO_SUMMARY: &str = "(no description)";
+
 /// The first sentence of a description, on one line, for instructions, search
 /// results and listings. Descriptions are passed on whole in `tools/list`.
 pub fn summary(description: Option<&str>) -> String {
     let text = description.unwrap_or("").trim();
+    if text.is_empty() {
+        return NO_SUMMARY.to_string();
+    }
     let mut first_line = String::new();
     // Whitespace (newlines included) collapses to single spaces.
     for word in text.split_whitespace() {
@@ -78,8 +84,9 @@ mod tests {
     #[test]
     fn summaries() {
         let cases = [
-            (None, ""),
-            (Some(""), ""),
+            (None, NO_SUMMARY),
+            (Some(""), NO_SUMMARY),
+            (Some(" \n "), NO_SUMMARY),
             (Some("Get the time."), "Get the time."),
             (Some("Get the time. Also converts."), "Get the time."),
             (

@@ -246,6 +246,16 @@ fn tools_with_bad_schemas_are_fixed_not_fatal() {
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
     assert_eq!(c.call_text("raw_stringly", json!({})).0, "stringly");
+    // A tool without a description is summed up as such, not as nothing.
+    let l = d.ctl_json(&["list", "--all"]);
+    let nothing = l["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "raw_nothing")
+        .unwrap()
+        .clone();
+    assert_eq!(nothing["summary"], "(no description)", "{nothing}");
     let log = d.log_text();
     assert!(
         log.contains("stringly") && log.contains("inputSchema is not a JSON object"),

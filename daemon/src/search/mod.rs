@@ -585,7 +585,9 @@ impl Index {
                 .filter(|(t, c)| c[Field::Name as usize] > 0 && !server_terms.contains(t))
                 .map(|(&t, _)| t)
                 .collect();
-            add(&mut doc, &entry.summary, Field::Summary);
+            if !entry.summary_missing() {
+                add(&mut doc, &entry.summary, Field::Summary);
+            }
             if let Some(title) = &entry.tool.title {
                 add(&mut doc, title, Field::Summary);
             }
