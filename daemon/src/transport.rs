@@ -55,11 +55,15 @@ where
     }
 
     /// Sends an error reply on its own task, so a cancelled `receive` can
-    /// never leave half a reply on the wire.
-    fn reply(&self, value: Value) {
+    /// never leave half a reply on the wire. The reply holds the message's
+    /// in-flight slot until it is written: a client that sends bad messages
+    /// and never reads is held back like one whose calls pile up.
+    fn reply(&mut self, value: Value) {
         let writer = self.writer.clone();
+        let slot = self.slot.take();
         tokio::spawn(async move {
             let _ = write_line(&writer, &value, "session transport is closed").await;
+            drop(slot);
         });
     }
 }

@@ -338,10 +338,12 @@ fn a_client_that_never_reads_is_held_back() {
         .unwrap();
     w.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
     // Each answer is ~64 KiB; the client never reads one.
-    let request = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"fx_big\",\"arguments\":{\"bytes\":65536}}}\n";
     let mut sent = 0;
-    for _ in 0..5000 {
-        if w.write_all(request).is_err() {
+    for id in 1..=5000 {
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"fx_big\",\"arguments\":{{\"bytes\":65536}}}}}}\n"
+        );
+        if w.write_all(request.as_bytes()).is_err() {
             break; // evod stopped reading: the client is held back
         }
         sent += 1;
@@ -366,6 +368,35 @@ fn a_client_that_never_reads_is_held_back() {
     );
     drop(stream);
     drop(w);
+
+    // The same with messages that each get an error reply (a request id
+    // already in flight, then garbage): the replies hold the client back too.
+    let stream = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    w.write_all(b"{\"evo\":1,\"kind\":\"mcp\",\"mode\":\"legacy\"}\n")
+        .unwrap();
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"slow\",\"version\":\"0\"}}}\n").unwrap();
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"fx_sleep\",\"arguments\":{\"ms\":20000}}}\n").unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+    let pad = "x".repeat(4096);
+    let mut sent = 0;
+    for i in 0..20_000 {
+        let line = if i % 5000 == 1 {
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\",\"pad\":\"{pad}\"}}\n"
+            )
+        } else {
+            format!("not json {pad}\n")
+        };
+        if w.write_all(line.as_bytes()).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    assert!(
+        sent < 20_000,
+        "the daemon kept reading bad messages from a client that never reads"
+    );
 }
 
 /// "Failed until reload or `evoctl refresh`": once its cause is fixed, a
