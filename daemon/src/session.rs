@@ -462,6 +462,17 @@ enum Approval {
     Ask(rmcp::model::InputRequiredResult),
 }
 
+/// The error for an MCP method evo does not serve: it aggregates tools only.
+fn not_served(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "method '{method}' is not served by evo (it serves tools: tools/list, tools/call and its native tools)"
+        ),
+        None,
+    )
+}
+
 /// How long a call naming an unknown tool waits for servers that are still
 /// starting and have listed nothing yet (see `snapshot_knowing`).
 const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -1155,15 +1166,56 @@ impl ServerHandler for SessionServer {
         };
         Err(match invalid {
             Some(message) => ErrorData::invalid_params(message, None),
-            None => ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "method '{}' is not served by evo (it serves tools: tools/list, tools/call and its native tools)",
-                    request.method
-                ),
-                None,
-            ),
+            None => not_served(&request.method),
         })
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Err(not_served("resources/list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        Err(not_served("resources/templates/list"))
+    }
+
+    async fn read_resource(
+        &self,
+        _request: rmcp::model::ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        Err(not_served("resources/read"))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Err(not_served("prompts/list"))
+    }
+
+    async fn get_prompt(
+        &self,
+        _request: rmcp::model::GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        Err(not_served("prompts/get"))
+    }
+
+    async fn complete(
+        &self,
+        _request: rmcp::model::CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        Err(not_served("completion/complete"))
     }
 
     /// Children's log messages at `level` and above are forwarded to this

@@ -54,6 +54,16 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
             .contains("no/such/method"),
         "{r}"
     );
+    // Standard MCP methods evo does not serve say so, in words.
+    for method in ["resources/list", "prompts/list", "completion/complete"] {
+        let r = c.request(method, json!({}));
+        assert_eq!(error_code(&r), -32601, "{r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(method) && message.contains("not served by evo"),
+            "{message}"
+        );
+    }
 
     // tools/call with params of the wrong shape: invalid params, saying what.
     for (params, says) in [
