@@ -64,6 +64,7 @@ enum Command {
     /// Search the catalog
     Search {
         /// What you want to do, in plain words
+        #[arg(required = true)]
         query: Vec<String>,
         #[arg(long, short = 'n')]
         limit: Option<usize>,
@@ -337,7 +338,10 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
         Err(e) => {
             // With --json, scripts get the shape of a refusal on stdout too.
             if json {
-                println!("{}", serde_json::json!({"ok": false, "error": e}));
+                println!(
+                    "{}",
+                    serde_json::json!({"ok": false, "kind": "no_daemon", "error": e})
+                );
             }
             eprintln!("evoctl: {e}");
             return ExitCode::from(EXIT_NO_DAEMON);

@@ -114,7 +114,10 @@ impl Supervisor {
                 self.config = cfg;
             }
             Err(e) => {
-                tracing::error!("{e}; running with the last good config");
+                // At start there is no last good config to keep.
+                tracing::error!(
+                    "{e}; running with no servers until the file is fixed (saving it applies it)"
+                );
                 self.config_error = Some(e.to_string());
             }
         }
