@@ -439,6 +439,7 @@ fn no_daemon_exits_3_naming_the_socket() {
     assert_eq!(code, 3);
     let out: Value = serde_json::from_str(&out).expect("--json: a JSON error");
     assert_eq!(out["ok"], false);
+    assert_eq!(out["kind"], "no_daemon");
     assert!(
         out["error"].as_str().unwrap().contains("nothing.sock"),
         "{out}"
@@ -448,8 +449,10 @@ fn no_daemon_exits_3_naming_the_socket() {
     assert_eq!(status.code(), Some(3));
     std::thread::sleep(Duration::from_millis(50));
     assert!(shim.stderr.lock().unwrap().contains("nothing.sock"));
-    // Usage errors are 2.
+    // Usage errors are 2 (a search needs words).
     let (code, _, _) = ctl_at(&sock, &["frobnicate"]);
+    assert_eq!(code, 2);
+    let (code, _, _) = ctl_at(&sock, &["search"]);
     assert_eq!(code, 2);
 }
 
