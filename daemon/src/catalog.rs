@@ -625,9 +625,13 @@ impl Catalog {
         self
     }
 
-    /// Hands every server's last good live list to the Refresher.
-    fn persist(&self) {
+    /// Hands every server's last good live list to the Refresher; what is
+    /// handed over is what `evoctl status` reports as cached.
+    fn persist(&mut self) {
         let Some(to) = &self.persist else { return };
+        for slot in self.slots.iter_mut().filter(|s| !s.tools.is_empty()) {
+            slot.cached = Some(slot.tools.len());
+        }
         let servers = self
             .slots
             .iter()

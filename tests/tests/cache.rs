@@ -60,6 +60,14 @@ fn cache_persists_without_secrets_and_serves_a_lazy_start() {
         "env flag SEARCHTOOL=true"
     );
     assert_eq!(fx["config_hash"].as_str().unwrap().len(), 64);
+    // Drift columns after a first discovery: what is cached is what is live.
+    let st = d.ctl_json(&["status"]);
+    let live = server(&st, "fx").unwrap();
+    assert_eq!(
+        (&live["cached_tools"], &live["live_tools"]),
+        (&json!(14), &json!(14)),
+        "{live}"
+    );
     let (_, status_text, _) = d.ctl(&["status", "--json"]);
     for (what, text) in [
         ("cache", std::fs::read_to_string(cache_file(&d)).unwrap()),
