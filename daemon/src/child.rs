@@ -122,15 +122,19 @@ pub struct ChildServer {
     restart_timer: Option<SpawnHandle>,
     stopping: bool,
     lazy: bool,
+    /// Largest message read from the child (`limits.max_message_bytes`).
+    max_line: usize,
 }
 
 impl ChildServer {
     /// Starts the actor; with `lazy` the child is not spawned until a call
-    /// needs it. Returns the link sessions call through.
+    /// needs it. `max_line` bounds one message from the child. Returns the
+    /// link sessions call through.
     pub fn launch(
         spec: Arc<ServerSpec>,
         catalog: Addr<Catalog>,
         lazy: bool,
+        max_line: usize,
     ) -> (Addr<ChildServer>, Arc<ServerLink>) {
         let mut link_out = None;
         let addr = ChildServer::create(|ctx| {
@@ -159,6 +163,7 @@ impl ChildServer {
                 restart_timer: None,
                 stopping: false,
                 lazy,
+                max_line,
             }
         });
         let link = link_out.expect("ChildServer::create runs its closure before returning");
@@ -217,6 +222,7 @@ impl ChildServer {
                     self.link.clone(),
                     spawned.stdout,
                     spawned.stdin,
+                    self.max_line,
                 );
                 self.direct = Some(direct);
                 Box::pin(connect(handler, transport, lifecycle))

@@ -19,8 +19,6 @@ use tokio::sync::{Mutex, oneshot};
 
 use crate::transport::{LineError, LineReader, write_line};
 
-/// Longest line read from a child.
-const MAX_LINE: usize = 16 * 1024 * 1024;
 const STDIN_CLOSED: &str = "the child's stdin is closed";
 /// Prefix of the ids of direct calls (rmcp's own ids are numbers).
 const ID_PREFIX: &str = "evo-";
@@ -292,6 +290,7 @@ impl ChildTransport {
         link: Arc<crate::catalog::ServerLink>,
         stdout: ChildStdout,
         stdin: ChildStdin,
+        max_line: usize,
     ) -> (ChildTransport, Arc<DirectCalls>) {
         let calls = Arc::new(DirectCalls {
             writer: Arc::new(Mutex::new(Some(stdin))),
@@ -301,7 +300,7 @@ impl ChildTransport {
         });
         (
             ChildTransport {
-                lines: LineReader::new(BufReader::new(stdout), MAX_LINE),
+                lines: LineReader::new(BufReader::new(stdout), max_line),
                 calls: calls.clone(),
                 server: link.id.clone(),
                 link,
@@ -331,7 +330,8 @@ impl Transport<RoleClient> for ChildTransport {
                     return None;
                 }
                 Err(LineError::TooLong) => {
-                    tracing::warn!(server = %self.server, "the child sent a message over {MAX_LINE} bytes; discarded");
+                    let limit = self.lines.max_line;
+                    tracing::warn!(server = %self.server, "the child sent a message over {limit} bytes (limits.max_message_bytes); discarded");
                     // If it answers a request, that request fails now with
                     // the reason, rather than waiting out its timeout.
                     let Some(id) = self.lines.oversized_id() else {
@@ -339,7 +339,7 @@ impl Transport<RoleClient> for ChildTransport {
                     };
                     let error = json!({"jsonrpc": "2.0", "id": id, "error": {
                         "code": -32603,
-                        "message": format!("server '{}' answered with more than {MAX_LINE} bytes; the answer was discarded: ask for less (a smaller range, a filter, a page)", self.server),
+                        "message": format!("server '{}' answered with more than {limit} bytes (limits.max_message_bytes); the answer was discarded: ask for less (a smaller range, a filter, a page)", self.server),
                     }});
                     if self.calls.deliver_value(error.clone()) {
                         continue;

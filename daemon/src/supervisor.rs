@@ -167,6 +167,7 @@ impl Supervisor {
     fn start_children(&mut self) {
         let mut cache = crate::refresher::load_cache(&self.opts.cache_dir);
         let max_age = self.config.cache.max_age();
+        let max_line = self.config.limits.max_message_bytes;
         let mut cached = HashMap::new();
         let mut stale = Vec::new();
         for spec in &self.config.servers {
@@ -175,7 +176,7 @@ impl Supervisor {
                 .remove(&spec.id)
                 .filter(|c| c.config_hash == spec.hash.to_string() && !c.tools.is_empty());
             let (addr, link) =
-                ChildServer::launch(spec.clone(), self.catalog.clone(), hit.is_some());
+                ChildServer::launch(spec.clone(), self.catalog.clone(), hit.is_some(), max_line);
             if let Some(c) = hit {
                 let fetched_at =
                     std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.fetched_at);
@@ -238,6 +239,8 @@ impl Supervisor {
             tracing::warn!(config = %self.opts.config_path.display(), "{w}");
         }
         self.config_error = None;
+        // Children started by this reload read messages up to the new limit.
+        let max_line = cfg.limits.max_message_bytes;
         let snapshot = self.snapshot.load_full();
         let mut report = ctl::ActionReport::default();
         let mut old: Vec<Option<ChildHandle>> = self.children.drain(..).map(Some).collect();
@@ -281,7 +284,7 @@ impl Supervisor {
                     }
                     report.restarted.push(spec.id.clone());
                     let (addr, link) =
-                        ChildServer::launch(spec.clone(), self.catalog.clone(), false);
+                        ChildServer::launch(spec.clone(), self.catalog.clone(), false, max_line);
                     next.push(ChildHandle { spec, addr, link });
                 }
                 None => {
@@ -297,7 +300,7 @@ impl Supervisor {
                         report.added.push(spec.id.clone());
                     }
                     let (addr, link) =
-                        ChildServer::launch(spec.clone(), self.catalog.clone(), false);
+                        ChildServer::launch(spec.clone(), self.catalog.clone(), false, max_line);
                     next.push(ChildHandle { spec, addr, link });
                 }
             }

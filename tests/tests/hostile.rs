@@ -119,11 +119,12 @@ fn bad_messages_in_a_session_get_errors_and_the_session_goes_on() {
         "a third answer"
     );
 
-    // A child's answer over its 16 MiB limit fails that call at once, with
-    // the reason, instead of leaving it to time out.
-    let (text, is_error) = c.call_text("fx_big", json!({"bytes": 17 << 20}));
+    // A child's answer over the limit (limits.max_message_bytes, 1 MiB here)
+    // fails that call at once, with the reason, instead of leaving it to
+    // time out.
+    let (text, is_error) = c.call_text("fx_big", json!({"bytes": 2 << 20}));
     assert!(
-        is_error && text.contains("'fx' answered with more than"),
+        is_error && text.contains("'fx' answered with more than 1048576 bytes"),
         "not a timeout: {text}"
     );
 
