@@ -90,7 +90,13 @@ pub fn run(
     #[cfg(unix)]
     if handoff {
         return match handoff::run(&conn) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => {
+                eprintln!(
+                    "evoctl shim: evod ended the session without closing it (it crashed or was killed); see its log, and `evoctl status`"
+                );
+                ExitCode::from(EXIT_NO_DAEMON)
+            }
             Err(e) => {
                 eprintln!("evoctl shim: could not hand the session's stdio to the daemon: {e}");
                 ExitCode::from(EXIT_REFUSED)
@@ -125,8 +131,12 @@ mod handoff {
     /// (closes the control socket). The daemon sets both descriptors
     /// non-blocking; their earlier mode is put back before returning, as
     /// other processes may share them.
+    /// Whether the daemon closed the session itself ([`SESSION_END`]) rather
+    /// than vanishing.
+    ///
+    /// [`SESSION_END`]: evo_proto::handshake::SESSION_END
     #[cfg(unix)]
-    pub fn run(conn: &interprocess::local_socket::Stream) -> std::io::Result<()> {
+    pub fn run(conn: &interprocess::local_socket::Stream) -> std::io::Result<bool> {
         use std::io::Read;
         use std::os::fd::AsFd;
 
@@ -142,13 +152,18 @@ mod handoff {
             fdpass::is_nonblocking(stdout.as_fd())?,
         ];
         fdpass::send_fds(sock.as_fd(), &[stdin.as_fd(), stdout.as_fd()])?;
-        // The daemon sends nothing more: this returns when it closes the
-        // session (or exits).
+        // The daemon sends nothing more but its goodbye: this returns when
+        // it closes the session (or exits).
+        let mut said = Vec::new();
         let mut buf = [0u8; 64];
-        while matches!((&*sock).read(&mut buf), Ok(n) if n > 0) {}
+        while let Ok(n @ 1..) = (&*sock).read(&mut buf) {
+            if said.len() < 1024 {
+                said.extend_from_slice(&buf[..n]);
+            }
+        }
         let _ = fdpass::set_nonblocking(stdin.as_fd(), before[0]);
         let _ = fdpass::set_nonblocking(stdout.as_fd(), before[1]);
-        Ok(())
+        Ok(said.starts_with(evo_proto::handshake::SESSION_END))
     }
 }
 

@@ -184,7 +184,9 @@ async fn handle(
             #[cfg(unix)]
             if stdio {
                 let max = opened.max_message_bytes;
+                let live = Live::new();
                 tokio::spawn(async move {
+                    let _live = live;
                     match stdio::receive(reader.get_ref()).await {
                         Ok((input, output)) => {
                             let transport = SessionTransport::new(
@@ -194,7 +196,13 @@ async fn handle(
                             );
                             let gone = stdio::lifeline(reader);
                             run_session(server, transport, &addr, gone.token.clone()).await;
-                            // Dropping both halves closes the socket: the shim exits.
+                            // Ended here (the client left, or evod stops):
+                            // say so, then dropping both halves closes the
+                            // socket and the shim exits 0.
+                            let mut w = w;
+                            if !gone.token.is_cancelled() {
+                                let _ = w.write_all(evo_proto::handshake::SESSION_END).await;
+                            }
                             drop((gone, w));
                         }
                         Err(e) => tracing::warn!(
@@ -208,11 +216,51 @@ async fn handle(
                 return;
             }
             let transport = SessionTransport::new(reader, w, opened.max_message_bytes);
+            let live = Live::new();
             tokio::spawn(async move {
+                let _live = live;
                 run_session(server, transport, &addr, Default::default()).await;
                 addr.do_send(session::Close);
             });
         }
+    }
+}
+
+/// Cancelled when evod stops: every session ends, on purpose, and each
+/// handed-over one says so on its lifeline before the process exits.
+pub fn stopping() -> &'static tokio_util::sync::CancellationToken {
+    static STOPPING: std::sync::OnceLock<tokio_util::sync::CancellationToken> =
+        std::sync::OnceLock::new();
+    STOPPING.get_or_init(Default::default)
+}
+
+/// Sessions being served (or saying goodbye).
+static LIVE_SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a session as live until dropped.
+struct Live;
+
+impl Live {
+    fn new() -> Live {
+        LIVE_SESSIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Live
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE_SESSIONS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// After [`stopping`] is cancelled: waits until every session has ended
+/// (and said goodbye), or `within` has passed.
+pub async fn sessions_ended(within: std::time::Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while LIVE_SESSIONS.load(std::sync::atomic::Ordering::Acquire) > 0
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 
@@ -237,7 +285,13 @@ async fn run_session<R, W>(
     match started {
         Ok(running) => {
             addr.do_send(session::Attach(running.peer().clone()));
-            let _ = running.waiting().await;
+            // evod stopping ends the session (so it can say goodbye).
+            let stop = running.cancellation_token();
+            let stopping = stopping();
+            tokio::select! {
+                _ = running.waiting() => {}
+                () = stopping.cancelled() => stop.cancel(),
+            }
         }
         Err(e) => tracing::debug!(error = %e, "session ended before initialising"),
     }

@@ -1008,8 +1008,10 @@ impl Handler<Shutdown> for Supervisor {
                 futures::future::join_all(stops).await;
                 let _ = refresher.send(crate::refresher::FlushNow).await;
                 // Let answers to calls that failed with the children reach
-                // their sessions.
+                // their sessions, then end the sessions (each says goodbye).
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                crate::control::stopping().cancel();
+                crate::control::sessions_ended(std::time::Duration::from_secs(2)).await;
                 if let Some(socket) = socket {
                     let _ = std::fs::remove_file(&socket);
                 }

@@ -12,6 +12,11 @@ pub enum ConnKind {
     Ctl,
 }
 
+/// What the daemon writes on a handed-over session's control socket (its
+/// lifeline) when it ends the session itself: the client left or evod is
+/// stopping. A lifeline that closes without it means evod died.
+pub const SESSION_END: &[u8] = b"{\"bye\":\"session ended\"}\n";
+
 /// The first line a client sends: `{"evo":1,"kind":"mcp","mode":"legacy","session":"work"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -524,6 +524,14 @@ fn children_die_with_the_daemon_even_on_sigkill() {
             "child {pid} outlived a SIGKILLed evod"
         );
     }
+    // The shim tells its client the daemon vanished: exit 3 and a message,
+    // not the 0 of a session evod closed itself.
+    let stderr = c.stderr.clone();
+    let shim = c.close();
+    assert_eq!(shim.and_then(|s| s.code()), Some(3), "{shim:?}");
+    std::thread::sleep(Duration::from_millis(50));
+    let err = stderr.lock().unwrap().clone();
+    assert!(err.contains("crashed or was killed"), "{err}");
 }
 
 #[test]
@@ -553,8 +561,13 @@ fn sigterm_and_stop_shut_down_cleanly() {
             assert!(!alive(pid), "{how}: child {pid} left behind");
         }
         assert!(!d.socket.exists(), "{how}: socket file left behind");
-        // The session ended with the daemon: the shim exits.
-        assert!(c.close().is_some(), "{how}: shim did not exit");
+        // The session ended with the daemon: the shim exits, successfully
+        // (evod closed the session itself).
+        let shim = c.close();
+        assert!(
+            shim.is_some_and(|s| s.success()),
+            "{how}: shim did not exit cleanly: {shim:?}"
+        );
     }
 }
 
