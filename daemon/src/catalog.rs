@@ -516,7 +516,6 @@ impl ToolEntry {
             .as_ref()
     }
 
-    /// Does the input schema require `param`?
     /// Whether the tool has no description (its summary is a placeholder).
     pub fn summary_missing(&self) -> bool {
         self.summary == schema::NO_SUMMARY
@@ -531,6 +530,7 @@ impl ToolEntry {
             .is_some_and(|p| p.contains_key(param))
     }
 
+    /// Does the input schema require `param`?
     pub fn requires(&self, param: &str) -> bool {
         self.tool
             .input_schema

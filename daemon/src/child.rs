@@ -377,12 +377,17 @@ impl ChildServer {
         }
     }
 
+    /// A remote (Streamable HTTP) server: no process of ours to watch.
+    fn remote(&self) -> bool {
+        matches!(self.spec.transport, TransportSpec::Http { .. })
+    }
+
     /// A remote server has no process whose exit says it went away: while it
     /// is ready it is pinged every [`REMOTE_PING_EVERY`], and a ping lost in
     /// transport or unanswered within [`REMOTE_PING_TIMEOUT`] takes it down
     /// (then it is reconnected with backoff).
     fn watch_remote(&mut self, generation: u64, ctx: &mut Context<Self>) {
-        if !matches!(self.spec.transport, TransportSpec::Http { .. }) {
+        if !self.remote() {
             return;
         }
         ctx.run_later(REMOTE_PING_EVERY, move |act, ctx| {
@@ -440,7 +445,7 @@ impl ChildServer {
         }
         // A remote server that went away is not a crash loop of ours: keep
         // reconnecting, backing off up to 30 s, never marked failed.
-        let remote = matches!(self.spec.transport, TransportSpec::Http { .. });
+        let remote = self.remote();
         self.downs_since_ready += 1;
         if self.crashes.len() >= MAX_CRASHES && !remote {
             self.set_state(ServerState::Failed);
@@ -805,7 +810,7 @@ pub struct ConnectionLost {
 impl Handler<ConnectionLost> for ChildServer {
     type Result = ();
     fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
-        if self.pid.is_none() && self.state == ServerState::Ready {
+        if self.remote() && self.state == ServerState::Ready {
             let reason = format!("the connection failed: {}", msg.reason);
             self.down(self.generation, reason, ctx);
         }

@@ -279,9 +279,8 @@ impl ChildTransport {
 pub struct ChildTransport {
     lines: LineReader<BufReader<ChildStdout>>,
     calls: Arc<DirectCalls>,
-    /// The server id, for warnings about what the child sends.
-    server: String,
-    /// The server's link, whose progress routes are followed here.
+    /// The server's link: its id names it in warnings, and its progress
+    /// routes are followed here.
     link: Arc<crate::catalog::ServerLink>,
 }
 
@@ -302,7 +301,6 @@ impl ChildTransport {
             ChildTransport {
                 lines: LineReader::new(BufReader::new(stdout), max_line),
                 calls: calls.clone(),
-                server: link.id.clone(),
                 link,
             },
             calls,
@@ -331,7 +329,7 @@ impl Transport<RoleClient> for ChildTransport {
                 }
                 Err(LineError::TooLong) => {
                     let limit = self.lines.max_line;
-                    tracing::warn!(server = %self.server, "the child sent a message over {limit} bytes (limits.max_message_bytes); discarded");
+                    tracing::warn!(server = %self.link.id, "the child sent a message over {limit} bytes (limits.max_message_bytes); discarded");
                     // If it answers a request, that request fails now with
                     // the reason, rather than waiting out its timeout.
                     let Some(id) = self.lines.oversized_id() else {
@@ -339,7 +337,7 @@ impl Transport<RoleClient> for ChildTransport {
                     };
                     let error = json!({"jsonrpc": "2.0", "id": id, "error": {
                         "code": -32603,
-                        "message": format!("server '{}' answered with more than {limit} bytes (limits.max_message_bytes); the answer was discarded: ask for less (a smaller range, a filter, a page)", self.server),
+                        "message": format!("server '{}' answered with more than {limit} bytes (limits.max_message_bytes); the answer was discarded: ask for less (a smaller range, a filter, a page)", self.link.id),
                     }});
                     if self.calls.deliver_value(error.clone()) {
                         continue;
@@ -367,7 +365,7 @@ impl Transport<RoleClient> for ChildTransport {
             // make rmcp read the whole answer as something else and drop the
             // child. Tool lists are rare; calls never come this way.
             if line.windows(7).any(|w| w == b"\"tools\"")
-                && let Some(msg) = repaired_tool_list(&self.server, line)
+                && let Some(msg) = repaired_tool_list(&self.link.id, line)
             {
                 return Some(msg);
             }

@@ -144,6 +144,16 @@ impl fmt::Display for DiscoveryMode {
 #[error("unknown discovery mode '{0}'; expected 'legacy' or 'dynamic'")]
 pub struct UnknownDiscoveryMode(pub String);
 
+impl DiscoveryMode {
+    /// Parses a mode given by `source` (`--mode`, an environment variable),
+    /// whose name the error leads with.
+    pub fn parse_from(value: &str, source: &str) -> Result<DiscoveryMode, String> {
+        value
+            .parse()
+            .map_err(|e: UnknownDiscoveryMode| format!("{source}: {e}"))
+    }
+}
+
 impl FromStr for DiscoveryMode {
     type Err = UnknownDiscoveryMode;
 

@@ -83,18 +83,12 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
     let mode = args
         .mode
         .as_deref()
-        .map(|m| {
-            m.parse::<DiscoveryMode>()
-                .map_err(|e| format!("--mode: {e}"))
-        })
+        .map(|m| DiscoveryMode::parse_from(m, "--mode"))
         .transpose()?;
     let env_mode = std::env::var("EVO_DISCOVERY_MODE")
         .ok()
         .filter(|m| !m.is_empty())
-        .map(|m| {
-            m.parse::<DiscoveryMode>()
-                .map_err(|e| format!("EVO_DISCOVERY_MODE: {e}"))
-        })
+        .map(|m| DiscoveryMode::parse_from(&m, "EVO_DISCOVERY_MODE"))
         .transpose()?;
     Ok(DaemonOptions {
         config_path,

@@ -956,14 +956,14 @@ fn parse_number(text: &str, fraction_allowed: bool) -> Option<Number> {
     }
 }
 
-/// A name compared without case or separators: `filePath`, `file_path`, `FILE-PATH` all
-/// become `filepath`.
 /// Whether `a` and `b` name the same parameter up to case and separators
 /// (`sessionId`, `session_id`, `Session-ID`).
 pub fn same_name(a: &str, b: &str) -> bool {
     normalize(a) == normalize(b)
 }
 
+/// A name compared without case or separators: `filePath`, `file_path`, `FILE-PATH` all
+/// become `filepath`.
 fn normalize(name: &str) -> String {
     name.chars()
         .filter(|c| *c != '_' && *c != '-')

@@ -951,13 +951,8 @@ impl SessionServer {
         if ask.at.elapsed() >= ASK_TTL {
             return None;
         }
-        let action = answers
-            .responses?
-            .remove(ASK_KEY)?
-            .get("action")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        Some(action.as_deref() == Some("accept"))
+        let answer = answers.responses?.remove(ASK_KEY)?;
+        Some(answer.get("action").and_then(Value::as_str) == Some("accept"))
     }
 
     fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {
@@ -1254,15 +1249,13 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.view.request(&ctx);
+        let answers = Answers {
+            responses: request.input_responses,
+            state: request.request_state,
+        };
         match request.name.as_ref() {
             native::CALL_TOOL => match native::parse_call_tool(request.arguments.as_ref()) {
-                Ok((name, arguments)) => {
-                    let answers = Answers {
-                        responses: request.input_responses,
-                        state: request.request_state,
-                    };
-                    self.call_proxied(&name, arguments, answers, &ctx).await
-                }
+                Ok((name, arguments)) => self.call_proxied(&name, arguments, answers, &ctx).await,
                 Err(e) => Ok(text_result(e, true).into()),
             },
             native::DISCOVER_TOOLS => Ok(self.discover(request.arguments.as_ref()).await.into()),
@@ -1271,10 +1264,6 @@ impl ServerHandler for SessionServer {
                 Ok(self.describe_capability(request.arguments.as_ref()).into())
             }
             name => {
-                let answers = Answers {
-                    responses: request.input_responses,
-                    state: request.request_state,
-                };
                 self.call_proxied(name, request.arguments, answers, &ctx)
                     .await
             }

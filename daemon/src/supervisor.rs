@@ -397,18 +397,14 @@ impl Supervisor {
         requested: Option<&str>,
         shim_env: Option<&str>,
     ) -> Result<DiscoveryMode, String> {
-        let parse = |m: &str, from: &str| {
-            m.parse()
-                .map_err(|e: config::UnknownDiscoveryMode| format!("{from}: {e}"))
-        };
         if let Some(m) = requested {
-            return parse(m, "--mode");
+            return DiscoveryMode::parse_from(m, "--mode");
         }
         if let Some(m) = self.opts.mode {
             return Ok(m);
         }
         if let Some(m) = shim_env {
-            return parse(m, "EVO_DISCOVERY_MODE in the shim's environment");
+            return DiscoveryMode::parse_from(m, "EVO_DISCOVERY_MODE in the shim's environment");
         }
         Ok(self
             .opts
