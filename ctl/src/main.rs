@@ -349,10 +349,7 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
     };
     if !reply.ok {
         if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&reply).unwrap_or_default()
-            );
+            println!("{}", output::pretty(&reply));
         } else {
             eprintln!(
                 "evoctl: {}",

@@ -76,22 +76,21 @@ fn docs(markdown: &str, json: bool, out: Option<&Path>) -> Result<(), String> {
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             if json {
                 let report = serde_json::json!({"path": path, "bytes": markdown.len()});
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                println!("{}", pretty(&report));
             }
         }
         None if json => {
             let report = serde_json::json!({ "markdown": markdown });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).unwrap_or_default()
-            );
+            println!("{}", pretty(&report));
         }
         None => print!("{markdown}"),
     }
     Ok(())
+}
+
+/// JSON as evoctl prints it (`--json`, and where a table has no shape).
+pub fn pretty(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
 pub fn render(
@@ -104,7 +103,7 @@ pub fn render(
         return docs(data.as_str().unwrap_or_default(), json, out);
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
+        println!("{}", pretty(data));
         return Ok(());
     }
     match request {
@@ -296,7 +295,7 @@ pub fn render(
                     }
                 }
             }
-            Err(_) => println!("{}", serde_json::to_string_pretty(data).unwrap_or_default()),
+            Err(_) => println!("{}", pretty(data)),
         },
     }
     Ok(())

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use serde_json::json;
 
+use crate::output::pretty;
 use crate::{config_home, home_dir};
 
 const SERVICE_TEMPLATE: &str = include_str!("../../systemd/evod.service");
@@ -382,10 +383,6 @@ fn shell_quote(path: &Path) -> String {
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
-}
-
-fn pretty(v: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::output::pretty;
 use crate::{config_home, home_dir};
 
 /// The MCP clients `evoctl setup` knows the config file of.
@@ -915,10 +916,6 @@ fn kind(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 #[cfg(test)]
