@@ -3,9 +3,9 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
@@ -404,27 +404,21 @@ fn socket_is_private() {
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
-    let socket = shared.path().join("evod.sock");
-    let mut evod = Command::new(bin("evod"))
-        .args(["--config", "/nonexistent/mcp.config.json", "--socket"])
-        .arg(&socket)
-        .arg("--cache-dir")
-        .arg(shared.path().join("cache"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "evod did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mode = std::fs::metadata(shared.path())
+    // evod listening in that directory, started the way every test starts it.
+    let mut d = Daemon {
+        socket: shared.path().join("evod.sock"),
+        config: PathBuf::from("/nonexistent/mcp.config.json"),
+        cache: shared.path().join("cache"),
+        log: shared.path().join("evod.log"),
+        child: None,
+        dir: shared,
+    };
+    d.spawn(&[], &[]);
+    let mode = std::fs::metadata(d.dir.path())
         .unwrap()
         .permissions()
         .mode()
         & 0o777;
-    let _ = evod.kill();
-    let _ = evod.wait();
     assert_eq!(mode, 0o755, "an existing directory keeps its mode");
 }
 
