@@ -22,7 +22,7 @@ pub enum State {
 pub struct Approval {
     pub id: String,
     pub tool: String,
-    /// Canonical hash of the arguments (see [`crate::breaker::canonical_key`]).
+    /// Canonical hash of the arguments (see [`crate::session::breaker::canonical_key`]).
     pub key: u64,
     /// The arguments as JSON, cut short, for the person deciding.
     pub preview: String,

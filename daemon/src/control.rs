@@ -11,9 +11,9 @@ use interprocess::local_socket::traits::tokio::{Listener as _, Stream as _};
 use rmcp::ServiceExt;
 use tokio::io::{AsyncWriteExt, BufReader};
 
+use crate::session::transport::SessionTransport;
 use crate::session::{self, SessionServer};
 use crate::supervisor::{Ctl, OpenSession, Supervisor};
-use crate::transport::SessionTransport;
 
 /// Longest handshake line accepted.
 const MAX_HANDSHAKE: usize = 64 * 1024;
@@ -29,7 +29,7 @@ const MAX_CTL_LINE: usize = 1024 * 1024;
 pub async fn serve(
     listener: Listener,
     supervisor: Addr<Supervisor>,
-    snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::Snapshot>>,
+    snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::snapshot::Snapshot>>,
 ) {
     loop {
         let conn = match listener.accept().await {
@@ -106,7 +106,7 @@ fn split(conn: Stream) -> Halves {
 async fn handle(
     conn: Stream,
     supervisor: Addr<Supervisor>,
-    snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::Snapshot>>,
+    snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::snapshot::Snapshot>>,
 ) {
     let (r, mut w) = split(conn);
     let mut reader = BufReader::with_capacity(READ_BUFFER, r);

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::catalog::{Snapshot, ToolEntry};
+use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::example;
 
 /// Tools of `snapshot` grouped by domain, domains in name order, tools in

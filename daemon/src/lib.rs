@@ -10,12 +10,10 @@
 
 pub mod activation;
 pub mod approvals;
-pub mod breaker;
 #[cfg(target_os = "linux")]
 pub mod busypoll;
 pub mod catalog;
 pub mod child;
-pub mod childio;
 pub mod config;
 pub mod control;
 pub mod disclosure;
@@ -29,7 +27,6 @@ pub mod schema;
 pub mod search;
 pub mod session;
 pub mod supervisor;
-pub mod transport;
 pub mod watch;
 
 /// The daemon's version, shown in handshakes and `evoctl status`.

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use evo_daemon::catalog::Snapshot;
+use evo_daemon::catalog::snapshot::Snapshot;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 

@@ -17,7 +17,7 @@ use nucleo_matcher::{Config, Matcher, Utf32Str};
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
-use crate::catalog::{Snapshot, ToolEntry};
+use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use lexicon::{ACTIONS, ALIASES, PACKAGING, PHRASES, PRONOUNS, STOPWORDS, THINGS};
 
 /// Longest query accepted, in bytes.

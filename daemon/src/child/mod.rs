@@ -18,8 +18,12 @@ use rmcp::service::{
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{oneshot, watch};
 
-use crate::catalog::{Catalog, ServerLink, ServerState, ToolsDiscovered};
+use crate::catalog::{Catalog, ToolsDiscovered};
 use crate::config::{ServerSpec, TransportSpec};
+use link::{ServerLink, ServerState};
+
+pub mod io;
+pub mod link;
 
 /// How long a child may take to start, initialise and list its tools (a cold
 /// `npx` or `uvx` start downloads packages first).
@@ -105,7 +109,7 @@ pub struct ChildServer {
     state: ServerState,
     client: Option<Client>,
     /// Direct calls on the running stdio child.
-    direct: Option<Arc<crate::childio::DirectCalls>>,
+    direct: Option<Arc<crate::child::io::DirectCalls>>,
     pid: Option<u32>,
     /// Counts starts, so events from an earlier child are told apart.
     generation: u64,
@@ -218,7 +222,7 @@ impl ChildServer {
                 if let Some(stderr) = spawned.stderr {
                     log_stderr(self.spec.id.clone(), stderr);
                 }
-                let (transport, direct) = crate::childio::ChildTransport::new(
+                let (transport, direct) = crate::child::io::ChildTransport::new(
                     self.link.clone(),
                     spawned.stdout,
                     spawned.stdin,

@@ -17,7 +17,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{Mutex, oneshot};
 
-use crate::transport::{LineError, LineReader, write_line};
+use crate::session::transport::{LineError, LineReader, write_line};
 
 const STDIN_CLOSED: &str = "the child's stdin is closed";
 /// Prefix of the ids of direct calls (rmcp's own ids are numbers).
@@ -281,12 +281,12 @@ pub struct ChildTransport {
     calls: Arc<DirectCalls>,
     /// The server's link: its id names it in warnings, and its progress
     /// routes are followed here.
-    link: Arc<crate::catalog::ServerLink>,
+    link: Arc<crate::child::link::ServerLink>,
 }
 
 impl ChildTransport {
     pub fn new(
-        link: Arc<crate::catalog::ServerLink>,
+        link: Arc<crate::child::link::ServerLink>,
         stdout: ChildStdout,
         stdin: ChildStdin,
         max_line: usize,

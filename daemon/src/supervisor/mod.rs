@@ -10,15 +10,17 @@ use std::time::{Instant, SystemTime};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
-use evo_proto::ctl::{self, CtlReply, CtlRequest, ErrorKind};
+use evo_proto::ctl;
 
-use crate::catalog::{
-    Catalog, CatalogChanged, CatalogStatus, ServerLink, SetServers, Snapshot, Subscribe,
-};
+use crate::catalog::snapshot::Snapshot;
+use crate::catalog::{Catalog, CatalogChanged, SetServers, Subscribe};
+use crate::child::link::ServerLink;
 use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
-use crate::search;
 use crate::session::{self, ActivationSet, Session};
+
+mod requests;
+pub use requests::Ctl;
 
 /// Where the daemon's files are and what its command line overrides.
 #[derive(Debug, Clone)]
@@ -268,7 +270,7 @@ impl Supervisor {
                     }
                     h.link.set_timeout(spec.timeout);
                     // "Failed until reload or refresh": a reload retries it.
-                    if h.link.state() == crate::catalog::ServerState::Failed {
+                    if h.link.state() == crate::child::link::ServerState::Failed {
                         h.addr.do_send(child::Restart);
                         report.restarted.push(spec.id.clone());
                     }
@@ -350,27 +352,6 @@ impl Supervisor {
         Ok(report)
     }
 
-    fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
-        match self.approvals.decide(id, approve, Instant::now()) {
-            Ok(a) => {
-                let verb = if approve { "approved" } else { "denied" };
-                tracing::info!(id = %a.id, tool = %a.tool, "held call {verb} by a person");
-                CtlReply::data(&ctl::ActionReport {
-                    message: if approve {
-                        format!(
-                            "{id} approved: the identical call to {} passes once within 5 minutes",
-                            a.tool
-                        )
-                    } else {
-                        format!("{id} denied: the identical call to {} is refused", a.tool)
-                    },
-                    ..Default::default()
-                })
-            }
-            Err(e) => CtlReply::error(ErrorKind::NotFound, e),
-        }
-    }
-
     /// Tells the Catalog the servers now configured, in config order.
     fn send_servers(
         &self,
@@ -416,230 +397,6 @@ impl Supervisor {
     fn save_named(&self) {
         self.refresher
             .do_send(crate::refresher::PersistNamed(self.named.clone()));
-    }
-
-    /// Resolves `--session` (an id or a name), else the most recently active
-    /// live session.
-    fn resolve_session(
-        &self,
-        wanted: Option<&str>,
-    ) -> ResponseFuture<Result<(String, Addr<Session>), CtlReply>> {
-        if let Some(w) = wanted {
-            let found = self
-                .sessions
-                .iter()
-                .find(|(id, e)| id.as_str() == w || e.name.as_deref() == Some(w))
-                .map(|(id, e)| (id.clone(), e.addr.clone()));
-            let err = CtlReply::error(
-                ErrorKind::UnknownSession,
-                format!("no live session '{w}'; `evoctl sessions` lists them"),
-            );
-            return Box::pin(async move { found.ok_or(err) });
-        }
-        let recent = self
-            .sessions
-            .iter()
-            .min_by_key(|(_, e)| e.view.idle_ms())
-            .map(|(id, e)| (id.clone(), e.addr.clone()));
-        Box::pin(async move {
-            recent.ok_or_else(|| {
-                CtlReply::error(
-                    ErrorKind::UnknownSession,
-                    "no live session: connect an MCP client through `evoctl shim` first",
-                )
-            })
-        })
-    }
-
-    /// What each live session says of itself, ordered by id.
-    fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
-        let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
-        async move {
-            let mut infos = Vec::new();
-            for s in sessions {
-                if let Ok((info, _)) = s.send(session::Describe).await {
-                    infos.push(info);
-                }
-            }
-            infos.sort_by(|a, b| a.id.cmp(&b.id));
-            infos
-        }
-    }
-
-    fn status(&self) -> ResponseFuture<CtlReply> {
-        let children: Vec<(Arc<ServerSpec>, Addr<ChildServer>)> = self
-            .children
-            .iter()
-            .map(|c| (c.spec.clone(), c.addr.clone()))
-            .collect();
-        let failed: Vec<config::ServerConfigError> = self.config.failed.clone();
-        let disabled = self.config.disabled.clone();
-        let catalog = self.catalog.clone();
-        let snapshot = self.snapshot.load_full();
-        let sessions = self.session_infos();
-        let config_status = ctl::FileStatus {
-            path: self.opts.config_path.display().to_string(),
-            ok: self.config_error.is_none(),
-            error: self.config_error.clone(),
-        };
-        let permissions = ctl::FileStatus {
-            path: self.opts.permissions_path.display().to_string(),
-            ok: self.permissions_error.is_none(),
-            error: self.permissions_error.clone(),
-        };
-        let daemon = ctl::DaemonInfo {
-            version: crate::VERSION.into(),
-            pid: std::process::id(),
-            socket: self.opts.socket_path.display().to_string(),
-            uptime_s: self.started.elapsed().as_secs(),
-            tools: snapshot.tools.len(),
-        };
-        Box::pin(async move {
-            let cat = catalog.send(CatalogStatus).await.unwrap_or_default();
-            let mut servers = Vec::new();
-            for (spec, addr) in children {
-                let st = addr.send(child::GetStatus).await.ok();
-                let info = cat.iter().find(|c| c.id == spec.id);
-                servers.push(ctl::ServerStatus {
-                    id: spec.id.clone(),
-                    state: st.as_ref().map_or("stopped", |s| s.state.as_str()).into(),
-                    tools: info.map_or(0, |i| i.tools),
-                    source: info.map_or("none", |i| i.source.as_str()).into(),
-                    cached_tools: info.and_then(|i| i.cached),
-                    live_tools: info.and_then(|i| i.live),
-                    config_hash: spec.hash.short(),
-                    restarts: st.as_ref().map_or(0, |s| s.restarts),
-                    error: st.as_ref().and_then(|s| s.error.clone()),
-                    transport: spec.transport.kind().into(),
-                    pid: st.as_ref().and_then(|s| s.pid),
-                    last_refresh_age_s: info
-                        .and_then(|i| i.fetched_at)
-                        .and_then(|t| SystemTime::now().duration_since(t).ok())
-                        .map(|d| d.as_secs()),
-                });
-            }
-            for e in failed {
-                servers.push(ctl::ServerStatus {
-                    id: e.server.clone(),
-                    state: "failed".into(),
-                    source: "none".into(),
-                    error: Some(e.to_string()),
-                    ..Default::default()
-                });
-            }
-            for id in disabled {
-                servers.push(ctl::ServerStatus {
-                    id,
-                    state: "disabled".into(),
-                    source: "none".into(),
-                    ..Default::default()
-                });
-            }
-            let infos = sessions.await;
-            CtlReply::data(&ctl::StatusReport {
-                daemon,
-                servers,
-                sessions: infos,
-                duplicates: snapshot.duplicates.clone(),
-                config: config_status,
-                permissions,
-            })
-        })
-    }
-
-    fn set_active(
-        &self,
-        tools: Vec<String>,
-        session: Option<String>,
-        active: bool,
-    ) -> ResponseFuture<CtlReply> {
-        let snapshot = self.snapshot.load_full();
-        if active {
-            let unknown: Vec<String> = tools
-                .iter()
-                .filter(|t| snapshot.get(t).is_none())
-                .cloned()
-                .collect();
-            if let Some(t) = unknown.first() {
-                let msg = snapshot
-                    .refusal(t)
-                    .unwrap_or_else(|| session::unknown_tool_message(&snapshot, t));
-                return Box::pin(async move { CtlReply::error(ErrorKind::UnknownTool, msg) });
-            }
-        }
-        let resolve = self.resolve_session(session.as_deref());
-        Box::pin(async move {
-            let (id, addr) = match resolve.await {
-                Ok(s) => s,
-                Err(e) => return e,
-            };
-            match addr
-                .send(session::SetActive {
-                    tools,
-                    active,
-                    touch: false,
-                })
-                .await
-            {
-                Ok(change) => CtlReply::data(&ctl::ActivationReport {
-                    session: id,
-                    changed: change.changed,
-                    activated: change.activated,
-                }),
-                Err(_) => {
-                    CtlReply::error(ErrorKind::UnknownSession, format!("session '{id}' closed"))
-                }
-            }
-        })
-    }
-
-    fn list(&self, session: Option<String>, all: bool) -> ResponseFuture<CtlReply> {
-        let snapshot = self.snapshot.load_full();
-        let line = |e: &crate::catalog::ToolEntry| ctl::ToolLine {
-            name: e.name.clone(),
-            summary: e.summary.clone(),
-            domain: e.domain.clone(),
-            score: None,
-            hot: e.hot,
-        };
-        if all {
-            let tools = snapshot.tools.iter().map(|e| line(e)).collect();
-            return Box::pin(async move {
-                CtlReply::data(&ctl::ToolList {
-                    session: None,
-                    tools,
-                })
-            });
-        }
-        let resolve = self.resolve_session(session.as_deref());
-        Box::pin(async move {
-            let (id, addr) = match resolve.await {
-                Ok(s) => s,
-                Err(e) => return e,
-            };
-            let Ok((info, activated)) = addr.send(session::Describe).await else {
-                return CtlReply::error(
-                    ErrorKind::UnknownSession,
-                    format!("session '{id}' closed"),
-                );
-            };
-            let mode: DiscoveryMode = info.mode.parse().unwrap_or(DiscoveryMode::Dynamic);
-            let mut tools: Vec<ctl::ToolLine> = crate::native::tools()
-                .iter()
-                .map(|t| ctl::ToolLine {
-                    name: t.name.to_string(),
-                    summary: crate::schema::summary(t.description.as_deref()),
-                    domain: "evo".into(),
-                    score: None,
-                    hot: true,
-                })
-                .collect();
-            tools.extend(session::visible_entries(&snapshot, mode, &activated).map(|e| line(e)));
-            CtlReply::data(&ctl::ToolList {
-                session: Some(id),
-                tools,
-            })
-        })
     }
 }
 
@@ -833,132 +590,6 @@ impl Handler<CheckApproval> for Supervisor {
             tracing::warn!(id = %id, tool = %msg.tool, "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
         }
         MessageResult(gate)
-    }
-}
-
-/// A control request from `evoctl`.
-#[derive(Message)]
-#[rtype(result = "CtlReply")]
-pub struct Ctl(pub CtlRequest);
-
-impl Handler<Ctl> for Supervisor {
-    type Result = ResponseFuture<CtlReply>;
-    fn handle(&mut self, msg: Ctl, ctx: &mut Context<Self>) -> Self::Result {
-        let ready = |r: CtlReply| -> ResponseFuture<CtlReply> { Box::pin(async move { r }) };
-        match msg.0 {
-            CtlRequest::Status => self.status(),
-            CtlRequest::List { session, all } => self.list(session, all),
-            CtlRequest::Activate { tools, session } => self.set_active(tools, session, true),
-            CtlRequest::Deactivate { tools, session } => self.set_active(tools, session, false),
-            CtlRequest::Search { query, limit } => {
-                let snapshot = self.snapshot.load_full();
-                let limit = limit
-                    .unwrap_or(self.config.discovery.search_limit)
-                    .clamp(1, search::MAX_LIMIT);
-                let outcome = search::search(&snapshot, &query, limit, None);
-                ready(CtlReply::data(&ctl::SearchResults {
-                    query,
-                    results: outcome
-                        .hits
-                        .iter()
-                        .map(|h| ctl::ToolLine {
-                            name: h.entry.name.clone(),
-                            summary: h.entry.summary.clone(),
-                            domain: h.entry.domain.clone(),
-                            score: Some((h.score as f64 * 100.0).round() / 100.0),
-                            hot: h.entry.hot,
-                        })
-                        .collect(),
-                    reason: outcome.reason,
-                    unavailable: outcome.unavailable,
-                }))
-            }
-            CtlRequest::Describe { name } => {
-                let snapshot = self.snapshot.load_full();
-                let reply = match snapshot.get(&name) {
-                    Some(e) => CtlReply::data(&serde_json::json!({
-                        "name": e.name,
-                        "summary": e.summary,
-                        "domain": e.domain,
-                        "server": e.server.id,
-                        "upstream": e.upstream,
-                        "hot": e.hot,
-                        "description": e.tool.description,
-                        "input_schema": &*e.tool.input_schema,
-                        "example": {"name": e.name, "arguments": crate::example::example_arguments(&e.tool.input_schema)},
-                        "text": crate::disclosure::describe_tool(e),
-                    })),
-                    None => CtlReply::error(
-                        ErrorKind::UnknownTool,
-                        session::unknown_tool_message(&snapshot, &name),
-                    ),
-                };
-                ready(reply)
-            }
-            CtlRequest::Docs => {
-                let snapshot = self.snapshot.load_full();
-                ready(CtlReply::data(&crate::disclosure::docs(&snapshot)))
-            }
-            CtlRequest::Sessions => {
-                let sessions = self.session_infos();
-                Box::pin(async move {
-                    CtlReply::data(&ctl::SessionsReport {
-                        sessions: sessions.await,
-                    })
-                })
-            }
-            CtlRequest::Refresh { server } => {
-                let targets: Vec<&ChildHandle> = self
-                    .children
-                    .iter()
-                    .filter(|c| server.as_deref().is_none_or(|s| s == c.spec.id))
-                    .collect();
-                if targets.is_empty() {
-                    let msg = match server {
-                        Some(s) => format!("no server '{s}'; `evoctl status` lists them"),
-                        None => "no servers are configured".into(),
-                    };
-                    return ready(CtlReply::error(ErrorKind::UnknownServer, msg));
-                }
-                let ids: Vec<String> = targets.iter().map(|c| c.spec.id.clone()).collect();
-                for c in targets {
-                    c.addr.do_send(child::Restart);
-                }
-                ready(CtlReply::data(&ctl::ActionReport {
-                    message: format!("re-discovering {}", ids.join(", ")),
-                    restarted: ids,
-                    ..Default::default()
-                }))
-            }
-            CtlRequest::Approve { id } => ready(self.decide(&id, true)),
-            CtlRequest::Deny { id } => ready(self.decide(&id, false)),
-            CtlRequest::Approvals => {
-                let now = Instant::now();
-                let approvals = self
-                    .approvals
-                    .pending(now)
-                    .into_iter()
-                    .map(|a| ctl::PendingApproval {
-                        age_s: now.duration_since(a.since).as_secs(),
-                        id: a.id,
-                        tool: a.tool,
-                        arguments: a.preview,
-                    })
-                    .collect();
-                ready(CtlReply::data(&ctl::ApprovalsReport { approvals }))
-            }
-            CtlRequest::Reload => ready(match self.reload() {
-                Ok(report) => CtlReply::data(&report),
-                Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
-            }),
-            CtlRequest::Stop => {
-                ctx.notify(Shutdown);
-                ready(CtlReply::data(&ctl::ActionReport {
-                    message: "evod is shutting down".into(),
-                    ..Default::default()
-                }))
-            }
-        }
     }
 }
 

@@ -1,0 +1,345 @@
+//! The immutable view of the merged catalog that the Catalog publishes and
+//! sessions, search and disclosure read: [`Snapshot`] and its [`ToolEntry`]s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::Tool;
+
+use crate::child::link::{ServerLink, ServerState};
+use crate::config::ServerSpec;
+use crate::names;
+use crate::schema;
+
+/// One proxied tool as the catalog exposes it.
+pub struct ToolEntry {
+    /// Exposed name: `${prefix}_${upstream}`, sanitised.
+    pub name: String,
+    /// The child's own name for the tool.
+    pub upstream: String,
+    pub server: Arc<ServerLink>,
+    pub domain: String,
+    /// First sentence of the description, on one line.
+    pub summary: String,
+    /// Listed with its full schema from a session's start in dynamic mode.
+    pub hot: bool,
+    /// The tool as listed to clients: exposed name, normalised schema.
+    pub tool: Tool,
+    /// Configured parameter aliases for this tool: wrong name → right name.
+    pub aliases: std::collections::BTreeMap<String, String>,
+    /// The input validator, compiled on first use and kept with the entry
+    /// (entries outlive snapshots while their tool is unchanged); `None` when
+    /// the schema cannot be compiled and calls go unchecked.
+    compiled: std::sync::OnceLock<Option<crate::repair::CompiledSchema>>,
+}
+
+/// An immutable view of the merged catalog. A new one is published on every
+/// change; readers hold an `Arc` to whichever version they loaded.
+#[derive(Default)]
+pub struct Snapshot {
+    pub version: u64,
+    /// In config order, then each child's own order.
+    pub tools: Vec<Arc<ToolEntry>>,
+    index: HashMap<String, usize>,
+    pub duplicates: Vec<evo_proto::ctl::Duplicate>,
+    /// Built on the first search of this snapshot, then only read.
+    pub search: LazyIndex,
+    /// Each server's capabilities (from env flags), in config order.
+    pub capabilities: Vec<(String, Vec<String>)>,
+    /// Denied tools (absent from `tools`), with the rule that denies them.
+    pub denied: HashMap<String, String>,
+    /// Tools each call of which a person approves, with the rule.
+    pub needs_approval: HashMap<String, String>,
+    /// Servers that have listed no tools yet: while one is still starting,
+    /// a call naming a tool evo does not know waits for it.
+    pub unlisted: Vec<Arc<ServerLink>>,
+}
+
+impl Snapshot {
+    /// A snapshot of stdio servers with default settings (by id, in order)
+    /// and their tools, built the way the Catalog builds one, with no child
+    /// behind it: for benchmarks and tests that need a catalog.
+    pub fn of_tools(servers: &[(String, Vec<Tool>)]) -> Snapshot {
+        let config: serde_json::Map<String, serde_json::Value> = servers
+            .iter()
+            .map(|(id, _)| (id.clone(), serde_json::json!({"command": "unused"})))
+            .collect();
+        let text = serde_json::json!({ "mcpServers": config }).to_string();
+        let parsed = crate::config::parse(&text, std::path::Path::new("snapshot.json"), &|_| None)
+            .map(|c| c.servers)
+            .unwrap_or_default();
+        let servers: Vec<(ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>)> = parsed
+            .into_iter()
+            .zip(servers)
+            .map(|(spec, (_, tools))| {
+                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
+                let entries = entries_for(&spec, &link, tools, &[]);
+                (spec, link, entries)
+            })
+            .collect();
+        let views: Vec<ServerTools<'_>> = servers
+            .iter()
+            .map(|(spec, link, entries)| ServerTools {
+                spec,
+                link,
+                entries,
+            })
+            .collect();
+        Snapshot::build(1, &views, &Default::default())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Whether a server that has listed no tools yet is starting, so a name
+    /// this snapshot lacks may yet appear. One waiting out a restart backoff
+    /// does not count: a crash loop must not hold up every unknown name.
+    pub fn still_listing(&self) -> bool {
+        self.unlisted
+            .iter()
+            .any(|l| l.state() == ServerState::Starting)
+    }
+
+    /// Why `name` may not be called, when permissions deny it.
+    pub fn refusal(&self, name: &str) -> Option<String> {
+        self.denied.get(name).map(|rule| {
+            format!("'{name}' is denied by the permissions ({rule}); ask the person who runs evo to allow it in permissions.yml")
+        })
+    }
+
+    /// Merges each server's entries, in config order: the first
+    /// registration of a name wins, later ones are recorded as duplicates
+    /// (a native tool's name is always taken).
+    /// Entries are shared with earlier snapshots, so what they compile lazily
+    /// (input validators) is compiled once.
+    pub fn build(
+        version: u64,
+        servers: &[ServerTools<'_>],
+        permissions: &crate::permissions::Permissions,
+    ) -> Snapshot {
+        use crate::permissions::Permission;
+        let mut denied = HashMap::new();
+        let mut needs_approval = HashMap::new();
+        let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
+        for server in servers {
+            for entry in server.entries {
+                let native = crate::native::NAMES.contains(&entry.name.as_str());
+                if native || index.contains_key(&entry.name) {
+                    let kept = match index.get(&entry.name) {
+                        Some(&i) if !native => {
+                            format!("{}:{}", tools[i].server.id, tools[i].upstream)
+                        }
+                        _ => crate::native::OWNER.to_string(),
+                    };
+                    let origin = format!("{}:{}", entry.server.id, entry.upstream);
+                    match duplicates.iter_mut().find(|d| d.name == entry.name) {
+                        Some(d) => d.skipped.push(origin),
+                        None => duplicates.push(evo_proto::ctl::Duplicate {
+                            name: entry.name.clone(),
+                            kept,
+                            skipped: vec![origin],
+                        }),
+                    }
+                    continue;
+                }
+                // Resolved once per snapshot, never per call.
+                let decision = permissions.decide(&entry.name);
+                match decision.permission {
+                    Permission::Deny => {
+                        denied.insert(entry.name.clone(), decision.source);
+                        continue;
+                    }
+                    Permission::RequireApproval => {
+                        needs_approval.insert(entry.name.clone(), decision.source);
+                    }
+                    Permission::Allow => {}
+                }
+                index.insert(entry.name.clone(), tools.len());
+                tools.push(entry.clone());
+            }
+        }
+        let capabilities: Vec<(String, Vec<String>)> = servers
+            .iter()
+            .map(|s| {
+                (
+                    s.spec.id.clone(),
+                    s.spec.capabilities.iter().cloned().collect(),
+                )
+            })
+            .collect();
+        let unlisted = servers
+            .iter()
+            .filter(|s| s.entries.is_empty())
+            .map(|s| s.link.clone())
+            .collect();
+        let search = LazyIndex {
+            index: std::sync::OnceLock::new(),
+            tools: tools.clone(),
+            capabilities: capabilities.iter().cloned().collect(),
+        };
+        Snapshot {
+            version,
+            tools,
+            index,
+            duplicates,
+            search,
+            capabilities,
+            denied,
+            needs_approval,
+            unlisted,
+        }
+    }
+}
+
+/// A snapshot's search index, built on first use: a burst of publishes (many
+/// children coming up) costs no index builds, and a snapshot nobody searches
+/// never builds one.
+#[derive(Default)]
+pub struct LazyIndex {
+    index: std::sync::OnceLock<crate::search::Index>,
+    tools: Vec<Arc<ToolEntry>>,
+    capabilities: HashMap<String, Vec<String>>,
+}
+
+impl std::ops::Deref for LazyIndex {
+    type Target = crate::search::Index;
+    fn deref(&self) -> &crate::search::Index {
+        self.index
+            .get_or_init(|| crate::search::Index::build(&self.tools, &self.capabilities))
+    }
+}
+
+/// The entries of one server's tools under their exposed names. A tool name
+/// the child listed twice keeps its first listing.
+pub fn entries_for(
+    spec: &ServerSpec,
+    link: &Arc<ServerLink>,
+    tools: &[Tool],
+    discovery_hot: &[String],
+) -> Vec<Arc<ToolEntry>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(tools.len());
+    for tool in tools {
+        if !seen.insert(tool.name.as_ref()) {
+            tracing::warn!(server = %spec.id, tool = %tool.name, "child listed the same tool name twice; keeping the first");
+            continue;
+        }
+        let name = names::exposed_name(&spec.prefix, &tool.name);
+        out.push(Arc::new(ToolEntry::new(
+            name,
+            tool,
+            spec,
+            link.clone(),
+            discovery_hot,
+        )));
+    }
+    out
+}
+
+impl ToolEntry {
+    fn new(
+        name: String,
+        upstream: &Tool,
+        spec: &ServerSpec,
+        link: Arc<ServerLink>,
+        discovery_hot: &[String],
+    ) -> ToolEntry {
+        let meta = upstream.meta.as_ref();
+        let meta_str = |key: &str| {
+            meta.and_then(|m| m.get(key))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let meta_hot = meta
+            .and_then(|m| m.get("hot"))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+            || meta_str("tier").as_deref() == Some("hot");
+        let hot = meta_hot
+            || spec.hot.iter().any(|h| h == upstream.name.as_ref())
+            || discovery_hot.contains(&name);
+        let domain = meta_str("domain").unwrap_or_else(|| spec.domain.clone());
+        let (input_schema, fixed) = schema::normalize_input_schema(&upstream.input_schema);
+        if fixed {
+            tracing::debug!(server = %spec.id, tool = %upstream.name, "input schema had no \"type\": \"object\"; added it");
+        }
+        let mut tool = upstream.clone();
+        tool.name = name.clone().into();
+        tool.input_schema = input_schema;
+        ToolEntry {
+            summary: schema::summary(upstream.description.as_deref()),
+            name,
+            upstream: upstream.name.to_string(),
+            server: link,
+            domain,
+            hot,
+            aliases: spec
+                .aliases
+                .get(upstream.name.as_ref())
+                .cloned()
+                .unwrap_or_default(),
+            tool,
+            compiled: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The compiled input schema (compiled once, on first use).
+    pub fn compiled(&self) -> Option<&crate::repair::CompiledSchema> {
+        self.compiled
+            .get_or_init(|| {
+                crate::repair::CompiledSchema::compile(&self.name, &self.tool.input_schema)
+            })
+            .as_ref()
+    }
+
+    /// Whether the tool has no description (its summary is a placeholder).
+    pub fn summary_missing(&self) -> bool {
+        self.summary == schema::NO_SUMMARY
+    }
+
+    /// Whether the input schema declares `param` at the top level.
+    pub fn declares(&self, param: &str) -> bool {
+        self.tool
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .is_some_and(|p| p.contains_key(param))
+    }
+
+    /// Does the input schema require `param`?
+    pub fn requires(&self, param: &str) -> bool {
+        self.tool
+            .input_schema
+            .get("required")
+            .and_then(|r| r.as_array())
+            .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(param)))
+    }
+}
+
+/// One server's contribution to a snapshot build.
+pub struct ServerTools<'a> {
+    pub spec: &'a ServerSpec,
+    pub link: &'a Arc<ServerLink>,
+    pub entries: &'a [Arc<ToolEntry>],
+}
+
+/// Where a server's listed tools came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    None,
+    Cache,
+    Live,
+}
+
+impl ToolSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSource::None => "none",
+            ToolSource::Cache => "cache",
+            ToolSource::Live => "live",
+        }
+    }
+}

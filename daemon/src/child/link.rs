@@ -1,0 +1,229 @@
+//! What a session holds of a server: its state, its rmcp peer and the calls in
+//! flight, published by the ChildServer and read without a round trip.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use rmcp::model::ProgressToken;
+use rmcp::service::{Peer, RoleClient, RoleServer};
+
+use crate::child::{ChildServer, EnsureRunning};
+use actix::prelude::*;
+
+/// Lifecycle state of one configured server, readable without a round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ServerState {
+    /// Listed (from cache) but no child running; started by the first call.
+    Idle = 0,
+    Starting = 1,
+    Ready = 2,
+    Restarting = 3,
+    Failed = 4,
+    Stopped = 5,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Idle => "idle",
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+        }
+    }
+
+    fn from_u8(v: u8) -> ServerState {
+        match v {
+            0 => ServerState::Idle,
+            1 => ServerState::Starting,
+            2 => ServerState::Ready,
+            3 => ServerState::Restarting,
+            4 => ServerState::Failed,
+            _ => ServerState::Stopped,
+        }
+    }
+}
+
+/// How a session reaches one server's child: the ChildServer publishes its
+/// client peer here when the child is ready, so a call goes straight to the
+/// child without an actor hop. Only the owning ChildServer writes it.
+pub struct ServerLink {
+    pub id: String,
+    /// Call timeout in milliseconds (`timeout_s`; a reload may change it).
+    timeout_ms: std::sync::atomic::AtomicU64,
+    peer: ArcSwapOption<Peer<RoleClient>>,
+    /// Direct tool calls on a stdio child (see [`crate::childio`]).
+    direct: ArcSwapOption<crate::child::io::DirectCalls>,
+    state: AtomicU8,
+    /// `None` for a link built outside a running daemon (tests, benchmarks).
+    child: Option<Addr<ChildServer>>,
+    /// Calls in flight whose client asked for progress: the child-side
+    /// progress token -> the session to tell and the client's own token.
+    /// Only calls with a progress token touch it.
+    progress: std::sync::Mutex<HashMap<ProgressToken, ProgressRoute>>,
+    /// Calls in flight and the time of the last one, for `idle_timeout_s`.
+    in_flight: std::sync::atomic::AtomicUsize,
+    last_used: std::sync::Mutex<std::time::Instant>,
+}
+
+/// Marks a call in flight on a server until dropped.
+pub struct CallGuard<'a>(&'a ServerLink);
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        *self.0.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+}
+
+/// Where a child's progress notification for one call goes.
+#[derive(Clone)]
+pub struct ProgressRoute {
+    pub session: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// Unregisters a progress route when the call ends, however it ends.
+pub struct ProgressGuard<'a> {
+    link: &'a ServerLink,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressGuard<'_> {
+    fn drop(&mut self) {
+        self.link
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+    }
+}
+
+impl ServerLink {
+    pub fn new(id: String, timeout: Duration, child: Option<Addr<ChildServer>>) -> ServerLink {
+        ServerLink {
+            id,
+            timeout_ms: std::sync::atomic::AtomicU64::new(timeout.as_millis() as u64),
+            peer: ArcSwapOption::empty(),
+            direct: ArcSwapOption::empty(),
+            state: AtomicU8::new(ServerState::Starting as u8),
+            child,
+            progress: Default::default(),
+            in_flight: Default::default(),
+            last_used: std::sync::Mutex::new(std::time::Instant::now()),
+        }
+    }
+
+    /// Counts a call as in flight until the guard drops.
+    pub fn begin_call(&self) -> CallGuard<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self)
+    }
+
+    /// How long the server has had no call in flight (`None` while busy).
+    pub fn idle_for(&self) -> Option<Duration> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(
+            self.last_used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed(),
+        )
+    }
+
+    /// Routes the child's progress for `child_token` to `route` until the
+    /// guard drops.
+    pub fn route_progress(
+        &self,
+        child_token: ProgressToken,
+        route: ProgressRoute,
+    ) -> ProgressGuard<'_> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(child_token.clone(), route);
+        ProgressGuard {
+            link: self,
+            token: child_token,
+        }
+    }
+
+    /// The route of a progress notification from the child, if a call of a
+    /// session asked for it.
+    pub fn progress_route(&self, child_token: &ProgressToken) -> Option<ProgressRoute> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(child_token)
+            .cloned()
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn set_timeout(&self, timeout: Duration) {
+        self.timeout_ms
+            .store(timeout.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn state(&self) -> ServerState {
+        ServerState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// Called by the owning ChildServer only.
+    pub(crate) fn publish(
+        &self,
+        state: ServerState,
+        peer: Option<Peer<RoleClient>>,
+        direct: Option<Arc<crate::child::io::DirectCalls>>,
+    ) {
+        self.direct.store(direct);
+        self.peer.store(peer.map(Arc::new));
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    /// A call on `used` failed in transport. If that is still the live
+    /// connection, the server's actor hears of it (see
+    /// [`crate::child::ConnectionLost`]).
+    pub fn connection_failed(&self, used: &Arc<Peer<RoleClient>>, reason: String) {
+        let live = self.peer.load();
+        if live.as_ref().is_some_and(|p| Arc::ptr_eq(p, used))
+            && let Some(child) = &self.child
+        {
+            child.do_send(crate::child::ConnectionLost { reason });
+        }
+    }
+
+    /// Direct calls, when the child is a ready stdio child.
+    pub fn direct(&self) -> Option<Arc<crate::child::io::DirectCalls>> {
+        self.direct.load_full()
+    }
+
+    /// The child's peer, starting or waiting for the child when it is not
+    /// ready. The error names the server and its state.
+    pub async fn peer(&self) -> Result<Arc<Peer<RoleClient>>, String> {
+        if let Some(peer) = self.peer.load_full() {
+            return Ok(peer);
+        }
+        let Some(child) = &self.child else {
+            return Err(format!("server '{}' has no child in this process", self.id));
+        };
+        match child.send(EnsureRunning).await {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "server '{}' is {} (its supervisor is gone); run `evoctl status` to see why",
+                self.id,
+                self.state().as_str()
+            )),
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Approval of a call that needs a person: in band (elicitation, or the
+//! 2026-07-28 `input_required` round) or held for `evoctl approve`.
+
+use std::time::Instant;
+
+use rmcp::model::JsonObject;
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+
+use super::SessionServer;
+use crate::approvals::Gate;
+use crate::catalog::snapshot::ToolEntry;
+use crate::supervisor::CheckApproval;
+
+/// An approval question sent in an `input_required` result: the retry's
+/// `requestState` must name it, for the same tool and arguments.
+pub struct Ask {
+    pub(super) state: String,
+    pub(super) tool: String,
+    pub(super) key: u64,
+    pub(super) at: Instant,
+}
+
+/// How long an in-band approval question stays answerable.
+pub(super) const ASK_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The key of the approval question in `inputRequests`.
+pub(super) const ASK_KEY: &str = "evo/approve";
+
+/// A retried `tools/call`'s answers to the questions of its last
+/// `input_required` result (2026-07-28).
+#[derive(Default)]
+pub struct Answers {
+    pub(super) responses: Option<rmcp::model::InputResponses>,
+    pub(super) state: Option<String>,
+}
+
+/// Whether a call that needs approval may go on.
+pub(super) enum Approval {
+    Granted,
+    Refused(String),
+    /// Ask the user in band and have the client retry with the answer.
+    Ask(rmcp::model::InputRequiredResult),
+}
+
+impl SessionServer {
+    /// A person approves each call of a `require_approval` tool: through the
+    /// client when it can ask its user (elicitation: a request to the client
+    /// on sessions with the initialize handshake, an `input_required` result
+    /// on 2026-07-28 ones), else by `evoctl approve ID`.
+    pub(super) async fn approval(
+        &self,
+        entry: &ToolEntry,
+        rule: &str,
+        args: &JsonObject,
+        key: u64,
+        answers: Answers,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Approval {
+        let preview = Value::Object(args.clone()).to_string();
+        let question = rmcp::model::ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!(
+                "Allow the call {} with arguments {}? (evo permissions: {rule})",
+                entry.name,
+                preview.chars().take(500).collect::<String>()
+            ),
+            requested_schema: rmcp::model::ElicitationSchema::new(Default::default()),
+        };
+        let declined = || {
+            Approval::Refused(format!(
+                "The user declined the call to {}; it was not made.",
+                entry.name
+            ))
+        };
+        if ctx.meta.protocol_version().is_some() {
+            // 2026-07-28: capabilities come with each request, and the
+            // question goes back in the result.
+            if ctx
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some())
+            {
+                return match self.answer(&entry.name, key, answers) {
+                    Some(true) => Approval::Granted,
+                    Some(false) => declined(),
+                    None => Approval::Ask(self.ask(&entry.name, key, question)),
+                };
+            }
+        } else if !ctx.peer.supported_elicitation_modes().is_empty() {
+            match ctx
+                .peer
+                .create_elicitation_with_timeout(question, Some(ASK_TTL))
+                .await
+            {
+                Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => {
+                    return Approval::Granted;
+                }
+                Ok(_) => return declined(),
+                // The client could not ask: hold the call for an approval by
+                // evoctl instead.
+                Err(e) => {
+                    tracing::debug!(error = %e, "elicitation failed; holding the call for evoctl approve")
+                }
+            }
+        }
+        let gate = self
+            .supervisor
+            .send(CheckApproval {
+                tool: entry.name.clone(),
+                key,
+                preview,
+            })
+            .await;
+        match gate {
+            Err(_) => Approval::Refused("evod is shutting down".to_string()),
+            Ok(Gate::Pass) => Approval::Granted,
+            Ok(Gate::Pending(id)) => Approval::Refused(format!(
+                "This call to {} needs a person's approval ({rule}); it was not made. Ask the user to run `evoctl approve {id}` (or `evoctl deny {id}`), then repeat exactly the same call within 5 minutes.",
+                entry.name
+            )),
+            Ok(Gate::Denied(id)) => Approval::Refused(format!(
+                "A person denied this call to {} ({id}); it was not made. Do not retry it.",
+                entry.name
+            )),
+        }
+    }
+
+    /// Records an in-band approval question for `tool` with these arguments
+    /// and builds the `input_required` result that asks it.
+    pub(super) fn ask(
+        &self,
+        tool: &str,
+        key: u64,
+        question: rmcp::model::ElicitRequestParams,
+    ) -> rmcp::model::InputRequiredResult {
+        use std::hash::{BuildHasher, Hasher};
+        let mut nonce = std::collections::hash_map::RandomState::new().build_hasher();
+        nonce.write_u64(key);
+        let state = format!("{}-{:016x}", self.id, nonce.finish());
+        let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
+        asks.retain(|a| a.at.elapsed() < ASK_TTL);
+        asks.push(Ask {
+            state: state.clone(),
+            tool: tool.to_string(),
+            key,
+            at: Instant::now(),
+        });
+        let request =
+            rmcp::model::InputRequest::Elicitation(rmcp::model::ElicitRequest::new(question));
+        rmcp::model::InputRequiredResult::new(
+            Some([(ASK_KEY.to_string(), request)].into()),
+            Some(state),
+        )
+    }
+
+    /// The user's answer in a retried call: `Some(accepted)` when its
+    /// `requestState` names a question asked for this tool and these
+    /// arguments (each question is answered once), else `None`.
+    pub(super) fn answer(&self, tool: &str, key: u64, answers: Answers) -> Option<bool> {
+        let state = answers.state?;
+        let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
+        let i = asks
+            .iter()
+            .position(|a| a.state == state && a.tool == tool && a.key == key)?;
+        let ask = asks.swap_remove(i);
+        if ask.at.elapsed() >= ASK_TTL {
+            return None;
+        }
+        let answer = answers.responses?.remove(ASK_KEY)?;
+        Some(answer.get("action").and_then(Value::as_str) == Some("accept"))
+    }
+}

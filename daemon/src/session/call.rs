@@ -1,0 +1,407 @@
+//! A proxied call from a session: permission, validation and repair, the
+//! retry-loop breaker, forwarding with timeout and cancellation, and the
+//! error a failure turns into.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolRequest, CancelledNotificationParam, ClientRequest};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ContentBlock, JsonObject, ResultType};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{PeerRequestOptions, RoleClient};
+use serde_json::Value;
+
+use super::SetActive;
+use super::approval::{Answers, Approval};
+use super::breaker::{REFUSE_AFTER, RetryBreaker, canonical_key};
+use super::server::{SessionServer, text_result, unknown_tool_message};
+use crate::catalog::snapshot::{Snapshot, ToolEntry};
+use crate::child::io::Direct;
+use crate::child::link::ProgressRoute;
+use crate::config::DiscoveryMode;
+use crate::example;
+use crate::repair::{self, Checked};
+
+/// How long a call naming an unknown tool waits for servers that are still
+/// starting and have listed nothing yet (see `snapshot_knowing`).
+pub(super) const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl SessionServer {
+    /// Forwards a call to the tool's child, with the server's timeout and the
+    /// client's cancellation. Every failure becomes an `isError` result that
+    /// names the server. The flag says whether the outcome is about these
+    /// arguments (the child answered, or took too long on them), as opposed
+    /// to the server being unreachable or the client cancelling: only the
+    /// former counts toward the retry-loop breaker.
+    pub(super) async fn forward(
+        &self,
+        entry: &ToolEntry,
+        arguments: Option<JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> (CallToolResponse, bool) {
+        let server = &entry.server;
+        let _busy = server.begin_call();
+        let peer = match server.peer().await {
+            Ok(p) => p,
+            Err(e) => {
+                let text = format!("{} not called: {e}", entry.name);
+                return (text_result(text, true).into(), false);
+            }
+        };
+        let mut params = CallToolRequestParams::new(entry.upstream.clone());
+        params.arguments = arguments;
+        let client_token = ctx.meta.get_progress_token();
+        if client_token.is_none()
+            && let Some(direct) = server.direct()
+        {
+            // The hot path: straight onto the child's stdin. Dropping the
+            // pending call (client cancel, timeout) cancels it at the child.
+            let arguments = params.arguments.take().unwrap_or_default();
+            let failed = format!(
+                "{} failed: server '{}' answered with an error",
+                entry.name, server.id
+            );
+            let call = async move {
+                let pending = direct
+                    .call(&params.name, &arguments)
+                    .await
+                    .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+                match pending.answer().await {
+                    Direct::Result(r) => Ok(CallToolResponse::Complete(r)),
+                    Direct::Error(message) => {
+                        Ok(text_result(format!("{failed}: {message}"), true).into())
+                    }
+                    Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
+                }
+            };
+            return self.await_call(entry, call, &peer, None, ctx).await;
+        }
+        match client_token {
+            None => {
+                // Dropping this future (client cancel, timeout) sends
+                // notifications/cancelled to the child.
+                let call = peer.call_tool_once(params);
+                self.await_call(entry, call, &peer, None, ctx).await
+            }
+            Some(client_token) => {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+                let handle = match peer
+                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .await
+                {
+                    Ok(h) => h,
+                    Err(e) => return (self.call_failed(entry, e, &peer), false),
+                };
+                let _route = server.route_progress(
+                    handle.progress_token.clone(),
+                    ProgressRoute {
+                        session: ctx.peer.clone(),
+                        token: client_token,
+                    },
+                );
+                let id = handle.id.clone();
+                let call = async move { handle.await_response().await.map(call_response) };
+                self.await_call(entry, call, &peer, Some(id), ctx).await
+            }
+        }
+    }
+
+    /// Waits for a forwarded call, racing the client's cancellation and the
+    /// server's timeout. `cancel` is the child request to cancel explicitly
+    /// when the call future does not do it on drop.
+    pub(super) async fn await_call(
+        &self,
+        entry: &ToolEntry,
+        call: impl Future<Output = Result<CallToolResponse, rmcp::ServiceError>>,
+        peer: &Arc<Peer<RoleClient>>,
+        cancel: Option<rmcp::model::RequestId>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> (CallToolResponse, bool) {
+        let server = &entry.server;
+        let outcome = tokio::select! {
+            biased;
+            _ = ctx.ct.cancelled() => None,
+            r = tokio::time::timeout(server.timeout(), call) => Some(r),
+        };
+        let tell_child = |reason: &'static str| async move {
+            if let Some(id) = cancel {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some(reason.into()),
+                    ))
+                    .await;
+            }
+        };
+        match outcome {
+            None => {
+                tell_child("cancelled by the client").await;
+                let text = format!("{} cancelled by the client", entry.name);
+                (text_result(text, true).into(), false)
+            }
+            Some(Ok(Ok(resp))) => (mark_complete(resp), true),
+            Some(Ok(Err(e))) => (self.call_failed(entry, e, peer), false),
+            Some(Err(_)) => {
+                tell_child("timed out").await;
+                let timed_out = text_result(
+                    format!(
+                        "{} timed out after {}s on server '{}'; the call was cancelled. Raise timeout_s for '{}' if it needs longer.",
+                        entry.name,
+                        server.timeout().as_secs(),
+                        server.id,
+                        server.id
+                    ),
+                    true,
+                )
+                .into();
+                (timed_out, true)
+            }
+        }
+    }
+
+    /// A call that got no answer. A connection that failed in transport is
+    /// reported to the server's actor: a remote server that went away is
+    /// then reconnected instead of staying "ready" on a dead session.
+    pub(super) fn call_failed(
+        &self,
+        entry: &ToolEntry,
+        e: rmcp::ServiceError,
+        peer: &Arc<Peer<RoleClient>>,
+    ) -> CallToolResponse {
+        let reason = crate::child::readable_error(&e);
+        if matches!(
+            e,
+            rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+        ) {
+            entry.server.connection_failed(peer, reason.clone());
+        }
+        let text = match entry.server.state() {
+            crate::child::link::ServerState::Stopped => format!(
+                "{} was not completed: server '{}' was stopped before answering (evod is shutting down, or a reload removed it)",
+                entry.name, entry.server.id
+            ),
+            // The state is the moment's: a crashed child may already show
+            // as restarting or ready again, so the connection is named.
+            _ if matches!(e, rmcp::ServiceError::TransportClosed) => format!(
+                "{} failed: server '{}' closed its connection before answering (it exited or crashed; evo restarts it, see `evoctl status`)",
+                entry.name, entry.server.id
+            ),
+            state => format!(
+                "{} failed: server '{}' ({}) did not answer: {reason}",
+                entry.name,
+                entry.server.id,
+                state.as_str()
+            ),
+        };
+        text_result(text, true).into()
+    }
+
+    /// The snapshot to resolve a called name in. Right after evod starts
+    /// (a shim autostarted it, or a child is still coming up) a name may be
+    /// missing only because its server has not listed yet: while a server
+    /// that has listed nothing is still starting, wait for the name to
+    /// appear, up to [`LISTING_WAIT`] or the client's cancellation.
+    pub(super) async fn snapshot_knowing(
+        &self,
+        name: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Arc<Snapshot> {
+        let deadline = Instant::now() + LISTING_WAIT;
+        loop {
+            let snapshot = self.snapshot.load_full();
+            let settled = snapshot.get(name).is_some()
+                || snapshot.denied.contains_key(name)
+                || !(snapshot.version == 0 || snapshot.still_listing());
+            if settled || Instant::now() >= deadline || ctx.ct.is_cancelled() {
+                return snapshot;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A proxied call by exposed name: route it whether or not it is active,
+    /// and activate it. Arguments are checked against the tool's schema first:
+    /// repaired when that makes them valid, refused with a teaching error
+    /// when not; identical failures are counted and, past a point, refused.
+    pub(super) async fn call_proxied(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        answers: Answers,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.snapshot_knowing(name, ctx).await;
+        let Some(entry) = snapshot.get(name) else {
+            let text = snapshot
+                .refusal(name)
+                .unwrap_or_else(|| unknown_tool_message(&snapshot, name));
+            return Ok(text_result(text, true).into());
+        };
+        self.view.touch();
+        if self.mode == DiscoveryMode::Dynamic
+            && !entry.hot
+            && !self.view.activated.load().contains(&entry.name)
+        {
+            self.session.do_send(SetActive {
+                tools: vec![entry.name.clone()],
+                active: true,
+                touch: true,
+            });
+        }
+        let mut args = arguments.unwrap_or_default();
+        let mut notes = Vec::new();
+        let mut fixes = Vec::new();
+        if entry.requires("session_id") && !args.contains_key("session_id") {
+            // The caller's own id under another spelling is theirs to keep.
+            let spelt = args
+                .keys()
+                .find(|k| repair::same_name(k, "session_id") && !entry.declares(k))
+                .cloned();
+            match spelt.and_then(|k| Some((args.remove(&k)?, k))) {
+                Some((value, spelt)) => {
+                    args.insert("session_id".into(), value);
+                    fixes.push(format!("renamed '{spelt}' to 'session_id'"));
+                }
+                None => {
+                    args.insert("session_id".into(), Value::String(self.id.clone()));
+                    notes.push(format!(
+                        "evo filled the missing required parameter session_id with this session's id '{}'.",
+                        self.id
+                    ));
+                }
+            }
+        }
+        let key = canonical_key(&args);
+        let prior = self.breaker_do(|b| b.prior_failures(&entry.name, key));
+        if prior >= REFUSE_AFTER {
+            return Ok(text_result(refusal_text(entry, prior), true).into());
+        }
+        if let Some(schema) = entry.compiled() {
+            // The validator takes a Value: move the map in and back out.
+            let value = Value::Object(std::mem::take(&mut args));
+            let checked = repair::check(schema, &value, &entry.aliases);
+            if let Value::Object(m) = value {
+                args = m;
+            }
+            match checked {
+                Checked::Valid => {}
+                Checked::Repaired { arguments, repair } => {
+                    args = arguments;
+                    fixes.extend(repair.fixes);
+                }
+                Checked::Invalid(teaching) => {
+                    let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                    let example = example::example_call(&entry.name, &entry.tool.input_schema);
+                    let mut text = repair::teaching_text(
+                        &entry.name,
+                        &teaching,
+                        &entry.tool.input_schema,
+                        &example,
+                    );
+                    if failures >= 2 {
+                        text = escalation_text(
+                            entry,
+                            failures,
+                            teaching.problems.first().map(String::as_str),
+                        ) + "\n\n"
+                            + &text;
+                    }
+                    return Ok(text_result(text, true).into());
+                }
+            }
+        }
+        if let Some(rule) = snapshot.needs_approval.get(&entry.name) {
+            match self.approval(entry, rule, &args, key, answers, ctx).await {
+                Approval::Granted => {}
+                Approval::Refused(why) => return Ok(text_result(why, true).into()),
+                Approval::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
+            }
+        }
+        let (response, about_arguments) = self.forward(entry, Some(args), ctx).await;
+        let CallToolResponse::Complete(mut result) = response else {
+            return Ok(response);
+        };
+        match (result.is_error == Some(true), about_arguments) {
+            (false, _) => self.breaker_do(|b| b.succeeded(&entry.name)),
+            (true, true) => {
+                let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                if failures >= 2 {
+                    result
+                        .content
+                        .push(ContentBlock::text(escalation_text(entry, failures, None)));
+                }
+            }
+            // The server was unreachable: not these arguments' fault, and
+            // the same call must work once the server is back.
+            (true, false) => {}
+        }
+        if !fixes.is_empty() || !notes.is_empty() {
+            let meta = result.meta.get_or_insert_with(Default::default);
+            if !fixes.is_empty() {
+                meta.insert("evo/repaired".into(), Value::from(fixes));
+            }
+            if !notes.is_empty() {
+                meta.insert("evo/notes".into(), Value::from(notes.clone()));
+                for n in notes {
+                    result
+                        .content
+                        .push(ContentBlock::text(format!("[evo] {n}")));
+                }
+            }
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    pub(super) fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {
+        let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut b)
+    }
+}
+
+/// The text of a call refused by the retry-loop breaker.
+pub(super) fn refusal_text(entry: &ToolEntry, failures: u32) -> String {
+    format!(
+        "Refused without calling {}: this exact call (same arguments) has already failed {failures} times in this session, and repeating it will not help. Change the arguments — run describe_tool {{\"name\": \"{}\"}} for the schema and a worked example — or choose another tool with discover_tools.",
+        entry.name, entry.name
+    )
+}
+
+/// Guidance for the second identical failure: say it is a repeat, name the
+/// one fix, point to describe_tool.
+pub(super) fn escalation_text(entry: &ToolEntry, failures: u32, fix: Option<&str>) -> String {
+    let fix = fix.map(|f| format!(" The fix: {f}.")).unwrap_or_default();
+    format!(
+        "[evo] This is failure {failures} of the same call to {} with the same arguments.{fix} Read describe_tool {{\"name\": \"{}\"}} before retrying; an identical call will now be refused.",
+        entry.name, entry.name
+    )
+}
+
+/// A child's answer to a call, as a call response.
+pub(super) fn call_response(result: rmcp::model::ServerResult) -> CallToolResponse {
+    use rmcp::model::ServerResult;
+    match result {
+        ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),
+        ServerResult::InputRequiredResult(r) => CallToolResponse::InputRequired(r),
+        ServerResult::CreateTaskResult(r) => CallToolResponse::Task(r),
+        _ => text_result(
+            "the server answered tools/call with something other than a tool result",
+            true,
+        )
+        .into(),
+    }
+}
+
+/// A legacy child's result has no `resultType`; 2026-07-28 clients require
+/// one. rmcp strips `"complete"` again for legacy sessions.
+pub(super) fn mark_complete(resp: CallToolResponse) -> CallToolResponse {
+    match resp {
+        CallToolResponse::Complete(mut r) => {
+            if r.result_type.is_none() {
+                r.result_type = Some(ResultType::COMPLETE);
+            }
+            CallToolResponse::Complete(r)
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,406 @@
+//! The Session actor (one per client connection) and its rmcp face,
+//! [`SessionServer`]. The actor owns the session's discovery mode, activation
+//! set and last-active time; the rmcp handler serves MCP, reads the catalog
+//! snapshot directly and sends proxied calls straight to the child.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionSink};
+
+mod approval;
+pub mod breaker;
+mod call;
+mod server;
+pub mod transport;
+
+pub use approval::{Answers, Ask};
+pub use server::{SessionServer, unknown_tool_message};
+
+use crate::catalog::CatalogChanged;
+use crate::catalog::snapshot::{Snapshot, ToolEntry};
+use crate::config::DiscoveryMode;
+use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
+
+/// The set of proxied tools a session has made visible (exposed names).
+pub type ActivationSet = BTreeSet<String>;
+
+/// What a session's rmcp handler reads without a round trip to its actor:
+/// the activation set (written only by the Session actor) and the time of
+/// the last request (written only by the handler), so a proxied call never
+/// waits on, or even wakes, the actor thread.
+#[derive(Clone, Default)]
+pub struct SessionView {
+    pub activated: Arc<ArcSwap<ActivationSet>>,
+    last_active_ms: Arc<AtomicU64>,
+    flags: Arc<SessionFlags>,
+}
+
+/// What a session's requests tell about its client.
+#[derive(Default)]
+struct SessionFlags {
+    /// The client speaks 2026-07-28 (per-request envelope): list_changed
+    /// then goes only to its `subscriptions/listen` streams.
+    modern: std::sync::atomic::AtomicBool,
+    /// The lowest level of child log messages the client asked for with
+    /// `logging/setLevel`, as its rank + 1; 0 until it asks (none sent).
+    log_level: std::sync::atomic::AtomicU8,
+}
+
+/// A log level's rank, lowest (debug) first.
+#[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+fn level_rank(level: rmcp::model::LoggingLevel) -> u8 {
+    use rmcp::model::LoggingLevel as L;
+    match level {
+        L::Debug => 0,
+        L::Info => 1,
+        L::Notice => 2,
+        L::Warning => 3,
+        L::Error => 4,
+        L::Critical => 5,
+        L::Alert => 6,
+        L::Emergency => 7,
+    }
+}
+
+impl SessionView {
+    fn new(activated: &ActivationSet) -> SessionView {
+        let view = SessionView {
+            activated: Arc::new(ArcSwap::from_pointee(activated.clone())),
+            last_active_ms: Arc::new(AtomicU64::new(0)),
+            flags: Default::default(),
+        };
+        view.touch();
+        view
+    }
+
+    /// A request arrived: the session is active, and its envelope tells the
+    /// protocol era.
+    fn request(&self, ctx: &RequestContext<RoleServer>) {
+        self.touch();
+        if ctx.meta.protocol_version().is_some() {
+            self.flags.modern.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub fn touch(&self) {
+        self.last_active_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Seconds since the session's last request.
+    pub fn idle_secs(&self) -> u64 {
+        now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000
+    }
+
+    /// Milliseconds since the session's last request, for ordering sessions.
+    pub fn idle_ms(&self) -> u64 {
+        now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// Milliseconds since the daemon started.
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// The Session actor. See the module docs.
+pub struct Session {
+    pub id: String,
+    pub name: Option<String>,
+    pub mode: DiscoveryMode,
+    /// MCP runs on the client's own stdio, handed over by the shim.
+    pub stdio: bool,
+    activated: ActivationSet,
+    view: SessionView,
+    peer: Option<Peer<RoleServer>>,
+    /// `subscriptions/listen` streams of a 2026-07-28 session.
+    listeners: Vec<SubscriptionSink>,
+    supervisor: Addr<Supervisor>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    /// Names visible at the last list_changed (or start), to tell whether a
+    /// catalog change touched this session.
+    visible: Vec<String>,
+}
+
+impl Session {
+    pub fn new(
+        id: String,
+        name: Option<String>,
+        mode: DiscoveryMode,
+        activated: ActivationSet,
+        supervisor: Addr<Supervisor>,
+        snapshot: Arc<ArcSwap<Snapshot>>,
+    ) -> Session {
+        let mut s = Session {
+            id,
+            name,
+            mode,
+            stdio: false,
+            view: SessionView::new(&activated),
+            activated,
+            peer: None,
+            listeners: Vec::new(),
+            supervisor,
+            snapshot,
+            visible: Vec::new(),
+        };
+        s.visible = s.visible_names(&s.snapshot.load());
+        s
+    }
+
+    /// Exposed names of the proxied tools this session lists.
+    fn visible_names(&self, snapshot: &Snapshot) -> Vec<String> {
+        visible_entries(snapshot, self.mode, &self.activated)
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    /// Sends list_changed if the visible set differs from the last one sent.
+    fn refresh_visible(&mut self) {
+        let now = self.visible_names(&self.snapshot.load());
+        if now != self.visible {
+            self.visible = now;
+            self.notify_list_changed();
+        }
+    }
+
+    /// `notifications/tools/list_changed`: on the listen streams of a
+    /// 2026-07-28 session, else to the peer (older clients declare no
+    /// capability for it, so it always goes).
+    fn notify_list_changed(&self) {
+        if self.listeners.is_empty() && self.view.flags.modern.load(Ordering::Relaxed) {
+            return; // a 2026-07-28 client that did not opt in
+        }
+        if !self.listeners.is_empty() {
+            let sinks = self.listeners.clone();
+            tokio::spawn(async move {
+                for sink in sinks {
+                    let _ = sink.notify_tool_list_changed().await;
+                }
+            });
+        } else if let Some(peer) = self.peer.clone() {
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
+    /// A named session's activations are saved on every change, so they
+    /// survive a daemon restart as well as a reconnect.
+    fn save_if_named(&self) {
+        if let Some(name) = &self.name {
+            self.supervisor.do_send(SaveNamed {
+                name: name.clone(),
+                activated: self.activated.clone(),
+            });
+        }
+    }
+
+    /// The handles the session's rmcp handler reads.
+    pub fn view(&self) -> SessionView {
+        self.view.clone()
+    }
+
+    pub fn info(&self) -> evo_proto::ctl::SessionInfo {
+        evo_proto::ctl::SessionInfo {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            mode: self.mode.as_str().to_string(),
+            io: if self.stdio { "stdio" } else { "socket" }.into(),
+            activated: self.activated.iter().cloned().collect(),
+            last_active: self.view.idle_secs(),
+        }
+    }
+}
+
+/// The proxied tools a session lists: all in legacy mode; hot and activated
+/// ones in dynamic mode. The one place that decides visibility.
+pub fn visible_entries<'a>(
+    snapshot: &'a Snapshot,
+    mode: DiscoveryMode,
+    activated: &'a ActivationSet,
+) -> impl Iterator<Item = &'a Arc<ToolEntry>> + 'a {
+    snapshot.tools.iter().filter(move |e| match mode {
+        DiscoveryMode::Legacy => true,
+        DiscoveryMode::Dynamic => e.hot || activated.contains(&e.name),
+    })
+}
+
+impl Actor for Session {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.supervisor.do_send(SessionClosed {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            activated: self.activated.clone(),
+        });
+    }
+}
+
+/// The rmcp service is running: keep its peer for notifications.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Attach(pub Peer<RoleServer>);
+
+impl Handler<Attach> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: Attach, _: &mut Context<Self>) {
+        self.peer = Some(msg.0);
+    }
+}
+
+/// After a reload: activations follow renamed tools and drop removed ones.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Remap {
+    pub renamed: std::collections::HashMap<String, String>,
+    pub dropped: Vec<String>,
+}
+
+impl Handler<Remap> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: Remap, _: &mut Context<Self>) {
+        let before = self.activated.clone();
+        self.activated = before
+            .iter()
+            .filter(|n| !msg.dropped.contains(n))
+            .map(|n| msg.renamed.get(n).cloned().unwrap_or_else(|| n.clone()))
+            .collect();
+        if self.activated != before {
+            self.view.activated.store(Arc::new(self.activated.clone()));
+            self.save_if_named();
+            self.refresh_visible();
+        }
+    }
+}
+
+/// A 2026-07-28 client opened (or closed) a `subscriptions/listen` stream.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum Listener {
+    Add(SubscriptionSink),
+    Remove(rmcp::model::RequestId),
+}
+
+impl Handler<Listener> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: Listener, _: &mut Context<Self>) {
+        match msg {
+            Listener::Add(sink) => self.listeners.push(sink),
+            Listener::Remove(id) => self.listeners.retain(|s| *s.id() != id),
+        }
+    }
+}
+
+/// The client went away.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Close;
+
+impl Handler<Close> for Session {
+    type Result = ();
+    fn handle(&mut self, _: Close, ctx: &mut Context<Self>) {
+        self.peer = None;
+        ctx.stop();
+    }
+}
+
+/// A child's log message goes to sessions that asked for logs at its level
+/// (`logging/setLevel`), with the server id leading its logger name.
+impl Handler<crate::catalog::ChildLog> for Session {
+    type Result = ();
+    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+    fn handle(&mut self, msg: crate::catalog::ChildLog, _: &mut Context<Self>) {
+        let wanted = self.view.flags.log_level.load(Ordering::Relaxed);
+        let modern = self.view.flags.modern.load(Ordering::Relaxed);
+        if wanted == 0 || modern || level_rank(msg.params.level) + 1 < wanted {
+            return;
+        }
+        let Some(peer) = self.peer.clone() else {
+            return;
+        };
+        let mut params = msg.params;
+        params.logger = Some(match params.logger.take() {
+            Some(logger) => format!("{}/{logger}", msg.server),
+            None => msg.server,
+        });
+        tokio::spawn(async move {
+            let _ = peer.notify_logging_message(params).await;
+        });
+    }
+}
+
+impl Handler<CatalogChanged> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: CatalogChanged, _: &mut Context<Self>) {
+        // Activations of tools missing from this snapshot are kept: after a
+        // daemon restart a named session's tools come back as servers start.
+        let _ = msg;
+        self.refresh_visible();
+    }
+}
+
+/// Activate or deactivate tools (exposed names, already checked to exist).
+/// Answers with the names whose state changed and sends list_changed if the
+/// visible set changed.
+#[derive(Message)]
+#[rtype(result = "ActivationChange")]
+pub struct SetActive {
+    pub tools: Vec<String>,
+    pub active: bool,
+    /// From a request of the session itself (not `evoctl`).
+    pub touch: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ActivationChange {
+    pub changed: Vec<String>,
+    pub activated: Vec<String>,
+}
+
+impl Handler<SetActive> for Session {
+    type Result = MessageResult<SetActive>;
+    fn handle(&mut self, msg: SetActive, _: &mut Context<Self>) -> Self::Result {
+        if msg.touch {
+            self.view.touch();
+        }
+        let mut changed = Vec::new();
+        for t in msg.tools {
+            let did = if msg.active {
+                self.activated.insert(t.clone())
+            } else {
+                self.activated.remove(&t)
+            };
+            if did {
+                changed.push(t);
+            }
+        }
+        if !changed.is_empty() {
+            self.view.activated.store(Arc::new(self.activated.clone()));
+            self.refresh_visible();
+            self.save_if_named();
+        }
+        MessageResult(ActivationChange {
+            changed,
+            activated: self.activated.iter().cloned().collect(),
+        })
+    }
+}
+
+/// The session's own view: mode, activations, info.
+#[derive(Message)]
+#[rtype(result = "(evo_proto::ctl::SessionInfo, ActivationSet)")]
+pub struct Describe;
+
+impl Handler<Describe> for Session {
+    type Result = MessageResult<Describe>;
+    fn handle(&mut self, _: Describe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult((self.info(), self.activated.clone()))
+    }
+}
