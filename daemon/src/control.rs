@@ -13,6 +13,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::session::transport::SessionTransport;
 use crate::session::{self, SessionServer};
+use crate::shutdown::StopSignal;
 use crate::supervisor::{Ctl, OpenSession, Supervisor};
 
 /// Longest handshake line accepted.
@@ -30,6 +31,7 @@ pub async fn serve(
     listener: Listener,
     supervisor: Addr<Supervisor>,
     snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::snapshot::Snapshot>>,
+    stop: StopSignal,
 ) {
     loop {
         let conn = match listener.accept().await {
@@ -47,7 +49,12 @@ pub async fn serve(
             let _ = frame::write_json(&mut w, &Welcome::refused(why)).await;
             continue;
         }
-        actix::spawn(handle(conn, supervisor.clone(), snapshot.clone()));
+        actix::spawn(handle(
+            conn,
+            supervisor.clone(),
+            snapshot.clone(),
+            stop.clone(),
+        ));
     }
 }
 
@@ -107,6 +114,7 @@ async fn handle(
     conn: Stream,
     supervisor: Addr<Supervisor>,
     snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::snapshot::Snapshot>>,
+    stop: StopSignal,
 ) {
     let (r, mut w) = split(conn);
     let mut reader = BufReader::with_capacity(READ_BUFFER, r);
@@ -184,9 +192,8 @@ async fn handle(
             #[cfg(unix)]
             if stdio {
                 let max = opened.max_message_bytes;
-                let live = Live::new();
-                tokio::spawn(async move {
-                    let _live = live;
+                let session_stop = stop.clone();
+                stop.spawn_session(async move {
                     match stdio::receive(reader.get_ref()).await {
                         Ok((input, output)) => {
                             let transport = SessionTransport::new(
@@ -195,7 +202,14 @@ async fn handle(
                                 max,
                             );
                             let gone = stdio::lifeline(reader);
-                            run_session(server, transport, &addr, gone.token.clone()).await;
+                            run_session(
+                                server,
+                                transport,
+                                &addr,
+                                gone.token.clone(),
+                                &session_stop,
+                            )
+                            .await;
                             // Ended here (the client left, or evod stops):
                             // say so, then dropping both halves closes the
                             // socket and the shim exits 0.
@@ -216,51 +230,12 @@ async fn handle(
                 return;
             }
             let transport = SessionTransport::new(reader, w, opened.max_message_bytes);
-            let live = Live::new();
-            tokio::spawn(async move {
-                let _live = live;
-                run_session(server, transport, &addr, Default::default()).await;
+            let session_stop = stop.clone();
+            stop.spawn_session(async move {
+                run_session(server, transport, &addr, Default::default(), &session_stop).await;
                 addr.do_send(session::Close);
             });
         }
-    }
-}
-
-/// Cancelled when evod stops: every session ends, on purpose, and each
-/// handed-over one says so on its lifeline before the process exits.
-pub fn stopping() -> &'static tokio_util::sync::CancellationToken {
-    static STOPPING: std::sync::OnceLock<tokio_util::sync::CancellationToken> =
-        std::sync::OnceLock::new();
-    STOPPING.get_or_init(Default::default)
-}
-
-/// Sessions being served (or saying goodbye).
-static LIVE_SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Counts a session as live until dropped.
-struct Live;
-
-impl Live {
-    fn new() -> Live {
-        LIVE_SESSIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Live
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        LIVE_SESSIONS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-/// After [`stopping`] is cancelled: waits until every session has ended
-/// (and said goodbye), or `within` has passed.
-pub async fn sessions_ended(within: std::time::Duration) {
-    let deadline = tokio::time::Instant::now() + within;
-    while LIVE_SESSIONS.load(std::sync::atomic::Ordering::Acquire) > 0
-        && tokio::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 
@@ -271,6 +246,7 @@ async fn run_session<R, W>(
     transport: SessionTransport<R, W>,
     addr: &Addr<session::Session>,
     gone: tokio_util::sync::CancellationToken,
+    stop: &StopSignal,
 ) where
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -286,11 +262,10 @@ async fn run_session<R, W>(
         Ok(running) => {
             addr.do_send(session::Attach(running.peer().clone()));
             // evod stopping ends the session (so it can say goodbye).
-            let stop = running.cancellation_token();
-            let stopping = stopping();
+            let ending = running.cancellation_token();
             tokio::select! {
                 _ = running.waiting() => {}
-                () = stopping.cancelled() => stop.cancel(),
+                () = stop.fired() => ending.cancel(),
             }
         }
         Err(e) => tracing::debug!(error = %e, "session ended before initialising"),

@@ -26,6 +26,7 @@ pub mod repair;
 pub mod schema;
 pub mod search;
 pub mod session;
+pub mod shutdown;
 pub mod supervisor;
 pub mod watch;
 

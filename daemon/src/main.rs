@@ -11,6 +11,7 @@ use evo_daemon::catalog::Catalog;
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::config::DiscoveryMode;
 use evo_daemon::refresher::Refresher;
+use evo_daemon::shutdown::StopSignal;
 use evo_daemon::supervisor::{DaemonOptions, Shutdown, Supervisor};
 
 /// evod: one MCP endpoint for many MCP servers.
@@ -202,11 +203,14 @@ async fn run(mut opts: DaemonOptions, inherited: Option<Inherited>) -> Result<()
     let catalog = Catalog::new(snapshot.clone())
         .with_persistence(refresher.clone().recipient())
         .start();
-    let supervisor = Supervisor::new(opts, catalog, refresher, snapshot.clone()).start();
+    let stop = StopSignal::new();
+    let supervisor =
+        Supervisor::new(opts, catalog, refresher, snapshot.clone(), stop.clone()).start();
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),
         snapshot,
+        stop,
     ));
     let on_signal = supervisor.clone();
     actix::spawn(async move {

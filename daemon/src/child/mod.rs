@@ -3,9 +3,12 @@
 //! rmcp client to it, lists its tools into the Catalog, and restarts it with
 //! backoff when it crashes. Calls do not pass through this actor: it publishes
 //! the client peer on its [`ServerLink`] and sessions call the child directly.
+//!
+//! The actor is a state machine ([`Phase`]): each phase carries exactly the
+//! data that is valid in it (the process, the client, the callers waiting for
+//! a start), so no combination of fields has to be kept consistent by hand.
 
 use std::collections::VecDeque;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,15 +18,17 @@ use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVers
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RoleClient, RunningService,
 };
-use tokio::io::AsyncBufReadExt;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 use crate::catalog::{Catalog, ToolsDiscovered};
 use crate::config::{ServerSpec, TransportSpec};
+use io::DirectCalls;
 use link::{ServerLink, ServerState};
+use process::ChildProcess;
 
 pub mod io;
 pub mod link;
+mod process;
 
 /// How long a child may take to start, initialise and list its tools (a cold
 /// `npx` or `uvx` start downloads packages first).
@@ -38,11 +43,10 @@ const CRASH_WINDOW: Duration = Duration::from_secs(60);
 const MAX_CRASHES: usize = 5;
 /// Grace period between closing a child's stdin, SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_millis(1500);
-/// Child stderr lines logged per second at most; the rest are counted.
-const STDERR_LINES_PER_SEC: u32 = 50;
 
 type Client = RunningService<RoleClient, ChildEvents>;
 type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<(Client, Vec<Tool>), String>>>>;
+type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
 
 /// Runs the MCP handshake on `transport` and lists every page of tools.
 async fn connect<T, E, A>(
@@ -101,30 +105,106 @@ fn without_type_names(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// One run of the child: a start and everything that belongs to it. Events
+/// carry the run's generation, so those of an earlier run are told apart.
+struct Run {
+    generation: u64,
+    /// The stdio child's process (none for a remote server).
+    process: Option<ChildProcess>,
+    /// Direct calls on the stdio child.
+    direct: Option<Arc<DirectCalls>>,
+}
+
+impl Run {
+    /// Ends the run in the background: the client closes (a stdio child sees
+    /// EOF), the process tree is terminated (SIGTERM, grace, SIGKILL, reap).
+    fn end(self, client: Option<Client>, server: &str) {
+        drop(client);
+        if let Some(process) = self.process {
+            let server = server.to_string();
+            tokio::spawn(async move { process.terminate(STOP_GRACE, &server).await });
+        }
+    }
+}
+
+/// Where a ChildServer is in its life. Each phase holds only what is valid
+/// in it.
+enum Phase {
+    /// Not running; the next call starts it (lazy start, idle stop).
+    Idle,
+    /// Started, not yet listed: waiting for the handshake and `tools/list`
+    /// (`client` is set once connected, while the tools go into the catalog).
+    Starting {
+        run: Run,
+        client: Option<Client>,
+        waiters: Vec<Waiter>,
+    },
+    /// Serving calls.
+    Ready { run: Run, client: Client },
+    /// Down; started again when the timer fires.
+    Backoff { timer: SpawnHandle },
+    /// Crashed repeatedly; waits for `evoctl refresh` or a reload.
+    Failed,
+    /// Shut down for good.
+    Stopped,
+}
+
+impl Phase {
+    fn state(&self) -> ServerState {
+        match self {
+            Phase::Idle => ServerState::Idle,
+            Phase::Starting { .. } => ServerState::Starting,
+            Phase::Ready { .. } => ServerState::Ready,
+            Phase::Backoff { .. } => ServerState::Restarting,
+            Phase::Failed => ServerState::Failed,
+            Phase::Stopped => ServerState::Stopped,
+        }
+    }
+
+    /// The run in progress, if any.
+    fn run(&self) -> Option<&Run> {
+        match self {
+            Phase::Starting { run, .. } | Phase::Ready { run, .. } => Some(run),
+            _ => None,
+        }
+    }
+
+    /// The connected client of run `generation`, if it is still current.
+    fn client_of(&self, generation: u64) -> Option<&Client> {
+        match self {
+            Phase::Starting {
+                run,
+                client: Some(client),
+                ..
+            }
+            | Phase::Ready { run, client }
+                if run.generation == generation =>
+            {
+                Some(client)
+            }
+            _ => None,
+        }
+    }
+
+    fn is_run(&self, generation: u64) -> bool {
+        self.run().is_some_and(|r| r.generation == generation)
+    }
+}
+
 /// The ChildServer actor. See the module docs.
 pub struct ChildServer {
     spec: Arc<ServerSpec>,
     link: Arc<ServerLink>,
     catalog: Addr<Catalog>,
-    state: ServerState,
-    client: Option<Client>,
-    /// Direct calls on the running stdio child.
-    direct: Option<Arc<crate::child::io::DirectCalls>>,
-    pid: Option<u32>,
-    /// Counts starts, so events from an earlier child are told apart.
+    phase: Phase,
+    /// Counts starts (see [`Run::generation`]).
     generation: u64,
-    /// The generation whose failure has been handled already.
-    down_generation: u64,
-    exited: Option<watch::Receiver<bool>>,
     restarts: u32,
     /// Downs since the server was last ready: a remote server's reconnect
     /// backoff (it is never marked failed).
     downs_since_ready: usize,
     crashes: VecDeque<Instant>,
     last_error: Option<String>,
-    waiters: Vec<oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>>,
-    restart_timer: Option<SpawnHandle>,
-    stopping: bool,
     lazy: bool,
     /// Largest message read from the child (`limits.max_message_bytes`).
     max_line: usize,
@@ -152,20 +232,12 @@ impl ChildServer {
                 spec,
                 link,
                 catalog,
-                state: ServerState::Starting,
-                client: None,
-                direct: None,
-                pid: None,
+                phase: Phase::Idle,
                 generation: 0,
-                down_generation: 0,
-                exited: None,
                 restarts: 0,
                 downs_since_ready: 0,
                 crashes: VecDeque::new(),
                 last_error: None,
-                waiters: Vec::new(),
-                restart_timer: None,
-                stopping: false,
                 lazy,
                 max_line,
             }
@@ -174,25 +246,23 @@ impl ChildServer {
         (addr, link)
     }
 
-    fn set_state(&mut self, state: ServerState) {
-        self.state = state;
-        let (peer, direct) = match state {
-            ServerState::Ready => (
-                self.client.as_ref().map(|c| c.peer().clone()),
-                self.direct.clone(),
-            ),
+    /// Moves to `phase` and publishes its state (and, when ready, the peer)
+    /// on the link. Returns the phase left.
+    fn enter(&mut self, phase: Phase) -> Phase {
+        let old = std::mem::replace(&mut self.phase, phase);
+        let state = self.phase.state();
+        let (peer, direct) = match &self.phase {
+            Phase::Ready { run, client } => (Some(client.peer().clone()), run.direct.clone()),
             _ => (None, None),
         };
         self.link.publish(state, peer, direct);
+        old
     }
 
-    fn start(&mut self, ctx: &mut Context<Self>) {
-        if let Some(h) = self.restart_timer.take() {
-            ctx.cancel_future(h);
-        }
+    /// Starts a new run; `waiters` are answered once it is ready or down.
+    fn start(&mut self, waiters: Vec<Waiter>, ctx: &mut Context<Self>) {
         self.generation += 1;
         let generation = self.generation;
-        self.set_state(ServerState::Starting);
         let handler = ChildEvents {
             server: self.spec.id.clone(),
             generation,
@@ -205,43 +275,41 @@ impl ChildServer {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
         };
-        let connect: Connecting = match &self.spec.transport {
+        let mut run = Run {
+            generation,
+            process: None,
+            direct: None,
+        };
+        let connect: Result<Connecting, String> = match &self.spec.transport {
             TransportSpec::Stdio { .. } => {
-                let spawned = match spawn_process(&self.spec) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        self.down(generation, e, ctx);
-                        return;
-                    }
-                };
-                self.pid = spawned.child.id();
-                tracing::info!(server = %self.spec.id, pid = ?self.pid, "child started");
-                let (tx, rx) = watch::channel(false);
-                self.exited = Some(rx);
-                watch_exit(spawned.child, generation, ctx.address(), tx);
-                if let Some(stderr) = spawned.stderr {
-                    log_stderr(self.spec.id.clone(), stderr);
-                }
-                let (transport, direct) = crate::child::io::ChildTransport::new(
-                    self.link.clone(),
-                    spawned.stdout,
-                    spawned.stdin,
-                    self.max_line,
-                );
-                self.direct = Some(direct);
-                Box::pin(connect(handler, transport, lifecycle))
+                let actor = ctx.address();
+                let on_exit = move |reason| actor.do_send(ChildDown { generation, reason });
+                process::spawn(&self.spec, on_exit).map(|spawned| {
+                    tracing::info!(server = %self.spec.id, pid = spawned.process.pid(), "child started");
+                    let (transport, direct) = io::ChildTransport::new(
+                        self.link.clone(),
+                        spawned.stdout,
+                        spawned.stdin,
+                        self.max_line,
+                    );
+                    run.process = Some(spawned.process);
+                    run.direct = Some(direct);
+                    Box::pin(connect(handler, transport, lifecycle)) as Connecting
+                })
             }
-            TransportSpec::Http { url, headers } => match http_config(url, headers) {
-                Ok(c) => {
-                    self.pid = None;
-                    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(c);
-                    Box::pin(connect(handler, transport, lifecycle))
-                }
-                Err(e) => {
-                    self.down(generation, e, ctx);
-                    return;
-                }
-            },
+            TransportSpec::Http { url, headers } => http_config(url, headers).map(|c| {
+                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(c);
+                Box::pin(connect(handler, transport, lifecycle)) as Connecting
+            }),
+        };
+        self.enter(Phase::Starting {
+            run,
+            client: None,
+            waiters,
+        });
+        let connect = match connect {
+            Ok(c) => c,
+            Err(e) => return self.down(generation, e, ctx),
         };
         let fut = async move {
             match tokio::time::timeout(START_TIMEOUT, connect).await {
@@ -253,46 +321,12 @@ impl ChildServer {
             }
         };
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-            if act.generation != generation || act.stopping {
-                return;
+            if !act.phase.is_run(generation) {
+                return; // a stale start: dropping its client closes it
             }
             match res {
-                Ok((client, tools)) => {
-                    tracing::info!(server = %act.spec.id, tools = tools.len(), "child ready");
-                    if let (Some(direct), Some(info)) = (&act.direct, client.peer().peer_info()) {
-                        direct.negotiated(info.protocol_version.as_str());
-                    }
-                    listen_for_changes(
-                        client.peer().clone(),
-                        act.spec.id.clone(),
-                        generation,
-                        ctx.address(),
-                    );
-                    act.client = Some(client);
-                    act.last_error = None;
-                    if tools.is_empty() {
-                        act.relist_empty(generation, 1, ctx);
-                    }
-                    // Ready once the tools are in the catalog, so "ready" in
-                    // `evoctl status` means listed.
-                    let listed = act.catalog.send(ToolsDiscovered {
-                        server: act.spec.id.clone(),
-                        tools,
-                    });
-                    ctx.spawn(listed.into_actor(act).map(move |_, act, ctx| {
-                        if act.generation != generation || act.stopping || act.client.is_none() {
-                            return;
-                        }
-                        act.set_state(ServerState::Ready);
-                        act.downs_since_ready = 0;
-                        act.watch_remote(generation, ctx);
-                        let peer = act.link_peer();
-                        for w in act.waiters.drain(..) {
-                            let _ = w.send(peer.clone());
-                        }
-                    }));
-                }
-                Err(e) if act.pid.is_some() => {
+                Ok((client, tools)) => act.connected(generation, client, tools, ctx),
+                Err(e) if act.phase.run().is_some_and(|r| r.process.is_some()) => {
                     // The process probably died: give its exit status a
                     // moment to arrive, as it says more than "connection
                     // closed" does.
@@ -305,26 +339,72 @@ impl ChildServer {
         }));
     }
 
+    /// Run `generation` answered its handshake and listed `tools`: put them
+    /// in the catalog, then become ready (so "ready" in `evoctl status`
+    /// means listed).
+    fn connected(
+        &mut self,
+        generation: u64,
+        connected: Client,
+        tools: Vec<Tool>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Phase::Starting { run, client, .. } = &mut self.phase else {
+            return;
+        };
+        tracing::info!(server = %self.spec.id, tools = tools.len(), "child ready");
+        if let (Some(direct), Some(info)) = (&run.direct, connected.peer().peer_info()) {
+            direct.negotiated(info.protocol_version.as_str());
+        }
+        listen_for_changes(
+            connected.peer().clone(),
+            self.spec.id.clone(),
+            generation,
+            ctx.address(),
+        );
+        *client = Some(connected);
+        self.last_error = None;
+        if tools.is_empty() {
+            self.relist_empty(generation, 1, ctx);
+        }
+        let listed = self.catalog.send(ToolsDiscovered {
+            server: self.spec.id.clone(),
+            tools,
+        });
+        ctx.spawn(listed.into_actor(self).map(move |_, act, ctx| {
+            if act.phase.client_of(generation).is_none() {
+                return;
+            }
+            let Phase::Starting {
+                run,
+                client: Some(client),
+                waiters,
+            } = std::mem::replace(&mut act.phase, Phase::Idle)
+            else {
+                return;
+            };
+            let peer = Arc::new(client.peer().clone());
+            act.enter(Phase::Ready { run, client });
+            act.downs_since_ready = 0;
+            act.watch_remote(generation, ctx);
+            for w in waiters {
+                let _ = w.send(Ok(peer.clone()));
+            }
+        }));
+    }
+
     /// `idle_timeout_s`: a ready child with no call for that long is stopped
     /// and goes back to `idle`; the next call starts it again.
     fn stop_if_idle(&mut self, limit: Duration) {
-        if self.state != ServerState::Ready || self.link.idle_for().is_none_or(|idle| idle < limit)
+        if !matches!(self.phase, Phase::Ready { .. })
+            || self.link.idle_for().is_none_or(|idle| idle < limit)
         {
             return;
         }
         tracing::info!(server = %self.spec.id, idle_s = limit.as_secs_f64(), "stopping idle child; it starts again on the next call");
-        // Events of the stopped child are now stale.
-        self.generation += 1;
-        self.down_generation = self.generation;
-        self.client.take();
-        if let Some(pid) = self.pid.take() {
-            signal_group(pid, libc::SIGTERM);
-            tokio::spawn(async move {
-                tokio::time::sleep(STOP_GRACE).await;
-                signal_group(pid, libc::SIGKILL);
-            });
+        if let Phase::Ready { run, client } = self.enter(Phase::Idle) {
+            run.end(Some(client), &self.spec.id);
         }
-        self.set_state(ServerState::Idle);
     }
 
     /// A child that listed no tools is probably still warming up (a cold
@@ -335,10 +415,9 @@ impl ChildServer {
         }
         let delay = Duration::from_millis(500 * (1 << attempt));
         ctx.run_later(delay, move |act, ctx| {
-            if act.generation != generation {
+            let Some(client) = act.phase.client_of(generation) else {
                 return;
-            }
-            let Some(client) = &act.client else { return };
+            };
             let peer = client.peer().clone();
             let fut = async move { peer.list_all_tools().await };
             ctx.spawn(fut.into_actor(act).map(move |res, act, ctx| match res {
@@ -353,13 +432,6 @@ impl ChildServer {
         });
     }
 
-    fn link_peer(&self) -> Result<Arc<Peer<RoleClient>>, String> {
-        match &self.client {
-            Some(c) if self.state == ServerState::Ready => Ok(Arc::new(c.peer().clone())),
-            _ => Err(self.unavailable()),
-        }
-    }
-
     /// The error a call gets while this server cannot serve it.
     fn unavailable(&self) -> String {
         let why = self
@@ -367,7 +439,7 @@ impl ChildServer {
             .as_deref()
             .map(|e| format!(": {e}"))
             .unwrap_or_default();
-        match self.state {
+        match self.phase.state() {
             ServerState::Failed => format!(
                 "server '{}' has failed{why}; fix it and run `evoctl refresh {}`",
                 self.spec.id, self.spec.id
@@ -395,10 +467,12 @@ impl ChildServer {
             return;
         }
         ctx.run_later(REMOTE_PING_EVERY, move |act, ctx| {
-            if act.generation != generation || act.state != ServerState::Ready || act.stopping {
+            let Phase::Ready { run, client } = &act.phase else {
+                return;
+            };
+            if run.generation != generation {
                 return;
             }
-            let Some(client) = &act.client else { return };
             let peer = client.peer().clone();
             let ping = async move {
                 let request = rmcp::model::ClientRequest::PingRequest(Default::default());
@@ -422,22 +496,16 @@ impl ChildServer {
         });
     }
 
-    /// The child of `generation` is gone (failed to start, exited, or its
-    /// connection closed): fail waiters and schedule a restart with backoff, or
-    /// mark the server failed after repeated crashes.
+    /// Run `generation` is gone (failed to start, exited, or its connection
+    /// closed): fail its waiters and schedule a restart with backoff, or mark
+    /// the server failed after repeated crashes. Events about a run that is
+    /// no longer current are ignored.
     fn down(&mut self, generation: u64, reason: String, ctx: &mut Context<Self>) {
-        if generation != self.generation || self.down_generation == generation || self.stopping {
+        if !self.phase.is_run(generation) {
             return;
         }
-        self.down_generation = generation;
         tracing::warn!(server = %self.spec.id, reason = %reason, "child is down");
         self.last_error = Some(reason);
-        if let Some(client) = self.client.take() {
-            drop(client);
-        }
-        if let Some(pid) = self.pid.take() {
-            signal_group(pid, libc::SIGKILL);
-        }
         let now = Instant::now();
         self.crashes.push_back(now);
         while self
@@ -451,24 +519,38 @@ impl ChildServer {
         // reconnecting, backing off up to 30 s, never marked failed.
         let remote = self.remote();
         self.downs_since_ready += 1;
-        if self.crashes.len() >= MAX_CRASHES && !remote {
-            self.set_state(ServerState::Failed);
+        let next = if self.crashes.len() >= MAX_CRASHES && !remote {
             tracing::error!(server = %self.spec.id, crashes = self.crashes.len(), "server marked failed after repeated crashes; fix it and run `evoctl refresh {}`", self.spec.id);
+            Phase::Failed
         } else {
-            self.set_state(ServerState::Restarting);
             let delay = if remote {
                 backoff(self.downs_since_ready)
             } else {
                 backoff(self.crashes.len())
             };
             self.restarts += 1;
-            self.restart_timer = Some(ctx.run_later(delay, |act, ctx| {
-                act.restart_timer = None;
-                act.start(ctx);
-            }));
+            let timer = ctx.run_later(delay, |act, ctx| {
+                if matches!(act.phase, Phase::Backoff { .. }) {
+                    act.start(Vec::new(), ctx);
+                }
+            });
+            Phase::Backoff { timer }
+        };
+        let (run, client, waiters) = match self.enter(next) {
+            Phase::Starting {
+                run,
+                client,
+                waiters,
+            } => (run, client, waiters),
+            Phase::Ready { run, client } => (run, Some(client), Vec::new()),
+            _ => return,
+        };
+        drop(client);
+        if let Some(process) = run.process {
+            process.kill();
         }
         let err = self.unavailable();
-        for w in self.waiters.drain(..) {
+        for w in waiters {
             let _ = w.send(Err(err.clone()));
         }
     }
@@ -497,85 +579,15 @@ impl Actor for ChildServer {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         if self.lazy {
-            self.set_state(ServerState::Idle);
+            self.enter(Phase::Idle);
         } else {
-            self.start(ctx);
+            self.start(Vec::new(), ctx);
         }
         if let Some(limit) = self.spec.idle_timeout {
             let every = (limit / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
             ctx.run_interval(every, move |act, _| act.stop_if_idle(limit));
         }
     }
-}
-
-/// The process and pipes of a freshly spawned stdio child.
-struct Spawned {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::process::ChildStdout,
-    stderr: Option<tokio::process::ChildStderr>,
-}
-
-/// Spawns a stdio child in its own process group, set to die with the daemon.
-fn spawn_process(spec: &ServerSpec) -> Result<Spawned, String> {
-    let TransportSpec::Stdio {
-        command,
-        args,
-        env,
-        cwd,
-    } = &spec.transport
-    else {
-        return Err("not a stdio server".into());
-    };
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
-        .envs(env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(dir) = cwd {
-        cmd.current_dir(dir);
-    }
-    #[cfg(unix)]
-    {
-        cmd.process_group(0);
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: getpid is async-signal-safe; the hook below only calls
-            // prctl, getppid and _exit, which are too.
-            let daemon_pid = unsafe { libc::getpid() };
-            unsafe {
-                cmd.pre_exec(move || {
-                    // Die with the daemon, even when it is SIGKILLed.
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    // The daemon may have died before prctl took effect.
-                    if libc::getppid() != daemon_pid {
-                        libc::_exit(1);
-                    }
-                    Ok(())
-                });
-            }
-        }
-    }
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            format!("command `{command}` not found: install it or fix `command` in the config")
-        } else {
-            format!("could not start `{command}`: {e}")
-        }
-    })?;
-    let stdin = child.stdin.take().ok_or("child has no stdin pipe")?;
-    let stdout = child.stdout.take().ok_or("child has no stdout pipe")?;
-    let stderr = child.stderr.take();
-    Ok(Spawned {
-        child,
-        stdin,
-        stdout,
-        stderr,
-    })
 }
 
 fn http_config(
@@ -639,100 +651,6 @@ fn listen_for_changes(
         }
     });
 }
-
-/// Reaps the child and reports its exit to the actor.
-fn watch_exit(
-    mut child: tokio::process::Child,
-    generation: u64,
-    actor: Addr<ChildServer>,
-    exited: watch::Sender<bool>,
-) {
-    tokio::spawn(async move {
-        let status = child.wait().await;
-        let _ = exited.send(true);
-        let reason = match status {
-            Ok(s) => describe_exit(s),
-            Err(e) => format!("could not wait for the child: {e}"),
-        };
-        actor.do_send(ChildDown { generation, reason });
-    });
-}
-
-fn describe_exit(status: std::process::ExitStatus) -> String {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = status.signal() {
-            return format!("child killed by signal {sig}");
-        }
-    }
-    match status.code() {
-        Some(code) => format!("child exited with status {code}"),
-        None => "child exited".into(),
-    }
-}
-
-/// Copies the child's stderr into the daemon log, tagged with the server id
-/// and rate-limited so a noisy child cannot flood the log.
-fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
-        let mut window = tokio::time::Instant::now();
-        let mut in_window = 0u32;
-        let mut dropped = 0u64;
-        let report = |dropped: u64| {
-            if dropped > 0 {
-                tracing::warn!(server = %server, dropped, "child stderr rate-limited to {STDERR_LINES_PER_SEC} lines/s; lines dropped");
-            }
-        };
-        loop {
-            // With lines dropped, the window's end reports them even if the
-            // child then goes quiet (next_segment is cancellation-safe).
-            let next = if dropped > 0 {
-                tokio::time::timeout_at(window + Duration::from_secs(1), lines.next_segment()).await
-            } else {
-                Ok(lines.next_segment().await)
-            };
-            let line = match next {
-                Ok(Ok(Some(line))) => Some(line),
-                Ok(_) => break,
-                Err(_) => None, // the window ended
-            };
-            if window.elapsed() >= Duration::from_secs(1) {
-                report(dropped);
-                window = tokio::time::Instant::now();
-                in_window = 0;
-                dropped = 0;
-            }
-            let Some(line) = line else { continue };
-            in_window += 1;
-            if in_window > STDERR_LINES_PER_SEC {
-                dropped += 1;
-                continue;
-            }
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim_end();
-            if !text.is_empty() {
-                tracing::info!(server = %server, "stderr: {text}");
-            }
-        }
-        report(dropped);
-    });
-}
-
-#[cfg(unix)]
-fn signal_group(pid: u32, signal: i32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: killpg has no memory-safety preconditions. The group id is
-        // the child's pid (it was started with process_group(0)).
-        unsafe {
-            libc::killpg(pid, signal);
-        }
-    }
-}
-
-#[cfg(not(unix))]
-fn signal_group(_pid: u32, _signal: i32) {}
 
 /// The rmcp client handler of one child: turns the child's notifications into
 /// messages to its ChildServer.
@@ -814,9 +732,12 @@ pub struct ConnectionLost {
 impl Handler<ConnectionLost> for ChildServer {
     type Result = ();
     fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
-        if self.remote() && self.state == ServerState::Ready {
+        if let Phase::Ready { run, .. } = &self.phase
+            && self.remote()
+        {
+            let generation = run.generation;
             let reason = format!("the connection failed: {}", msg.reason);
-            self.down(self.generation, reason, ctx);
+            self.down(generation, reason, ctx);
         }
     }
 }
@@ -831,10 +752,9 @@ struct Relist {
 impl Handler<Relist> for ChildServer {
     type Result = ();
     fn handle(&mut self, msg: Relist, ctx: &mut Context<Self>) {
-        if msg.generation != self.generation {
+        let Some(client) = self.phase.client_of(msg.generation) else {
             return;
-        }
-        let Some(client) = &self.client else { return };
+        };
         let peer = client.peer().clone();
         let server = self.spec.id.clone();
         let catalog = self.catalog.clone();
@@ -859,28 +779,24 @@ pub struct EnsureRunning;
 impl Handler<EnsureRunning> for ChildServer {
     type Result = ResponseFuture<Result<Arc<Peer<RoleClient>>, String>>;
     fn handle(&mut self, _: EnsureRunning, ctx: &mut Context<Self>) -> Self::Result {
-        match self.state {
-            ServerState::Ready => {
-                let r = self.link_peer();
-                Box::pin(async move { r })
+        let (tx, rx) = oneshot::channel();
+        match &mut self.phase {
+            Phase::Ready { client, .. } => {
+                let peer = Arc::new(client.peer().clone());
+                return Box::pin(async move { Ok(peer) });
             }
-            ServerState::Idle | ServerState::Starting => {
-                if self.state == ServerState::Idle {
-                    self.start(ctx);
-                }
-                let (tx, rx) = oneshot::channel();
-                self.waiters.push(tx);
-                let id = self.spec.id.clone();
-                Box::pin(async move {
-                    rx.await
-                        .unwrap_or_else(|_| Err(format!("server '{id}' stopped while starting")))
-                })
-            }
+            Phase::Starting { waiters, .. } => waiters.push(tx),
+            Phase::Idle => self.start(vec![tx], ctx),
             _ => {
                 let e = self.unavailable();
-                Box::pin(async move { Err(e) })
+                return Box::pin(async move { Err(e) });
             }
         }
+        let id = self.spec.id.clone();
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(format!("server '{id}' stopped while starting")))
+        })
     }
 }
 
@@ -892,10 +808,10 @@ pub struct Discover;
 impl Handler<Discover> for ChildServer {
     type Result = ();
     fn handle(&mut self, _: Discover, ctx: &mut Context<Self>) {
-        match self.state {
-            ServerState::Idle => self.start(ctx),
-            ServerState::Ready => {
-                let generation = self.generation;
+        match &self.phase {
+            Phase::Idle => self.start(Vec::new(), ctx),
+            Phase::Ready { run, .. } => {
+                let generation = run.generation;
                 ctx.notify(Relist { generation });
             }
             _ => {}
@@ -903,7 +819,9 @@ impl Handler<Discover> for ChildServer {
     }
 }
 
-/// Restart now (clears a failed state): `evoctl refresh SERVER`.
+/// Restart now (clears a failed state): `evoctl refresh SERVER`. The old
+/// run's process tree is terminated (SIGTERM, grace, SIGKILL, reap) while
+/// the new one starts; callers waiting for a start keep waiting for it.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Restart;
@@ -911,14 +829,30 @@ pub struct Restart;
 impl Handler<Restart> for ChildServer {
     type Result = ();
     fn handle(&mut self, _: Restart, ctx: &mut Context<Self>) {
+        if matches!(self.phase, Phase::Stopped) {
+            return;
+        }
         self.crashes.clear();
-        if let Some(client) = self.client.take() {
-            drop(client);
-        }
-        if let Some(pid) = self.pid.take() {
-            signal_group(pid, libc::SIGTERM);
-        }
-        self.start(ctx);
+        let waiters = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Starting {
+                run,
+                client,
+                waiters,
+            } => {
+                run.end(client, &self.spec.id);
+                waiters
+            }
+            Phase::Ready { run, client } => {
+                run.end(Some(client), &self.spec.id);
+                Vec::new()
+            }
+            Phase::Backoff { timer } => {
+                ctx.cancel_future(timer);
+                Vec::new()
+            }
+            Phase::Idle | Phase::Failed | Phase::Stopped => Vec::new(),
+        };
+        self.start(waiters, ctx);
     }
 }
 
@@ -939,17 +873,21 @@ impl Handler<GetStatus> for ChildServer {
     type Result = MessageResult<GetStatus>;
     fn handle(&mut self, _: GetStatus, _: &mut Context<Self>) -> Self::Result {
         MessageResult(ChildStatus {
-            state: self.state,
-            pid: self.pid,
+            state: self.phase.state(),
+            pid: self
+                .phase
+                .run()
+                .and_then(|r| r.process.as_ref())
+                .map(ChildProcess::pid),
             restarts: self.restarts,
             error: self.last_error.clone(),
         })
     }
 }
 
-/// Stop the child gracefully: close its stdin, then SIGTERM and SIGKILL its
-/// whole process group if it lingers. Answers once the child is gone; the
-/// actor stops.
+/// Stop the child gracefully: close its stdin, give it a grace period to
+/// exit, then terminate its process tree. Answers once the child is gone;
+/// the actor stops.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Shutdown;
@@ -957,18 +895,23 @@ pub struct Shutdown;
 impl Handler<Shutdown> for ChildServer {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) -> Self::Result {
-        self.stopping = true;
-        if let Some(h) = self.restart_timer.take() {
-            ctx.cancel_future(h);
-        }
-        self.set_state(ServerState::Stopped);
+        let (run, client, waiters) = match self.enter(Phase::Stopped) {
+            Phase::Starting {
+                run,
+                client,
+                waiters,
+            } => (Some(run), client, waiters),
+            Phase::Ready { run, client } => (Some(run), Some(client), Vec::new()),
+            Phase::Backoff { timer } => {
+                ctx.cancel_future(timer);
+                (None, None, Vec::new())
+            }
+            Phase::Idle | Phase::Failed | Phase::Stopped => (None, None, Vec::new()),
+        };
         let err = self.unavailable();
-        for w in self.waiters.drain(..) {
+        for w in waiters {
             let _ = w.send(Err(err.clone()));
         }
-        let client = self.client.take();
-        let pid = self.pid.take();
-        let exited = self.exited.take();
         let id = self.spec.id.clone();
         Box::pin(
             async move {
@@ -976,22 +919,11 @@ impl Handler<Shutdown> for ChildServer {
                     // Closes the transport: the child sees EOF on stdin.
                     let _ = tokio::time::timeout(STOP_GRACE, client.cancel()).await;
                 }
-                if let (Some(pid), Some(mut exited)) = (pid, exited) {
-                    let gone = |rx: &mut watch::Receiver<bool>| {
-                        let mut rx = rx.clone();
-                        async move {
-                            let _ = tokio::time::timeout(STOP_GRACE, rx.wait_for(|v| *v)).await;
-                            *rx.borrow()
-                        }
-                    };
-                    if !gone(&mut exited).await {
-                        signal_group(pid, libc::SIGTERM);
-                        if !gone(&mut exited).await {
-                            tracing::warn!(server = %id, pid, "child ignored SIGTERM; killing its process group");
-                        }
-                    }
-                    // Whatever the leader did, end the rest of its tree.
-                    signal_group(pid, libc::SIGKILL);
+                if let Some(process) = run.and_then(|r| r.process) {
+                    // A child that exits on EOF needs no signal; its tree
+                    // is ended all the same.
+                    process.exits_within(STOP_GRACE).await;
+                    process.terminate(STOP_GRACE, &id).await;
                 }
             }
             .into_actor(self)

@@ -18,6 +18,7 @@ use crate::child::link::ServerLink;
 use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
 use crate::session::{self, ActivationSet, Session};
+use crate::shutdown::StopSignal;
 
 mod requests;
 pub use requests::Ctl;
@@ -72,6 +73,8 @@ pub struct Supervisor {
     shutting_down: bool,
     /// Keeps the config and permissions watcher alive.
     watcher: Option<crate::watch::Watcher>,
+    /// Fired when the daemon stops; sessions end with it.
+    stop: StopSignal,
 }
 
 impl Supervisor {
@@ -80,6 +83,7 @@ impl Supervisor {
         catalog: Addr<Catalog>,
         refresher: Addr<crate::refresher::Refresher>,
         snapshot: Arc<ArcSwap<Snapshot>>,
+        stop: StopSignal,
     ) -> Supervisor {
         let named = load_named_sessions(&named_sessions_path(&opts));
         Supervisor {
@@ -100,6 +104,7 @@ impl Supervisor {
             started: Instant::now(),
             shutting_down: false,
             watcher: None,
+            stop,
         }
     }
 
@@ -630,6 +635,7 @@ impl Handler<Shutdown> for Supervisor {
             .collect();
         let socket = (!self.opts.socket_activated).then(|| self.opts.socket_path.clone());
         let refresher = self.refresher.clone();
+        let stop = self.stop.clone();
         Box::pin(
             async move {
                 futures::future::join_all(stops).await;
@@ -637,8 +643,8 @@ impl Handler<Shutdown> for Supervisor {
                 // Let answers to calls that failed with the children reach
                 // their sessions, then end the sessions (each says goodbye).
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                crate::control::stopping().cancel();
-                crate::control::sessions_ended(std::time::Duration::from_secs(2)).await;
+                stop.fire();
+                stop.sessions_ended(std::time::Duration::from_secs(2)).await;
                 if let Some(socket) = socket {
                     let _ = std::fs::remove_file(&socket);
                 }

@@ -1,0 +1,234 @@
+//! A stdio child's process: spawned in its own process group, set to die with
+//! the daemon, reaped by a task of its own, and ended the same way on every
+//! path ([`ChildProcess::terminate`]).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::watch;
+
+use crate::config::{ServerSpec, TransportSpec};
+
+/// Child stderr lines logged per second at most; the rest are counted.
+const STDERR_LINES_PER_SEC: u32 = 50;
+/// How long a SIGKILLed leader may take to be reaped before stop gives up
+/// waiting (it is still reaped whenever it goes).
+const REAP_WAIT: Duration = Duration::from_secs(5);
+
+/// A running child process: the leader of its own process group. Dropping
+/// it does not stop the process; [`terminate`](Self::terminate) and
+/// [`kill`](Self::kill) do.
+pub struct ChildProcess {
+    pid: u32,
+    /// Turns true once the leader has exited and been reaped.
+    exited: watch::Receiver<bool>,
+}
+
+/// The process and pipes of a freshly spawned stdio child.
+pub struct Spawned {
+    pub process: ChildProcess,
+    pub stdin: tokio::process::ChildStdin,
+    pub stdout: tokio::process::ChildStdout,
+}
+
+impl ChildProcess {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the leader exits within `limit` (it may already have).
+    pub async fn exits_within(&self, limit: Duration) -> bool {
+        let mut exited = self.exited.clone();
+        let _ = tokio::time::timeout(limit, exited.wait_for(|gone| *gone)).await;
+        *exited.borrow()
+    }
+
+    /// Ends the whole process tree: SIGTERM to the group, up to `grace` for
+    /// the leader to exit, then SIGKILL to the group (whatever the leader
+    /// did, the rest of its tree ends too), and waits until the leader has
+    /// been reaped. Every stop path ends a child through this.
+    pub async fn terminate(self, grace: Duration, server: &str) {
+        if !*self.exited.borrow() {
+            signal_group(self.pid, libc::SIGTERM);
+            if !self.exits_within(grace).await {
+                tracing::warn!(server = %server, pid = self.pid, "child ignored SIGTERM for {} ms; killing its process group", grace.as_millis());
+            }
+        }
+        signal_group(self.pid, libc::SIGKILL);
+        if !self.exits_within(REAP_WAIT).await {
+            tracing::warn!(server = %server, pid = self.pid, "child was sent SIGKILL but has not exited yet");
+        }
+    }
+
+    /// Ends the tree at once (the child crashed or broke its connection:
+    /// nothing to be graceful with).
+    pub fn kill(self) {
+        signal_group(self.pid, libc::SIGKILL);
+    }
+}
+
+/// Spawns a stdio child in its own process group, set to die with the
+/// daemon. Its stderr goes to the log under `spec.id`; `on_exit` is called
+/// with a description of how the process ended once it is reaped.
+pub fn spawn(
+    spec: &ServerSpec,
+    on_exit: impl FnOnce(String) + Send + 'static,
+) -> Result<Spawned, String> {
+    let TransportSpec::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &spec.transport
+    else {
+        return Err("not a stdio server".into());
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    #[cfg(unix)]
+    {
+        cmd.process_group(0);
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: getpid is async-signal-safe; the hook below only calls
+            // prctl, getppid and _exit, which are too.
+            let daemon_pid = unsafe { libc::getpid() };
+            unsafe {
+                cmd.pre_exec(move || {
+                    // Die with the daemon, even when it is SIGKILLed.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // The daemon may have died before prctl took effect.
+                    if libc::getppid() != daemon_pid {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("command `{command}` not found: install it or fix `command` in the config")
+        } else {
+            format!("could not start `{command}`: {e}")
+        }
+    })?;
+    let pid = child
+        .id()
+        .ok_or("the child exited before it could be watched")?;
+    let stdin = child.stdin.take().ok_or("child has no stdin pipe")?;
+    let stdout = child.stdout.take().ok_or("child has no stdout pipe")?;
+    if let Some(stderr) = child.stderr.take() {
+        log_stderr(spec.id.clone(), stderr);
+    }
+    let (tx, exited) = watch::channel(false);
+    reap(child, tx, on_exit);
+    Ok(Spawned {
+        process: ChildProcess { pid, exited },
+        stdin,
+        stdout,
+    })
+}
+
+/// Waits for the child's exit, then says so.
+fn reap(
+    mut child: tokio::process::Child,
+    exited: watch::Sender<bool>,
+    on_exit: impl FnOnce(String) + Send + 'static,
+) {
+    tokio::spawn(async move {
+        let status = child.wait().await;
+        let _ = exited.send(true);
+        on_exit(match status {
+            Ok(s) => describe_exit(s),
+            Err(e) => format!("could not wait for the child: {e}"),
+        });
+    });
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            return format!("child killed by signal {sig}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("child exited with status {code}"),
+        None => "child exited".into(),
+    }
+}
+
+/// Copies the child's stderr into the daemon log, tagged with the server id
+/// and rate-limited so a noisy child cannot flood the log.
+fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
+        let mut window = tokio::time::Instant::now();
+        let mut in_window = 0u32;
+        let mut dropped = 0u64;
+        let report = |dropped: u64| {
+            if dropped > 0 {
+                tracing::warn!(server = %server, dropped, "child stderr rate-limited to {STDERR_LINES_PER_SEC} lines/s; lines dropped");
+            }
+        };
+        loop {
+            // With lines dropped, the window's end reports them even if the
+            // child then goes quiet (next_segment is cancellation-safe).
+            let next = if dropped > 0 {
+                tokio::time::timeout_at(window + Duration::from_secs(1), lines.next_segment()).await
+            } else {
+                Ok(lines.next_segment().await)
+            };
+            let line = match next {
+                Ok(Ok(Some(line))) => Some(line),
+                Ok(_) => break,
+                Err(_) => None, // the window ended
+            };
+            if window.elapsed() >= Duration::from_secs(1) {
+                report(dropped);
+                window = tokio::time::Instant::now();
+                in_window = 0;
+                dropped = 0;
+            }
+            let Some(line) = line else { continue };
+            in_window += 1;
+            if in_window > STDERR_LINES_PER_SEC {
+                dropped += 1;
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end();
+            if !text.is_empty() {
+                tracing::info!(server = %server, "stderr: {text}");
+            }
+        }
+        report(dropped);
+    });
+}
+
+#[cfg(unix)]
+fn signal_group(pid: u32, signal: i32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // SAFETY: killpg has no memory-safety preconditions. The group id is
+        // the child's pid (it was started with process_group(0)).
+        unsafe {
+            libc::killpg(pid, signal);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn signal_group(_pid: u32, _signal: i32) {}
