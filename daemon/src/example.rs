@@ -344,26 +344,12 @@ impl Generator<'_> {
         Value::String(fitted)
     }
 
-    /// The schema a local `$ref` (`#/$defs/x`, `#/definitions/x`, any JSON
-    /// pointer into the root) points to.
+    /// The schema a local `$ref` points to (see [`schema::resolve_ref`]).
     fn resolve(&self, reference: &str) -> Option<&Map<String, Value>> {
-        let pointer = reference.strip_prefix('#')?;
-        if pointer.is_empty() {
-            return Some(self.root);
+        match crate::schema::resolve_ref(self.root, reference)? {
+            crate::schema::RefTarget::Root => Some(self.root),
+            crate::schema::RefTarget::Node(node) => node.as_object(),
         }
-        let mut segments = pointer
-            .strip_prefix('/')?
-            .split('/')
-            .map(unescape_pointer_segment);
-        let mut current = self.root.get(&segments.next()?)?;
-        for segment in segments {
-            current = match current {
-                Value::Object(map) => map.get(&segment)?,
-                Value::Array(list) => list.get(segment.parse::<usize>().ok()?)?,
-                _ => return None,
-            };
-        }
-        current.as_object()
     }
 
     /// `base` with `extra`'s keywords added (its `$ref` expanded first): both
@@ -824,34 +810,6 @@ fn literal_prefix(pattern: &str) -> String {
         prefix.pop();
     }
     prefix
-}
-
-/// A JSON-pointer segment as written in a `$ref` fragment: percent-decoded,
-/// then `~1` → `/` and `~0` → `~`.
-fn unescape_pointer_segment(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(high), Some(low)) => {
-                decoded.push((high * 16 + low) as u8);
-                i += 3;
-            }
-            (byte, _, _) => {
-                decoded.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded)
-        .replace("~1", "/")
-        .replace("~0", "~")
 }
 
 /// Non-negative integer keywords (`minItems`, `maxLength`, …) as a count.

@@ -12,6 +12,7 @@ pub mod activation;
 pub mod approvals;
 #[cfg(target_os = "linux")]
 pub mod busypoll;
+pub mod cache;
 pub mod catalog;
 pub mod child;
 pub mod config;

@@ -419,13 +419,12 @@ impl<'s> SchemaDoc<'s> {
             let Some(reference) = schema.get("$ref").and_then(Value::as_str) else {
                 break;
             };
-            let Some(target) = reference
-                .strip_prefix('#')
-                .and_then(|pointer| self.root.pointer(pointer))
-            else {
-                break;
+            let root = self.root.as_object();
+            schema = match root.and_then(|r| crate::schema::resolve_ref(r, reference)) {
+                Some(crate::schema::RefTarget::Root) => self.root,
+                Some(crate::schema::RefTarget::Node(target)) => target,
+                None => break,
             };
-            schema = target;
         }
         schema
     }
@@ -1371,6 +1370,32 @@ mod tests {
                 }
             }
         })
+    }
+
+    #[test]
+    fn refs_resolve_with_percent_encoded_names_as_in_examples() {
+        // `#/$defs/a%20b` names the definition "a b" (the same rule example
+        // generation uses: one resolver in `schema`).
+        let schema = json!({
+            "type": "object",
+            "properties": {"filter": {"$ref": "#/$defs/a%20b"}},
+            "required": ["filter"],
+            "$defs": {"a b": {"type": "object", "properties": {"max_depth": {"type": "integer"}}, "additionalProperties": false}}
+        });
+        let (arguments, fixes) = repaired(check(
+            &compiled(schema.clone()),
+            &json!({"filter": {"maxDepth": "2"}}),
+            &no_aliases(),
+        ));
+        assert_eq!(arguments, json!({"filter": {"max_depth": 2}}));
+        assert!(
+            fixes.iter().any(|f| f.contains("'filter.max_depth'")),
+            "{fixes:?}"
+        );
+        let example = crate::example::example_arguments(&std::sync::Arc::new(
+            schema.as_object().cloned().unwrap_or_default(),
+        ));
+        assert!(example["filter"].is_object(), "{example}");
     }
 
     fn no_aliases() -> BTreeMap<String, String> {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use rmcp::model::JsonObject;
+use serde_json::Map;
 use serde_json::Value;
 
 /// The input schema to expose for a child's tool: the child's own, with
@@ -18,6 +19,68 @@ pub fn normalize_input_schema(schema: &Arc<JsonObject>) -> (Arc<JsonObject>, boo
             (Arc::new(fixed), true)
         }
     }
+}
+
+/// What a local `$ref` points to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RefTarget<'s> {
+    /// `#`: the root schema itself.
+    Root,
+    /// A subschema inside the root.
+    Node(&'s Value),
+}
+
+/// Resolves a local `$ref`: `#` (the root) or a JSON pointer into the root
+/// (`#/$defs/x`, `#/definitions/a~1b`, `#/$defs/a%20b`), each segment
+/// percent-decoded, then `~1` → `/` and `~0` → `~`. `None` for a remote
+/// reference or a pointer to nothing. Repair and example generation both
+/// resolve through this, so a reference means the same to both.
+pub fn resolve_ref<'s>(root: &'s Map<String, Value>, reference: &str) -> Option<RefTarget<'s>> {
+    let pointer = reference.strip_prefix('#')?;
+    if pointer.is_empty() {
+        return Some(RefTarget::Root);
+    }
+    let mut segments = pointer
+        .strip_prefix('/')?
+        .split('/')
+        .map(unescape_pointer_segment);
+    let mut current = root.get(&segments.next()?)?;
+    for segment in segments {
+        current = match current {
+            Value::Object(map) => map.get(&segment)?,
+            Value::Array(list) => list.get(segment.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(RefTarget::Node(current))
+}
+
+/// A JSON-pointer segment as written in a `$ref` fragment: percent-decoded,
+/// then `~1` → `/` and `~0` → `~`.
+fn unescape_pointer_segment(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                decoded.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded)
+        .replace("~1", "/")
+        .replace("~0", "~")
 }
 
 /// Longest summary kept, in characters; past it the summary ends in `…`.
@@ -80,6 +143,28 @@ fn sentence_end(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn local_refs_resolve_with_one_decoding_rule() {
+        let root = json!({
+            "$defs": {"a b": {"type": "string"}, "x/y": {"type": "integer"}, "t~": {"type": "null"}},
+            "list": [{"type": "boolean"}]
+        });
+        let root = root.as_object().unwrap();
+        let node = |r: &str| match resolve_ref(root, r) {
+            Some(RefTarget::Node(v)) => Some(v["type"].clone()),
+            _ => None,
+        };
+        assert_eq!(node("#/$defs/a%20b"), Some(json!("string")));
+        assert_eq!(node("#/$defs/x~1y"), Some(json!("integer")));
+        assert_eq!(node("#/$defs/t~0"), Some(json!("null")));
+        assert_eq!(node("#/list/0"), Some(json!("boolean")));
+        assert_eq!(resolve_ref(root, "#"), Some(RefTarget::Root));
+        assert_eq!(resolve_ref(root, "#/$defs/missing"), None);
+        assert_eq!(resolve_ref(root, "https://example.com/s.json"), None);
+        assert_eq!(resolve_ref(root, "#nope"), None);
+    }
 
     #[test]
     fn summaries() {

@@ -314,14 +314,14 @@ fn cache_benchmarks() {
     // Cache write, in-process: serialise and write atomically.
     let file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cache_copy).unwrap()).unwrap();
-    let parsed: evo_daemon::refresher::CacheFile = serde_json::from_value(file).unwrap();
+    let parsed: evo_daemon::cache::CacheFile = serde_json::from_value(file).unwrap();
     let tools: usize = parsed.servers.iter().map(|s| s.tools.len()).sum();
     let target = d.dir.path().join("bench-cache.json");
     let mut times = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
         let bytes = serde_json::to_vec(&parsed).unwrap();
-        evo_daemon::refresher::write_atomically(&target, &bytes).unwrap();
+        evo_daemon::cache::write_atomically(&target, &bytes).unwrap();
         times.push(t.elapsed());
     }
     times.sort();

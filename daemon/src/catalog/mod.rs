@@ -88,10 +88,10 @@ impl Catalog {
             .slots
             .iter()
             .filter(|s| !s.tools.is_empty())
-            .map(|s| crate::refresher::CachedServer {
+            .map(|s| crate::cache::CachedServer {
                 id: s.spec.id.clone(),
                 config_hash: s.spec.hash.to_string(),
-                fetched_at: s.fetched_at.map_or(0, crate::refresher::unix_secs),
+                fetched_at: s.fetched_at.map_or(0, crate::cache::unix_secs),
                 capabilities: s.spec.capabilities.iter().cloned().collect(),
                 tools: s.tools.clone(),
             })

@@ -172,7 +172,7 @@ impl Supervisor {
     /// is not spawned until a call needs it (lazy start); a stale entry is
     /// re-discovered in the background.
     fn start_children(&mut self) {
-        let mut cache = crate::refresher::load_cache(&self.opts.cache_dir);
+        let mut cache = crate::cache::load_cache(&self.opts.cache_dir);
         let max_age = self.config.cache.max_age();
         let max_line = self.config.limits.max_message_bytes;
         let mut cached = HashMap::new();

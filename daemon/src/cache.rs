@@ -1,0 +1,102 @@
+//! The catalog cache file (`catalog.json` in the cache directory): each
+//! server's last good tool list, so a daemon starts serving at once and
+//! children start lazily. Read at start, written by the Refresher.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rmcp::model::Tool;
+use serde::{Deserialize, Serialize};
+
+/// Version of the cache file format; a file of another version is ignored.
+pub const CACHE_FORMAT: u32 = 1;
+
+/// One server's entry in the cache file. Holds no env or header values: the
+/// config hash stands for them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedServer {
+    pub id: String,
+    pub config_hash: String,
+    /// Seconds since the Unix epoch.
+    pub fetched_at: u64,
+    pub capabilities: Vec<String>,
+    pub tools: Vec<Tool>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CacheFile {
+    pub format: u32,
+    pub servers: Vec<CachedServer>,
+}
+
+pub fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Reads the catalog cache of `cache_dir`: each server's entry by id. A
+/// missing file is an empty cache; an unreadable, corrupt or newer-format
+/// one is discarded with a warning (the daemon starts anyway, discovering
+/// live).
+pub fn load_cache(cache_dir: &Path) -> HashMap<String, CachedServer> {
+    let path = cache_dir.join("catalog.json");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the catalog cache; discovering live");
+            return HashMap::new();
+        }
+    };
+    #[derive(Deserialize)]
+    struct Header {
+        format: u32,
+    }
+    match serde_json::from_slice::<Header>(&bytes) {
+        Ok(h) if h.format != CACHE_FORMAT => {
+            tracing::warn!(path = %path.display(), format = h.format, expected = CACHE_FORMAT, "catalog cache has another format version (written by another evod?); ignoring it");
+            return HashMap::new();
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "catalog cache is corrupt; discarding it");
+            return HashMap::new();
+        }
+    }
+    match serde_json::from_slice::<CacheFile>(&bytes) {
+        Ok(file) => file
+            .servers
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "catalog cache is corrupt; discarding it");
+            HashMap::new()
+        }
+    }
+}
+
+/// Writes `bytes` to `path` so a reader sees the old file or the new one,
+/// never a torn one: temp file in the same directory, fsync, rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
