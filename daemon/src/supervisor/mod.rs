@@ -20,6 +20,7 @@ use crate::config::{self, Config, DiscoveryMode, ServerSpec};
 use crate::session::{self, ActivationSet, Session};
 use crate::shutdown::StopSignal;
 
+mod reload;
 mod requests;
 pub use requests::Ctl;
 
@@ -250,27 +251,22 @@ impl Supervisor {
         let max_line = cfg.limits.max_message_bytes;
         let snapshot = self.snapshot.load_full();
         let mut report = ctl::ActionReport::default();
+        let plan = {
+            let running: Vec<&ServerSpec> = self.children.iter().map(|h| &*h.spec).collect();
+            reload::plan(&running, &cfg.servers)
+        };
         let mut old: Vec<Option<ChildHandle>> = self.children.drain(..).map(Some).collect();
         let mut renames: HashMap<String, String> = HashMap::new();
-        let mut next = Vec::new();
-        for spec in &cfg.servers {
+        let mut next = Vec::with_capacity(plan.steps.len());
+        for (spec, step) in cfg.servers.iter().zip(&plan.steps) {
             let spec = Arc::new(spec.clone());
-            let same_id = old
-                .iter()
-                .position(|h| h.as_ref().is_some_and(|h| h.spec.id == spec.id));
-            // A server whose id changed but whose transport did not.
-            let renamed_from = || {
-                old.iter().position(|h| {
-                    h.as_ref().is_some_and(|h| {
-                        h.spec.transport == spec.transport
-                            && !cfg.servers.iter().any(|s| s.id == h.spec.id)
-                    })
-                })
+            let launch = |spec: &Arc<ServerSpec>| {
+                ChildServer::launch(spec.clone(), self.catalog.clone(), false, max_line)
             };
-            match same_id {
-                Some(i) if old[i].as_ref().is_some_and(|h| h.spec.hash == spec.hash) => {
+            match *step {
+                reload::Step::Keep { old: i, reprefixed } => {
                     let Some(h) = old[i].take() else { continue };
-                    if h.spec.prefix != spec.prefix {
+                    if reprefixed {
                         report.reprefixed.push(spec.id.clone());
                     }
                     h.link.set_timeout(spec.timeout);
@@ -285,37 +281,34 @@ impl Supervisor {
                         link: h.link,
                     });
                 }
-                Some(i) => {
+                reload::Step::Restart { old: i } => {
                     if let Some(h) = old[i].take() {
                         h.addr.do_send(child::Shutdown);
                     }
                     report.restarted.push(spec.id.clone());
-                    let (addr, link) =
-                        ChildServer::launch(spec.clone(), self.catalog.clone(), false, max_line);
+                    let (addr, link) = launch(&spec);
                     next.push(ChildHandle { spec, addr, link });
                 }
-                None => {
-                    if let Some(i) = renamed_from() {
-                        if let Some(h) = old[i].take() {
-                            renames.insert(spec.id.clone(), h.spec.id.clone());
-                            report
-                                .reprefixed
-                                .push(format!("{} (was {})", spec.id, h.spec.id));
-                            h.addr.do_send(child::Shutdown);
-                        }
-                    } else {
-                        report.added.push(spec.id.clone());
+                reload::Step::Rename { old: i } => {
+                    if let Some(h) = old[i].take() {
+                        renames.insert(spec.id.clone(), h.spec.id.clone());
+                        report
+                            .reprefixed
+                            .push(format!("{} (was {})", spec.id, h.spec.id));
+                        h.addr.do_send(child::Shutdown);
                     }
-                    let (addr, link) =
-                        ChildServer::launch(spec.clone(), self.catalog.clone(), false, max_line);
+                    let (addr, link) = launch(&spec);
+                    next.push(ChildHandle { spec, addr, link });
+                }
+                reload::Step::Add => {
+                    report.added.push(spec.id.clone());
+                    let (addr, link) = launch(&spec);
                     next.push(ChildHandle { spec, addr, link });
                 }
             }
         }
-        let mut removed_ids = Vec::new();
-        for h in old.into_iter().flatten() {
+        for h in plan.removed.iter().filter_map(|&i| old[i].take()) {
             report.removed.push(h.spec.id.clone());
-            removed_ids.push(h.spec.id.clone());
             h.addr.do_send(child::Shutdown);
         }
         // How activations follow: old exposed name -> new one.
