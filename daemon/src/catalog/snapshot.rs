@@ -343,3 +343,193 @@ impl ToolSource {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, meta_hot: bool) -> Tool {
+        let mut t = Tool::new(
+            name.to_string(),
+            format!("Does {name}. More text."),
+            Arc::new(
+                json!({"type": "object"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        );
+        if meta_hot {
+            let mut meta = rmcp::model::MetaObject::default();
+            meta.insert("hot".into(), json!(true));
+            t.meta = Some(meta);
+        }
+        t
+    }
+
+    /// Builds a snapshot from an `mcpServers` config, each server's tools,
+    /// `discovery.hot` and a permissions.yml text.
+    fn build(
+        config: serde_json::Value,
+        tools: &[(&str, Vec<Tool>)],
+        discovery_hot: &[&str],
+        permissions: &str,
+    ) -> Snapshot {
+        let text = json!({ "mcpServers": config }).to_string();
+        let specs = crate::config::parse(&text, std::path::Path::new("t.json"), &|_| None)
+            .expect("test config parses")
+            .servers;
+        let hot: Vec<String> = discovery_hot.iter().map(|s| s.to_string()).collect();
+        let built: Vec<(ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>)> = specs
+            .into_iter()
+            .map(|spec| {
+                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
+                let listed = tools
+                    .iter()
+                    .find(|(id, _)| *id == spec.id)
+                    .map(|(_, t)| t.clone())
+                    .unwrap_or_default();
+                let entries = entries_for(&spec, &link, &listed, &hot);
+                (spec, link, entries)
+            })
+            .collect();
+        let views: Vec<ServerTools<'_>> = built
+            .iter()
+            .map(|(spec, link, entries)| ServerTools {
+                spec,
+                link,
+                entries,
+            })
+            .collect();
+        let permissions = crate::permissions::Permissions::parse(
+            permissions,
+            std::path::Path::new("permissions.yml"),
+            &Default::default(),
+        )
+        .expect("test permissions parse");
+        Snapshot::build(7, &views, &permissions)
+    }
+
+    fn names(s: &Snapshot) -> Vec<&str> {
+        s.tools.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    #[test]
+    fn first_in_config_order_wins_a_collision_and_the_rest_are_reported() {
+        let s = build(
+            json!({"b": {"command": "x", "prefix": "p"}, "a": {"command": "x", "prefix": "p"}}),
+            &[
+                ("a", vec![tool("read", false)]),
+                ("b", vec![tool("read", false), tool("write", false)]),
+            ],
+            &[],
+            "",
+        );
+        assert_eq!(names(&s), ["p_read", "p_write"]);
+        assert_eq!(s.get("p_read").map(|e| e.server.id.as_str()), Some("b"));
+        assert_eq!(s.duplicates.len(), 1);
+        assert_eq!(s.duplicates[0].name, "p_read");
+        assert_eq!(s.duplicates[0].kept, "b:read");
+        assert_eq!(s.duplicates[0].skipped, ["a:read"]);
+        assert_eq!(s.version, 7);
+    }
+
+    #[test]
+    fn native_names_are_never_taken_by_a_child() {
+        let s = build(
+            json!({"x": {"command": "x", "prefix": ""}}),
+            &[(
+                "x",
+                vec![tool("discover_tools", false), tool("other", false)],
+            )],
+            &[],
+            "",
+        );
+        assert_eq!(names(&s), ["other"]);
+        assert_eq!(s.duplicates[0].name, "discover_tools");
+        assert_eq!(s.duplicates[0].kept, crate::native::OWNER);
+    }
+
+    #[test]
+    fn permissions_hide_denied_tools_and_mark_approvals() {
+        let s = build(
+            json!({"fs": {"command": "x"}}),
+            &[(
+                "fs",
+                vec![
+                    tool("read", false),
+                    tool("write", false),
+                    tool("delete", false),
+                ],
+            )],
+            &[],
+            "rules:\n  fs_delete: deny\n  \"fs_w*\": require_approval\n",
+        );
+        assert_eq!(names(&s), ["fs_read", "fs_write"]);
+        assert!(s.get("fs_delete").is_none());
+        assert!(
+            s.refusal("fs_delete")
+                .is_some_and(|r| r.contains("fs_delete"))
+        );
+        assert!(s.refusal("fs_read").is_none());
+        assert!(s.needs_approval.contains_key("fs_write"));
+        assert!(!s.needs_approval.contains_key("fs_read"));
+    }
+
+    #[test]
+    fn hot_comes_from_the_server_the_discovery_list_and_the_child() {
+        let s = build(
+            json!({"a": {"command": "x", "hot": ["one"]}}),
+            &[(
+                "a",
+                vec![
+                    tool("one", false),
+                    tool("two", false),
+                    tool("three", true),
+                    tool("four", false),
+                ],
+            )],
+            &["a_two"],
+            "",
+        );
+        let hot: Vec<&str> = s
+            .tools
+            .iter()
+            .filter(|e| e.hot)
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(hot, ["a_one", "a_two", "a_three"]);
+    }
+
+    #[test]
+    fn a_new_prefix_renames_every_exposed_name() {
+        let before = build(
+            json!({"a": {"command": "x"}}),
+            &[("a", vec![tool("t", false)])],
+            &[],
+            "",
+        );
+        let after = build(
+            json!({"a": {"command": "x", "prefix": "b"}}),
+            &[("a", vec![tool("t", false)])],
+            &[],
+            "",
+        );
+        assert_eq!(names(&before), ["a_t"]);
+        assert_eq!(names(&after), ["b_t"]);
+        assert_eq!(after.get("b_t").map(|e| e.upstream.as_str()), Some("t"));
+    }
+
+    #[test]
+    fn servers_with_no_tools_yet_are_unlisted() {
+        let s = build(
+            json!({"a": {"command": "x"}, "b": {"command": "x"}}),
+            &[("a", vec![tool("t", false)])],
+            &[],
+            "",
+        );
+        let unlisted: Vec<&str> = s.unlisted.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(unlisted, ["b"]);
+    }
+}
