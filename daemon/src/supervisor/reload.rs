@@ -89,8 +89,16 @@ mod tests {
         use serde_json::json;
         let a = json!({"command": "a"});
         let b = json!({"command": "b"});
+        // (what, old servers, new servers, steps, removed)
+        type Case = (
+            &'static str,
+            serde_json::Value,
+            serde_json::Value,
+            Vec<Step>,
+            Vec<usize>,
+        );
         #[rustfmt::skip]
-        let cases: Vec<(&str, serde_json::Value, serde_json::Value, Vec<Step>, Vec<usize>)> = vec![
+        let cases: Vec<Case> = vec![
             ("same id, same hash",
                 json!({"a": a}), json!({"a": a}),
                 vec![Step::Keep { old: 0, reprefixed: false }], vec![]),
