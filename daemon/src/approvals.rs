@@ -5,7 +5,10 @@
 //! window. Nothing an agent can send approves a call: approvals arrive only
 //! over the control socket.
 
+use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// How long an approval request, an approval or a denial stands.
 pub const WINDOW: Duration = Duration::from_secs(5 * 60);
@@ -22,7 +25,7 @@ pub enum State {
 pub struct Approval {
     pub id: String,
     pub tool: String,
-    /// Canonical hash of the arguments (see [`crate::session::breaker::canonical_key`]).
+    /// Canonical hash of the arguments (see [`canonical_key`]).
     pub key: u64,
     /// The arguments as JSON, cut short, for the person deciding.
     pub preview: String,
@@ -122,6 +125,43 @@ impl ApprovalBook {
             .filter(|a| a.state == State::Pending)
             .cloned()
             .collect()
+    }
+}
+
+/// A hash of arguments that ignores object key order.
+pub fn canonical_key(args: &serde_json::Map<String, Value>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash_object(args, &mut h);
+    h.finish()
+}
+
+fn hash_object(m: &serde_json::Map<String, Value>, h: &mut impl Hasher) {
+    let mut keys: Vec<&String> = m.keys().collect();
+    keys.sort_unstable();
+    h.write_u8(b'{');
+    for k in keys {
+        k.hash(h);
+        hash_value(&m[k.as_str()], h);
+    }
+}
+
+fn hash_value(v: &Value, h: &mut impl Hasher) {
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => b.hash(h),
+        Value::Number(n) => n.to_string().hash(h),
+        Value::String(s) => {
+            h.write_u8(b'"');
+            s.hash(h)
+        }
+        Value::Array(a) => {
+            h.write_u8(b'[');
+            h.write_usize(a.len());
+            for x in a {
+                hash_value(x, h);
+            }
+        }
+        Value::Object(m) => hash_object(m, h),
     }
 }
 

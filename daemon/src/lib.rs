@@ -19,6 +19,7 @@ pub mod config;
 pub mod control;
 pub mod disclosure;
 pub mod example;
+pub mod lines;
 pub mod names;
 pub mod native;
 pub mod permissions;

@@ -58,7 +58,7 @@ pub struct ServerLink {
     /// Call timeout in milliseconds (`timeout_s`; a reload may change it).
     timeout_ms: std::sync::atomic::AtomicU64,
     peer: ArcSwapOption<Peer<RoleClient>>,
-    /// Direct tool calls on a stdio child (see [`crate::childio`]).
+    /// Direct tool calls on a stdio child (see [`crate::child::io`]).
     direct: ArcSwapOption<crate::child::io::DirectCalls>,
     state: AtomicU8,
     /// `None` for a link built outside a running daemon (tests, benchmarks).

@@ -4,9 +4,6 @@
 //! it reaches the child. A success, or other arguments, resets the count.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-
-use serde_json::Value;
 
 /// Prior identical failures after which a call is refused.
 pub const REFUSE_AFTER: u32 = 2;
@@ -46,46 +43,11 @@ impl RetryBreaker {
     }
 }
 
-/// A hash of arguments that ignores object key order.
-pub fn canonical_key(args: &serde_json::Map<String, Value>) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    hash_object(args, &mut h);
-    h.finish()
-}
-
-fn hash_object(m: &serde_json::Map<String, Value>, h: &mut impl Hasher) {
-    let mut keys: Vec<&String> = m.keys().collect();
-    keys.sort_unstable();
-    h.write_u8(b'{');
-    for k in keys {
-        k.hash(h);
-        hash_value(&m[k.as_str()], h);
-    }
-}
-
-fn hash_value(v: &Value, h: &mut impl Hasher) {
-    match v {
-        Value::Null => h.write_u8(0),
-        Value::Bool(b) => b.hash(h),
-        Value::Number(n) => n.to_string().hash(h),
-        Value::String(s) => {
-            h.write_u8(b'"');
-            s.hash(h)
-        }
-        Value::Array(a) => {
-            h.write_u8(b'[');
-            h.write_usize(a.len());
-            for x in a {
-                hash_value(x, h);
-            }
-        }
-        Value::Object(m) => hash_object(m, h),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approvals::canonical_key;
+    use serde_json::Value;
     use serde_json::json;
 
     fn key(v: Value) -> u64 {

@@ -14,8 +14,9 @@ use serde_json::Value;
 
 use super::SetActive;
 use super::approval::{Answers, Approval};
-use super::breaker::{REFUSE_AFTER, RetryBreaker, canonical_key};
+use super::breaker::{REFUSE_AFTER, RetryBreaker};
 use super::server::{SessionServer, text_result, unknown_tool_message};
+use crate::approvals::canonical_key;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::io::Direct;
 use crate::child::link::ProgressRoute;

@@ -37,7 +37,7 @@ pub struct SessionServer {
     pub search_limit: usize,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
-    /// Identical failing calls of this session (see [`crate::breaker`]).
+    /// Identical failing calls of this session (see [`super::breaker`]).
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
     /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
     /// that carries the user's answer.
