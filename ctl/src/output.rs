@@ -93,6 +93,10 @@ pub fn pretty(value: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per reply kind; each arm is a table of its own"
+)]
 pub fn render(
     request: &CtlRequest,
     data: &Value,

@@ -712,6 +712,10 @@ impl TransportKind {
 }
 
 /// Parses one server entry. `Ok(None)` means `disabled: true`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one key after another, in the order the README documents them"
+)]
 fn parse_server(
     id: &str,
     value: &Value,
