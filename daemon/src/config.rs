@@ -112,64 +112,9 @@ impl Config {
     }
 }
 
-/// Which tools `tools/list` returns to a session (DESIGN.md, "Discovery modes").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DiscoveryMode {
-    /// Every native and permitted proxied tool.
-    Legacy,
-    /// Native tools, hot tools and the session's activated tools.
-    #[default]
-    Dynamic,
-}
-
-impl DiscoveryMode {
-    /// The name used in the config file, on the command line and in `--json` output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DiscoveryMode::Legacy => "legacy",
-            DiscoveryMode::Dynamic => "dynamic",
-        }
-    }
-}
-
-impl fmt::Display for DiscoveryMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A discovery mode name that is neither `legacy` nor `dynamic`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown discovery mode '{0}'; expected 'legacy' or 'dynamic'")]
-pub struct UnknownDiscoveryMode(pub String);
-
-impl DiscoveryMode {
-    /// Parses a mode given by `source` (`--mode`, an environment variable),
-    /// whose name the error leads with.
-    pub fn parse_from(value: &str, source: &str) -> Result<DiscoveryMode, String> {
-        value
-            .parse()
-            .map_err(|e: UnknownDiscoveryMode| format!("{source}: {e}"))
-    }
-}
-
-impl FromStr for DiscoveryMode {
-    type Err = UnknownDiscoveryMode;
-
-    /// Case-insensitive, surrounding whitespace ignored (the value often comes from an
-    /// environment variable).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let name = s.trim();
-        if name.eq_ignore_ascii_case("legacy") {
-            Ok(DiscoveryMode::Legacy)
-        } else if name.eq_ignore_ascii_case("dynamic") {
-            Ok(DiscoveryMode::Dynamic)
-        } else {
-            Err(UnknownDiscoveryMode(s.to_owned()))
-        }
-    }
-}
+/// The discovery mode is part of the control protocol (sessions report it),
+/// so its names and parsing live there.
+pub use evo_proto::ctl::{DiscoveryMode, UnknownDiscoveryMode};
 
 /// The `discovery` section: defaults for sessions' tool disclosure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1584,30 +1529,6 @@ mod tests {
         };
         assert_eq!(caps(0), ["github"]);
         assert_eq!(caps(1), ["search"]);
-    }
-
-    #[test]
-    fn discovery_mode_from_str() {
-        #[rustfmt::skip]
-        let cases = [
-            ("legacy", Some(DiscoveryMode::Legacy)),
-            ("Dynamic", Some(DiscoveryMode::Dynamic)),
-            (" LEGACY ", Some(DiscoveryMode::Legacy)),
-            ("", None),
-            ("static", None),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(input.parse::<DiscoveryMode>().ok(), expected, "{input:?}");
-        }
-        let err = "static".parse::<DiscoveryMode>().err();
-        assert_eq!(
-            err.map(|e| e.to_string()).as_deref(),
-            Some("unknown discovery mode 'static'; expected 'legacy' or 'dynamic'")
-        );
-        assert_eq!(DiscoveryMode::default(), DiscoveryMode::Dynamic);
-        assert_eq!(DiscoveryMode::Legacy.to_string(), "legacy");
-        let json = serde_json::to_string(&DiscoveryMode::Legacy).ok();
-        assert_eq!(json.as_deref(), Some("\"legacy\""));
     }
 
     fn hash_of(body: &str) -> ConfigHash {

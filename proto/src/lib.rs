@@ -12,7 +12,7 @@ pub mod frame;
 pub mod handshake;
 pub mod paths;
 
-pub use ctl::{CtlReply, CtlRequest};
+pub use ctl::{CtlReply, CtlRequest, Reply};
 pub use handshake::{ConnKind, Hello, Welcome};
 
 /// Version of the handshake and ctl protocol. Bumped on incompatible change; a
