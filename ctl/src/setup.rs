@@ -422,7 +422,7 @@ impl JsonFile {
             return Err(format!(
                 "{}: the top level is {}, not an object, so it is not an MCP config; evoctl left it untouched: {hint}",
                 path.display(),
-                kind(&value)
+                evo_proto::json_kind(&value)
             ));
         };
         Ok(JsonFile {
@@ -466,7 +466,7 @@ impl JsonFile {
         format!(
             "{}: \"{key}\" is {}, not an object of servers by id; evoctl left the file untouched: fix it, or {hint}",
             self.path.display(),
-            kind(found)
+            evo_proto::json_kind(found)
         )
     }
 
@@ -904,17 +904,6 @@ fn comment_note(text: &[u8], e: &serde_json::Error) -> &'static str {
         " (a comment: evoctl writes plain JSON and would lose it)"
     } else {
         ""
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use evo_proto::json_kind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -476,7 +477,7 @@ pub fn parse(
     let Value::Object(root) = root else {
         return Err(invalid(format!(
             "the top level must be a JSON object, found {}",
-            kind(&root)
+            json_kind(&root)
         )));
     };
 
@@ -500,7 +501,7 @@ pub fn parse(
         let Value::Object(entries) = value else {
             return Err(invalid(format!(
                 "'{section}' must be an object mapping server ids to servers, found {}",
-                kind(value)
+                json_kind(value)
             )));
         };
         for (id, entry) in entries {
@@ -563,7 +564,10 @@ fn section<'a>(
     warnings: &mut Vec<String>,
 ) -> Result<&'a Map<String, Value>, String> {
     let Value::Object(object) = value else {
-        return Err(format!("'{name}' must be an object, found {}", kind(value)));
+        return Err(format!(
+            "'{name}' must be an object, found {}",
+            json_kind(value)
+        ));
     };
     warn_unknown_keys(object, known, name, warnings);
     Ok(object)
@@ -678,7 +682,7 @@ fn parse_server(
             "",
             format!(
                 "expected an object describing the server, found {}",
-                kind(value)
+                json_kind(value)
             ),
         ));
     };
@@ -1065,24 +1069,12 @@ fn seconds(value: &Value) -> Result<Duration, TypeError> {
         .ok_or_else(|| TypeError::expected("a positive number of seconds", value))
 }
 
-/// The JSON type of a value, for error messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A value for error messages: booleans and numbers verbatim, anything else by kind only, so
 /// a misplaced secret (`"env": "TOKEN=..."`) never reaches a log.
 fn describe(value: &Value) -> String {
     match value {
         Value::Bool(_) | Value::Number(_) => value.to_string(),
-        _ => kind(value).to_owned(),
+        _ => json_kind(value).to_owned(),
     }
 }
 
