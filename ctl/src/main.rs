@@ -1,6 +1,7 @@
 //! `evoctl`: evo's control CLI, and `evoctl shim`, the stdio entry every MCP
 //! client launches.
 
+mod jsonedit;
 mod output;
 mod service;
 mod setup;
