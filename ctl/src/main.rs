@@ -1,6 +1,7 @@
 //! `evoctl`: evo's control CLI, and `evoctl shim`, the stdio entry every MCP
 //! client launches.
 
+mod jsonedit;
 mod output;
 mod service;
 mod setup;
@@ -12,7 +13,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand};
-use evo_proto::{CtlReply, CtlRequest, Hello, Welcome, frame};
+use evo_proto::ctl::{ServerState, StatusReport};
+use evo_proto::{CtlReply, CtlRequest, Hello, Reply, Welcome, frame};
 use tokio::io::BufReader;
 
 /// Exit codes (DESIGN.md): 0 ok, 1 refused (by the daemon, or a local command
@@ -359,35 +361,51 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
         return ExitCode::from(EXIT_REFUSED);
     }
     let data = reply.data.unwrap_or(serde_json::Value::Null);
-    if let Err(e) = output::render(&request, &data, json, out.as_deref()) {
+    let reply = match Reply::decode(&request, data) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("evoctl: unexpected reply from evod: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    if let Err(e) = output::render(&request, &reply, json, out.as_deref()) {
         eprintln!("evoctl: {e}");
         return ExitCode::from(EXIT_REFUSED);
     }
     // A person at a terminal wants to see re-discovery finish; scripts and
     // pipes get the reply alone, so their output stays one stable shape.
     if !json && std::io::stdout().is_terminal() {
-        let ids = match request {
-            CtlRequest::Refresh { .. } => {
-                serde_json::from_value::<evo_proto::ctl::ActionReport>(data)
-                    .map(|r| r.restarted)
-                    .unwrap_or_default()
-            }
+        let ids = match (&request, reply) {
+            (CtlRequest::Refresh { .. }, Reply::Action(r)) => r.restarted,
             // A daemon still discovering its servers (first start of many):
             // follow it until each is ready or failed.
-            CtlRequest::Status => serde_json::from_value::<evo_proto::ctl::StatusReport>(data)
-                .map(|s| {
-                    s.servers
-                        .into_iter()
-                        .filter(|v| v.state == "starting" || v.state == "restarting")
-                        .map(|v| v.id)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            (CtlRequest::Status, Reply::Status(s)) => s
+                .servers
+                .into_iter()
+                .filter(|v| matches!(v.state, ServerState::Starting | ServerState::Restarting))
+                .map(|v| v.id)
+                .collect(),
             _ => Vec::new(),
         };
         follow_refresh(socket, &ids).await;
     }
     ExitCode::SUCCESS
+}
+
+/// The daemon's status, or `None` when it did not answer with one.
+async fn status(socket: &Path) -> Option<StatusReport> {
+    let request = CtlRequest::Status;
+    match exchange(socket, &request).await {
+        Ok(CtlReply {
+            ok: true,
+            data: Some(data),
+            ..
+        }) => match Reply::decode(&request, data) {
+            Ok(Reply::Status(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// How often, and how long, `evoctl refresh` polls status on a terminal.
@@ -405,15 +423,7 @@ async fn follow_refresh(socket: &Path, ids: &[String]) {
     let started = Instant::now();
     let mut stdout = std::io::stdout();
     loop {
-        let status = match exchange(socket, &CtlRequest::Status).await {
-            Ok(CtlReply {
-                ok: true,
-                data: Some(d),
-                ..
-            }) => serde_json::from_value::<evo_proto::ctl::StatusReport>(d).ok(),
-            _ => None,
-        };
-        let Some(status) = status else {
+        let Some(status) = status(socket).await else {
             // The daemon went away or answered oddly: the reply already said
             // what was asked; `evoctl status` tells the rest.
             let _ = writeln!(stdout);

@@ -2,17 +2,8 @@
 
 use std::path::Path;
 
-use evo_proto::CtlRequest;
-use evo_proto::ctl::{
-    ActionReport, ActivationReport, ApprovalsReport, SearchResults, SessionsReport, StatusReport,
-    ToolList,
-};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
-
-fn parse<T: DeserializeOwned>(data: &Value) -> Result<T, String> {
-    serde_json::from_value(data.clone()).map_err(|e| format!("unexpected reply from evod: {e}"))
-}
+use evo_proto::ctl::{ServerState, StatusReport};
+use evo_proto::{CtlRequest, Reply};
 
 /// Prints a table: columns padded to their widest cell.
 fn table(header: &[&str], rows: &[Vec<String>]) {
@@ -93,26 +84,26 @@ pub fn pretty(value: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
+/// Prints the reply to `request`: as a table or lines for a person, or
+/// its JSON with `--json`.
 #[allow(
     clippy::too_many_lines,
     reason = "one arm per reply kind; each arm is a table of its own"
 )]
 pub fn render(
     request: &CtlRequest,
-    data: &Value,
+    reply: &Reply,
     json: bool,
     out: Option<&Path>,
 ) -> Result<(), String> {
-    if let CtlRequest::Docs = request {
-        return docs(data.as_str().unwrap_or_default(), json, out);
-    }
-    if json {
-        println!("{}", pretty(data));
+    // `docs` has a `--json` shape of its own.
+    if json && !matches!(reply, Reply::Docs(_)) {
+        println!("{}", pretty(reply));
         return Ok(());
     }
-    match request {
-        CtlRequest::Status => {
-            let s: StatusReport = parse(data)?;
+    match reply {
+        Reply::Docs(markdown) => return docs(markdown, json, out),
+        Reply::Status(s) => {
             println!(
                 "evod {} (pid {}) on {}, up {}, {} tools",
                 s.daemon.version,
@@ -124,14 +115,14 @@ pub fn render(
             let cfg = if s.config.ok {
                 "ok".to_string()
             } else {
-                format!("ERROR: {}", s.config.error.unwrap_or_default())
+                format!("ERROR: {}", s.config.error.as_deref().unwrap_or_default())
             };
             println!("config {}: {cfg}", s.config.path);
             if !s.permissions.ok {
                 println!(
                     "permissions {}: ERROR: {}",
                     s.permissions.path,
-                    s.permissions.error.unwrap_or_default()
+                    s.permissions.error.as_deref().unwrap_or_default()
                 );
             }
             println!();
@@ -141,9 +132,9 @@ pub fn render(
                 .map(|v| {
                     vec![
                         v.id.clone(),
-                        v.state.clone(),
+                        v.state.to_string(),
                         v.tools.to_string(),
-                        v.source.clone(),
+                        v.source.to_string(),
                         format!(
                             "{}/{}",
                             v.cached_tools.map_or("-".into(), |n| n.to_string()),
@@ -187,8 +178,7 @@ pub fn render(
                 }
             }
         }
-        CtlRequest::List { .. } => {
-            let l: ToolList = parse(data)?;
+        Reply::Tools(l) => {
             if let Some(s) = &l.session {
                 eprintln!("session {s}");
             }
@@ -197,10 +187,9 @@ pub fn render(
                 println!("{} — {} ({}){hot}", t.name, t.summary, t.domain);
             }
         }
-        CtlRequest::Search { .. } => {
-            let r: SearchResults = parse(data)?;
+        Reply::Search(r) => {
             if r.results.is_empty() {
-                println!("no matches: {}", r.reason.unwrap_or_default());
+                println!("no matches: {}", r.reason.as_deref().unwrap_or_default());
             }
             let rows: Vec<Vec<String>> = r
                 .results
@@ -221,8 +210,7 @@ pub fn render(
                 println!("{note}");
             }
         }
-        CtlRequest::Sessions => {
-            let r: SessionsReport = parse(data)?;
+        Reply::Sessions(r) => {
             if r.sessions.is_empty() {
                 println!("no live sessions");
                 return Ok(());
@@ -234,8 +222,8 @@ pub fn render(
                     vec![
                         s.id.clone(),
                         s.name.clone().unwrap_or_else(|| "-".into()),
-                        s.mode.clone(),
-                        s.io.clone(),
+                        s.mode.to_string(),
+                        s.io.to_string(),
                         s.activated.len().to_string(),
                         format!("{} ago", age(s.last_active)),
                     ]
@@ -246,8 +234,7 @@ pub fn render(
                 &rows,
             );
         }
-        CtlRequest::Approvals => {
-            let r: ApprovalsReport = parse(data)?;
+        Reply::Approvals(r) => {
             if r.approvals.is_empty() {
                 println!("no calls waiting for approval");
                 return Ok(());
@@ -269,8 +256,7 @@ pub fn render(
                 "\nevoctl approve ID lets the identical call pass once; evoctl deny ID refuses it."
             );
         }
-        CtlRequest::Activate { .. } | CtlRequest::Deactivate { .. } => {
-            let r: ActivationReport = parse(data)?;
+        Reply::Activation(r) => {
             let verb = if matches!(request, CtlRequest::Activate { .. }) {
                 "activated"
             } else {
@@ -282,25 +268,20 @@ pub fn render(
                 println!("session {}: {verb} {}", r.session, r.changed.join(", "));
             }
         }
-        CtlRequest::Describe { .. } => {
-            print!("{}", data["text"].as_str().unwrap_or_default());
-        }
-        _ => match parse::<ActionReport>(data) {
-            Ok(r) => {
-                println!("{}", r.message);
-                for (label, list) in [
-                    ("added", &r.added),
-                    ("removed", &r.removed),
-                    ("restarted", &r.restarted),
-                    ("re-prefixed", &r.reprefixed),
-                ] {
-                    if !list.is_empty() {
-                        println!("{label}: {}", list.join(", "));
-                    }
+        Reply::Tool(t) => print!("{}", t.text),
+        Reply::Action(r) => {
+            println!("{}", r.message);
+            for (label, list) in [
+                ("added", &r.added),
+                ("removed", &r.removed),
+                ("restarted", &r.restarted),
+                ("re-prefixed", &r.reprefixed),
+            ] {
+                if !list.is_empty() {
+                    println!("{label}: {}", list.join(", "));
                 }
             }
-            Err(_) => println!("{}", pretty(data)),
-        },
+        }
     }
     Ok(())
 }
@@ -316,17 +297,14 @@ pub struct RefreshProgress {
 /// server missing from status (removed by a reload meanwhile) counts as
 /// settled: nothing more will happen to it.
 pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgress {
-    let state = |id: &String| {
-        status
-            .servers
-            .iter()
-            .find(|s| &s.id == id)
-            .map(|s| s.state.as_str())
-    };
-    let ready = ids.iter().filter(|id| state(id) == Some("ready")).count();
+    let state = |id: &String| status.servers.iter().find(|s| &s.id == id).map(|s| s.state);
+    let ready = ids
+        .iter()
+        .filter(|id| state(id) == Some(ServerState::Ready))
+        .count();
     let failed: Vec<&str> = ids
         .iter()
-        .filter(|id| state(id) == Some("failed"))
+        .filter(|id| state(id) == Some(ServerState::Failed))
         .map(String::as_str)
         .collect();
     let gone = ids.iter().filter(|id| state(id).is_none()).count();
@@ -351,13 +329,13 @@ mod tests {
     use super::*;
     use evo_proto::ctl::ServerStatus;
 
-    fn status(states: &[(&str, &str)]) -> StatusReport {
+    fn status(states: &[(&str, ServerState)]) -> StatusReport {
         StatusReport {
             servers: states
                 .iter()
-                .map(|(id, state)| ServerStatus {
+                .map(|&(id, state)| ServerStatus {
                     id: id.to_string(),
-                    state: state.to_string(),
+                    state,
                     ..Default::default()
                 })
                 .collect(),
@@ -380,7 +358,11 @@ mod tests {
 
     #[test]
     fn refresh_progress_counts_targeted_servers_only() {
-        let s = status(&[("a", "ready"), ("b", "starting"), ("c", "starting")]);
+        let s = status(&[
+            ("a", ServerState::Ready),
+            ("b", ServerState::Starting),
+            ("c", ServerState::Starting),
+        ]);
         let p = refresh_progress(&s, &ids(&["a", "b"]));
         assert_eq!(p.line, "re-discovering: 1/2 ready");
         assert!(!p.done);
@@ -388,7 +370,7 @@ mod tests {
 
     #[test]
     fn refresh_progress_is_done_when_ready_or_failed() {
-        let s = status(&[("a", "ready"), ("b", "failed")]);
+        let s = status(&[("a", ServerState::Ready), ("b", ServerState::Failed)]);
         let p = refresh_progress(&s, &ids(&["a", "b"]));
         assert!(p.done);
         assert_eq!(

@@ -4,9 +4,9 @@
 //!
 //! Both go through [`JsonFile`], which never overwrites a file it could not
 //! parse, keeps the previous content as `FILE.bak`, changes only the text of
-//! the entries it sets (every other line stays byte for byte), and replaces
-//! the file atomically so a client reading it meanwhile sees the old file or
-//! the new one, never half of one.
+//! the entries it sets (every other line stays byte for byte: see
+//! [`crate::jsonedit`]), and replaces the file atomically so a client reading
+//! it meanwhile sees the old file or the new one, never half of one.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -16,6 +16,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::jsonedit::{Document, NotAnObject, ParseError};
 use crate::output::pretty;
 use crate::{config_home, home_dir};
 
@@ -365,18 +366,15 @@ fn runs_evo_shim(entry: &Value) -> bool {
     base == "evoctl" && words.any(|w| w == "shim")
 }
 
-/// A JSON config file as evoctl edits it: the top-level object, the bytes it
-/// was read from (for the backup) and its layout (for the rewrite).
+/// A JSON config file as evoctl edits it: where it lives, the bytes it was
+/// read from (for the backup) and the document being edited.
 struct JsonFile {
     /// The file to write. A symlinked config (dotfile managers do that) is
     /// edited where it lives, so the link survives the atomic rename.
     path: PathBuf,
     /// `None` when the file does not exist yet.
     original: Option<Vec<u8>>,
-    doc: Map<String, Value>,
-    layout: Layout,
-    /// The servers set since loading, as (object key, id), for the splice.
-    edits: Vec<(String, String)>,
+    doc: Document,
 }
 
 impl JsonFile {
@@ -399,38 +397,30 @@ impl JsonFile {
 
     /// [`JsonFile::load`] for bytes already read (`None`: no such file).
     fn parse(path: PathBuf, original: Option<Vec<u8>>, hint: &str) -> Result<JsonFile, String> {
-        let text = original.as_deref().unwrap_or_default();
-        // Editors on Windows like to start files with a byte-order mark.
-        let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            return Ok(JsonFile {
-                path,
-                original,
-                doc: Map::new(),
-                layout: Layout::default(),
-                edits: Vec::new(),
-            });
-        }
-        let value: Value = serde_json::from_slice(text).map_err(|e| {
-            format!(
-                "{} is not valid JSON: {e}{}. evoctl left it untouched: fix it and run this again, or {hint}",
-                path.display(),
-                comment_note(text, &e)
-            )
-        })?;
-        let Value::Object(doc) = value else {
-            return Err(format!(
-                "{}: the top level is {}, not an object, so it is not an MCP config; evoctl left it untouched: {hint}",
-                path.display(),
-                kind(&value)
-            ));
+        let doc = match Document::parse(original.as_deref().unwrap_or_default()) {
+            Ok(doc) => doc,
+            Err(ParseError::Invalid { error, on_comment }) => {
+                let note = if on_comment {
+                    " (a comment: evoctl writes plain JSON and would lose it)"
+                } else {
+                    ""
+                };
+                return Err(format!(
+                    "{} is not valid JSON: {error}{note}. evoctl left it untouched: fix it and run this again, or {hint}",
+                    path.display(),
+                ));
+            }
+            Err(ParseError::NotAnObject { found }) => {
+                return Err(format!(
+                    "{}: the top level is {found}, not an object, so it is not an MCP config; evoctl left it untouched: {hint}",
+                    path.display(),
+                ));
+            }
         };
         Ok(JsonFile {
             path,
-            layout: Layout::of(text),
             original,
             doc,
-            edits: Vec::new(),
         })
     }
 
@@ -438,76 +428,30 @@ impl JsonFile {
     /// Refuses when `key` holds something other than an object: replacing it
     /// would lose the person's data.
     fn servers(&self, key: &str, hint: &str) -> Result<Option<&Map<String, Value>>, String> {
-        match self.doc.get(key) {
-            None => Ok(None),
-            Some(Value::Object(servers)) => Ok(Some(servers)),
-            Some(other) => Err(self.not_servers(key, other, hint)),
-        }
+        self.doc
+            .object(key)
+            .map_err(|e| self.not_servers(key, e, hint))
     }
 
     /// Sets server `id` under the top-level `key` (created if missing). An
     /// existing entry is replaced where it stands.
     fn set_server(&mut self, key: &str, id: &str, entry: Value, hint: &str) -> Result<(), String> {
-        if let Some(other) = self.doc.get(key).filter(|v| !v.is_object()) {
-            return Err(self.not_servers(key, other, hint));
-        }
-        if let Value::Object(servers) = self
-            .doc
-            .entry(key)
-            .or_insert_with(|| Value::Object(Map::new()))
-        {
-            servers.insert(id.to_string(), entry);
-        }
-        self.edits.push((key.to_string(), id.to_string()));
-        Ok(())
+        self.doc
+            .set(key, id, entry)
+            .map_err(|e| self.not_servers(key, e, hint))
     }
 
-    fn not_servers(&self, key: &str, found: &Value, hint: &str) -> String {
+    fn not_servers(&self, key: &str, NotAnObject { found }: NotAnObject, hint: &str) -> String {
         format!(
-            "{}: \"{key}\" is {}, not an object of servers by id; evoctl left the file untouched: fix it, or {hint}",
+            "{}: \"{key}\" is {found}, not an object of servers by id; evoctl left the file untouched: fix it, or {hint}",
             self.path.display(),
-            kind(found)
         )
-    }
-
-    /// The new content: the old text with only the edited entries spliced
-    /// in, so every other line stays byte for byte; the whole document
-    /// re-serialised in the file's layout when a splice is not possible.
-    fn content(&self) -> Vec<u8> {
-        self.splice()
-            .unwrap_or_else(|| self.layout.render(&self.doc))
-    }
-
-    fn splice(&self) -> Option<Vec<u8>> {
-        let unit = self.layout.indent.as_deref()?;
-        let nl = if self.layout.crlf { "\r\n" } else { "\n" };
-        let bytes = self.original.as_deref()?;
-        let bom = bytes.starts_with(b"\xEF\xBB\xBF");
-        let mut text = std::str::from_utf8(&bytes[if bom { 3 } else { 0 }..])
-            .ok()?
-            .to_string();
-        for (key, id) in &self.edits {
-            let entry = self.doc.get(key)?.get(id)?;
-            text = splice::set_member(&text, key, id, entry, unit, nl)?;
-        }
-        // Trusted only if it reads back as exactly the edited document, in
-        // the same order.
-        let reread: Value = serde_json::from_str(&text).ok()?;
-        if serde_json::to_string(&reread).ok()? != serde_json::to_string(&self.doc).ok()? {
-            return None;
-        }
-        let mut out = Vec::with_capacity(text.len() + 3);
-        if bom {
-            out.extend_from_slice(b"\xEF\xBB\xBF");
-        }
-        out.extend_from_slice(text.as_bytes());
-        Some(out)
     }
 
     /// Writes the document back: the previous content to `FILE.bak` first,
     /// then the new content atomically. Returns the backup's path.
     fn save(&self) -> Result<Option<PathBuf>, String> {
-        let bytes = self.content();
+        let bytes = self.doc.to_bytes();
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -537,312 +481,6 @@ impl JsonFile {
             )
         })?;
         Ok(backup)
-    }
-}
-
-/// How a file was laid out, so a rewrite differs from it only where evoctl
-/// changed something: same indentation, line endings and final newline.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Layout {
-    /// `None`: everything on one line.
-    indent: Option<String>,
-    crlf: bool,
-    final_newline: bool,
-}
-
-impl Default for Layout {
-    fn default() -> Layout {
-        Layout {
-            indent: Some("  ".into()),
-            crlf: false,
-            final_newline: true,
-        }
-    }
-}
-
-impl Layout {
-    fn of(text: &[u8]) -> Layout {
-        let text = String::from_utf8_lossy(text);
-        let body = text.trim();
-        if !body.contains('\n') {
-            return Layout {
-                indent: None,
-                crlf: false,
-                final_newline: text.ends_with('\n'),
-            };
-        }
-        let indent = body
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let width = l.len() - l.trim_start_matches([' ', '\t']).len();
-                &l[..width]
-            })
-            .find(|ws| !ws.is_empty())
-            .unwrap_or("  ");
-        Layout {
-            indent: Some(indent.to_string()),
-            crlf: body.contains("\r\n"),
-            final_newline: text.ends_with('\n'),
-        }
-    }
-
-    fn render(&self, doc: &Map<String, Value>) -> Vec<u8> {
-        let mut out = Vec::new();
-        // Serialising a Value into memory cannot fail: its keys are strings.
-        let _ = match &self.indent {
-            None => serde_json::to_writer(&mut out, doc),
-            Some(indent) => {
-                let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-                let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
-                doc.serialize(&mut ser)
-            }
-        };
-        let newline: &[u8] = if self.crlf { b"\r\n" } else { b"\n" };
-        if self.crlf {
-            // Raw newlines only occur between tokens: strings escape theirs.
-            let mut with_cr = Vec::with_capacity(out.len() + out.len() / 16);
-            for b in out {
-                if b == b'\n' {
-                    with_cr.push(b'\r');
-                }
-                with_cr.push(b);
-            }
-            out = with_cr;
-        }
-        if self.final_newline {
-            out.extend_from_slice(newline);
-        }
-        out
-    }
-}
-
-/// Edits a JSON text in place: finds where members start and end with a
-/// scanner over text serde_json already accepted, and gives up (`None`) on
-/// anything it does not expect, leaving the caller to re-serialise instead.
-mod splice {
-    use serde_json::{Value, json};
-
-    /// Where one member of an object sits in the text (byte offsets).
-    struct Member {
-        key: String,
-        key_start: usize,
-        value_start: usize,
-        value_end: usize,
-    }
-
-    /// Where an object's braces and members sit in the text.
-    struct Object {
-        open: usize,
-        close: usize,
-        members: Vec<Member>,
-    }
-
-    impl Object {
-        /// The member JSON keeps when a key is repeated: the last.
-        fn member(&self, key: &str) -> Option<&Member> {
-            self.members.iter().rev().find(|m| m.key == key)
-        }
-    }
-
-    /// Sets `top[key][id] = entry` in `text`, indenting new lines like
-    /// their neighbours with one `unit` per level.
-    pub fn set_member(
-        text: &str,
-        key: &str,
-        id: &str,
-        entry: &Value,
-        unit: &str,
-        nl: &str,
-    ) -> Option<String> {
-        let b = text.as_bytes();
-        let top = object(b, skip_ws(b, 0))?;
-        let Some(servers) = top.member(key) else {
-            return insert(text, &top, key, &json!({ id: entry }), unit, nl);
-        };
-        let servers = object(b, servers.value_start)?;
-        match servers.member(id) {
-            Some(old) => {
-                let indent = own_line_indent(text, old.key_start)?;
-                let value = render(entry, indent, unit, nl)?;
-                Some(replace(text, old.value_start, old.value_end, &value))
-            }
-            None => insert(text, &servers, id, entry, unit, nl),
-        }
-    }
-
-    /// Adds `"key": value` as the object's last member.
-    fn insert(
-        text: &str,
-        obj: &Object,
-        key: &str,
-        value: &Value,
-        unit: &str,
-        nl: &str,
-    ) -> Option<String> {
-        let key = serde_json::to_string(key).ok()?;
-        match obj.members.last() {
-            // Members one per line: the new one goes on its own line, after
-            // the last, at the same indentation.
-            Some(last) => {
-                let indent = own_line_indent(text, last.key_start)?;
-                let value = render(value, indent, unit, nl)?;
-                let member = format!(",{nl}{indent}{key}: {value}");
-                Some(replace(text, last.value_end, last.value_end, &member))
-            }
-            None => {
-                let outer = line_indent(text, obj.open);
-                let inner = format!("{outer}{unit}");
-                let value = render(value, &inner, unit, nl)?;
-                let body = format!("{nl}{inner}{key}: {value}{nl}{outer}");
-                Some(replace(text, obj.open + 1, obj.close, &body))
-            }
-        }
-    }
-
-    /// `value` pretty-printed for a spot indented by `indent`.
-    fn render(value: &Value, indent: &str, unit: &str, nl: &str) -> Option<String> {
-        use serde::Serialize;
-        let mut out = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
-        value.serialize(&mut ser).ok()?;
-        // Raw newlines only occur between tokens: strings escape theirs.
-        Some(
-            String::from_utf8(out)
-                .ok()?
-                .replace('\n', &format!("{nl}{indent}")),
-        )
-    }
-
-    fn replace(text: &str, start: usize, end: usize, with: &str) -> String {
-        let mut out = String::with_capacity(text.len() + with.len());
-        out.push_str(&text[..start]);
-        out.push_str(with);
-        out.push_str(&text[end..]);
-        out
-    }
-
-    /// The whitespace that starts the line holding byte `at`.
-    fn line_indent(text: &str, at: usize) -> &str {
-        let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        let line = &text[start..];
-        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
-    }
-
-    /// Like [`line_indent`], but only if nothing else precedes `at` on its
-    /// line: a member sharing its line with others has no indentation to copy.
-    fn own_line_indent(text: &str, at: usize) -> Option<&str> {
-        let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        let lead = &text[start..at];
-        lead.bytes()
-            .all(|c| c == b' ' || c == b'\t')
-            .then_some(lead)
-    }
-
-    fn skip_ws(b: &[u8], mut i: usize) -> usize {
-        while b.get(i).is_some_and(u8::is_ascii_whitespace) {
-            i += 1;
-        }
-        i
-    }
-
-    /// The end of the string opening at `i`.
-    fn string_end(b: &[u8], i: usize) -> Option<usize> {
-        if b.get(i) != Some(&b'"') {
-            return None;
-        }
-        let mut j = i + 1;
-        loop {
-            match b.get(j)? {
-                b'\\' => j += 2,
-                b'"' => return Some(j + 1),
-                _ => j += 1,
-            }
-        }
-    }
-
-    /// The end of the value starting at `i`.
-    fn value_end(b: &[u8], i: usize) -> Option<usize> {
-        match b.get(i)? {
-            b'"' => string_end(b, i),
-            b'{' | b'[' => {
-                let mut depth = 0usize;
-                let mut j = i;
-                loop {
-                    match b.get(j)? {
-                        b'"' => {
-                            j = string_end(b, j)?;
-                            continue;
-                        }
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                return Some(j + 1);
-                            }
-                        }
-                        _ => {}
-                    }
-                    j += 1;
-                }
-            }
-            _ => {
-                let mut j = i;
-                while b
-                    .get(j)
-                    .is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
-                {
-                    j += 1;
-                }
-                (j > i).then_some(j)
-            }
-        }
-    }
-
-    /// The object opening at `open`.
-    fn object(b: &[u8], open: usize) -> Option<Object> {
-        if b.get(open) != Some(&b'{') {
-            return None;
-        }
-        let mut members = Vec::new();
-        let mut i = skip_ws(b, open + 1);
-        if b.get(i) == Some(&b'}') {
-            return Some(Object {
-                open,
-                close: i,
-                members,
-            });
-        }
-        loop {
-            let key_start = i;
-            let key_end = string_end(b, i)?;
-            let key: String = serde_json::from_slice(&b[key_start..key_end]).ok()?;
-            i = skip_ws(b, key_end);
-            if b.get(i) != Some(&b':') {
-                return None;
-            }
-            let value_start = skip_ws(b, i + 1);
-            let value_end = value_end(b, value_start)?;
-            members.push(Member {
-                key,
-                key_start,
-                value_start,
-                value_end,
-            });
-            i = skip_ws(b, value_end);
-            match b.get(i)? {
-                b',' => i = skip_ws(b, i + 1),
-                b'}' => {
-                    return Some(Object {
-                        open,
-                        close: i,
-                        members,
-                    });
-                }
-                _ => return None,
-            }
-        }
     }
 }
 
@@ -891,33 +529,6 @@ fn write_atomic(
     Ok(())
 }
 
-/// A hint when a parse error sits on a comment: VS Code accepts comments in
-/// its JSON files, JSON does not, and a rewrite would lose them.
-fn comment_note(text: &[u8], e: &serde_json::Error) -> &'static str {
-    let line = String::from_utf8_lossy(text)
-        .lines()
-        .nth(e.line().saturating_sub(1))
-        .map(str::to_string)
-        .unwrap_or_default();
-    let at = line.get(e.column().saturating_sub(1)..).unwrap_or("");
-    if at.starts_with("//") || at.starts_with("/*") {
-        " (a comment: evoctl writes plain JSON and would lose it)"
-    } else {
-        ""
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -945,100 +556,37 @@ mod tests {
     }
 
     #[test]
-    fn layout_is_kept() {
-        let cases: [(&str, Layout); 3] = [
-            (
-                "{\n    \"a\": 1\n}\n",
-                Layout {
-                    indent: Some("    ".into()),
-                    crlf: false,
-                    final_newline: true,
-                },
-            ),
-            (
-                "{\r\n\t\"a\": 1\r\n}",
-                Layout {
-                    indent: Some("\t".into()),
-                    crlf: true,
-                    final_newline: false,
-                },
-            ),
-            (
-                "{\"a\":1}",
-                Layout {
-                    indent: None,
-                    crlf: false,
-                    final_newline: false,
-                },
-            ),
-        ];
-        for (text, want) in cases {
-            let layout = Layout::of(text.as_bytes());
-            assert_eq!(layout, want, "{text:?}");
-            let doc: Map<String, Value> = serde_json::from_str(text).unwrap();
-            assert_eq!(String::from_utf8(layout.render(&doc)).unwrap(), text);
-        }
-    }
-
-    /// `text` after setting `mcpServers.<id>` to `entry`, as `save` writes it.
-    fn edited(text: &str, id: &str, entry: Value) -> String {
-        let path = PathBuf::from("test.json");
-        let mut file = JsonFile::parse(path, Some(text.as_bytes().to_vec()), "").unwrap();
-        file.set_server("mcpServers", id, entry, "").unwrap();
-        String::from_utf8(file.content()).unwrap()
-    }
-
-    #[test]
-    fn edits_touch_only_the_entry() {
-        let entry = json!({"command": "e", "args": ["shim"]});
-        let cases = [
-            // A new entry after the others, like them; arrays stay on one line.
-            (
-                "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"x\"]}\n  },\n  \"theme\": 1e3\n}\n",
-                "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"x\"]},\n    \"evo\": {\n      \"command\": \"e\",\n      \"args\": [\n        \"shim\"\n      ]\n    }\n  },\n  \"theme\": 1e3\n}\n",
-            ),
-            // An existing entry is replaced where it stands.
-            (
-                "{\n\t\"mcpServers\": {\n\t\t\"evo\": {\"command\": \"old\"},\n\t\t\"b\": {}\n\t}\n}",
-                "{\n\t\"mcpServers\": {\n\t\t\"evo\": {\n\t\t\t\"command\": \"e\",\n\t\t\t\"args\": [\n\t\t\t\t\"shim\"\n\t\t\t]\n\t\t},\n\t\t\"b\": {}\n\t}\n}",
-            ),
-            // No servers yet: the object is added last.
-            (
-                "{\n  \"theme\": \"dark\"\n}\n",
-                "{\n  \"theme\": \"dark\",\n  \"mcpServers\": {\n    \"evo\": {\n      \"command\": \"e\",\n      \"args\": [\n        \"shim\"\n      ]\n    }\n  }\n}\n",
-            ),
-            // An empty object is filled.
-            (
-                "{\r\n  \"mcpServers\": {}\r\n}\r\n",
-                "{\r\n  \"mcpServers\": {\r\n    \"evo\": {\r\n      \"command\": \"e\",\r\n      \"args\": [\r\n        \"shim\"\r\n      ]\r\n    }\r\n  }\r\n}\r\n",
-            ),
-            // One-line files are rewritten on one line.
-            (
-                "{\"mcpServers\":{\"a\":{}}}",
-                "{\"mcpServers\":{\"a\":{},\"evo\":{\"command\":\"e\",\"args\":[\"shim\"]}}}",
-            ),
-        ];
-        for (before, after) in cases {
-            assert_eq!(edited(before, "evo", entry.clone()), after, "{before}");
-        }
-    }
-
-    #[test]
-    fn odd_layouts_fall_back_to_a_full_rewrite() {
-        // Two servers on one line: no indentation to copy.
-        let before = "{\n  \"mcpServers\": {\"a\": {}, \"b\": {}}\n}\n";
-        let after = edited(before, "evo", json!({"command": "e"}));
-        let doc: Value = serde_json::from_str(&after).unwrap();
-        assert_eq!(
-            doc,
-            json!({"mcpServers": {"a": {}, "b": {}, "evo": {"command": "e"}}})
-        );
-    }
-
-    #[test]
     fn comments_get_a_hint() {
         let text = b"{\n  // mine\n  \"a\": 1\n}";
-        let e = serde_json::from_slice::<Value>(text).unwrap_err();
-        assert!(comment_note(text, &e).contains("comment"), "{e}");
+        let path = PathBuf::from("test.json");
+        let e = JsonFile::parse(path, Some(text.to_vec()), "")
+            .err()
+            .unwrap();
+        assert!(e.contains("comment"), "{e}");
+    }
+
+    /// Refusals name the file, what is wrong in it and what to do instead.
+    #[test]
+    fn refusals_name_the_file_and_the_key() {
+        let load = |text: &str| JsonFile::parse("c.json".into(), Some(text.into()), "do X");
+        assert_eq!(
+            load("[1]").err().unwrap(),
+            "c.json: the top level is an array, not an object, so it is not an MCP config; evoctl left it untouched: do X"
+        );
+        let mut file = load("{\"mcpServers\": [\"fs\"]}").unwrap();
+        let refusal = "c.json: \"mcpServers\" is an array, not an object of servers by id; evoctl left the file untouched: fix it, or do X";
+        assert_eq!(file.servers("mcpServers", "do X").err().unwrap(), refusal);
+        assert_eq!(
+            file.set_server("mcpServers", "evo", json!({}), "do X")
+                .err()
+                .unwrap(),
+            refusal
+        );
+        assert!(
+            load("{")
+                .err()
+                .unwrap()
+                .starts_with("c.json is not valid JSON: ")
+        );
     }
 }

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use evo_proto::json_kind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -112,64 +113,9 @@ impl Config {
     }
 }
 
-/// Which tools `tools/list` returns to a session (DESIGN.md, "Discovery modes").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DiscoveryMode {
-    /// Every native and permitted proxied tool.
-    Legacy,
-    /// Native tools, hot tools and the session's activated tools.
-    #[default]
-    Dynamic,
-}
-
-impl DiscoveryMode {
-    /// The name used in the config file, on the command line and in `--json` output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DiscoveryMode::Legacy => "legacy",
-            DiscoveryMode::Dynamic => "dynamic",
-        }
-    }
-}
-
-impl fmt::Display for DiscoveryMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A discovery mode name that is neither `legacy` nor `dynamic`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown discovery mode '{0}'; expected 'legacy' or 'dynamic'")]
-pub struct UnknownDiscoveryMode(pub String);
-
-impl DiscoveryMode {
-    /// Parses a mode given by `source` (`--mode`, an environment variable),
-    /// whose name the error leads with.
-    pub fn parse_from(value: &str, source: &str) -> Result<DiscoveryMode, String> {
-        value
-            .parse()
-            .map_err(|e: UnknownDiscoveryMode| format!("{source}: {e}"))
-    }
-}
-
-impl FromStr for DiscoveryMode {
-    type Err = UnknownDiscoveryMode;
-
-    /// Case-insensitive, surrounding whitespace ignored (the value often comes from an
-    /// environment variable).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let name = s.trim();
-        if name.eq_ignore_ascii_case("legacy") {
-            Ok(DiscoveryMode::Legacy)
-        } else if name.eq_ignore_ascii_case("dynamic") {
-            Ok(DiscoveryMode::Dynamic)
-        } else {
-            Err(UnknownDiscoveryMode(s.to_owned()))
-        }
-    }
-}
+/// The discovery mode is part of the control protocol (sessions report it),
+/// so its names and parsing live there.
+pub use evo_proto::ctl::{DiscoveryMode, UnknownDiscoveryMode};
 
 /// The `discovery` section: defaults for sessions' tool disclosure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -531,7 +477,7 @@ pub fn parse(
     let Value::Object(root) = root else {
         return Err(invalid(format!(
             "the top level must be a JSON object, found {}",
-            kind(&root)
+            json_kind(&root)
         )));
     };
 
@@ -555,7 +501,7 @@ pub fn parse(
         let Value::Object(entries) = value else {
             return Err(invalid(format!(
                 "'{section}' must be an object mapping server ids to servers, found {}",
-                kind(value)
+                json_kind(value)
             )));
         };
         for (id, entry) in entries {
@@ -618,7 +564,10 @@ fn section<'a>(
     warnings: &mut Vec<String>,
 ) -> Result<&'a Map<String, Value>, String> {
     let Value::Object(object) = value else {
-        return Err(format!("'{name}' must be an object, found {}", kind(value)));
+        return Err(format!(
+            "'{name}' must be an object, found {}",
+            json_kind(value)
+        ));
     };
     warn_unknown_keys(object, known, name, warnings);
     Ok(object)
@@ -737,7 +686,7 @@ fn parse_server(
             "",
             format!(
                 "expected an object describing the server, found {}",
-                kind(value)
+                json_kind(value)
             ),
         ));
     };
@@ -1124,24 +1073,12 @@ fn seconds(value: &Value) -> Result<Duration, TypeError> {
         .ok_or_else(|| TypeError::expected("a positive number of seconds", value))
 }
 
-/// The JSON type of a value, for error messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A value for error messages: booleans and numbers verbatim, anything else by kind only, so
 /// a misplaced secret (`"env": "TOKEN=..."`) never reaches a log.
 fn describe(value: &Value) -> String {
     match value {
         Value::Bool(_) | Value::Number(_) => value.to_string(),
-        _ => kind(value).to_owned(),
+        _ => json_kind(value).to_owned(),
     }
 }
 
@@ -1588,30 +1525,6 @@ mod tests {
         };
         assert_eq!(caps(0), ["github"]);
         assert_eq!(caps(1), ["search"]);
-    }
-
-    #[test]
-    fn discovery_mode_from_str() {
-        #[rustfmt::skip]
-        let cases = [
-            ("legacy", Some(DiscoveryMode::Legacy)),
-            ("Dynamic", Some(DiscoveryMode::Dynamic)),
-            (" LEGACY ", Some(DiscoveryMode::Legacy)),
-            ("", None),
-            ("static", None),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(input.parse::<DiscoveryMode>().ok(), expected, "{input:?}");
-        }
-        let err = "static".parse::<DiscoveryMode>().err();
-        assert_eq!(
-            err.map(|e| e.to_string()).as_deref(),
-            Some("unknown discovery mode 'static'; expected 'legacy' or 'dynamic'")
-        );
-        assert_eq!(DiscoveryMode::default(), DiscoveryMode::Dynamic);
-        assert_eq!(DiscoveryMode::Legacy.to_string(), "legacy");
-        let json = serde_json::to_string(&DiscoveryMode::Legacy).ok();
-        assert_eq!(json.as_deref(), Some("\"legacy\""));
     }
 
     fn hash_of(body: &str) -> ConfigHash {

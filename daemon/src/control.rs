@@ -167,7 +167,7 @@ async fn handle(
             let welcome = Welcome {
                 ok: true,
                 session_id: Some(opened.id.clone()),
-                mode: Some(opened.mode.as_str().into()),
+                mode: Some(opened.mode),
                 error: None,
                 daemon: Some(crate::VERSION.into()),
                 stdio,

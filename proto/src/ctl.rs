@@ -3,7 +3,11 @@
 //! The reply payloads are typed so their keys stay stable: DESIGN.md promises
 //! them to scripts that read `evoctl … --json`.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// One control request. Serialised with a `cmd` tag: `{"cmd":"status"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,8 +90,8 @@ pub struct CtlReply {
 }
 
 impl CtlReply {
-    pub fn data<T: Serialize>(value: &T) -> CtlReply {
-        match serde_json::to_value(value) {
+    pub fn data(reply: Reply) -> CtlReply {
+        match serde_json::to_value(&reply) {
             Ok(v) => CtlReply {
                 ok: true,
                 data: Some(v),
@@ -105,6 +109,56 @@ impl CtlReply {
             kind: Some(kind),
             error: Some(message.into()),
         }
+    }
+}
+
+/// The `data` of a successful reply: one shape per request, serialised as
+/// that shape alone. The request a reply answers says which shape it is, so
+/// [`Reply::decode`] takes the request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    /// `status`.
+    Status(StatusReport),
+    /// `list`.
+    Tools(ToolList),
+    /// `search`.
+    Search(SearchResults),
+    /// `describe`.
+    Tool(ToolDescription),
+    /// `activate`, `deactivate`.
+    Activation(ActivationReport),
+    /// `sessions`.
+    Sessions(SessionsReport),
+    /// `approvals`.
+    Approvals(ApprovalsReport),
+    /// `reload`, `refresh`, `approve`, `deny`, `stop`.
+    Action(ActionReport),
+    /// `docs`: the Markdown reference.
+    Docs(String),
+}
+
+impl Reply {
+    /// Reads the `data` of a successful reply to `request`.
+    pub fn decode(request: &CtlRequest, data: Value) -> Result<Reply, serde_json::Error> {
+        use serde_json::from_value;
+        Ok(match request {
+            CtlRequest::Status => Reply::Status(from_value(data)?),
+            CtlRequest::List { .. } => Reply::Tools(from_value(data)?),
+            CtlRequest::Search { .. } => Reply::Search(from_value(data)?),
+            CtlRequest::Describe { .. } => Reply::Tool(from_value(data)?),
+            CtlRequest::Activate { .. } | CtlRequest::Deactivate { .. } => {
+                Reply::Activation(from_value(data)?)
+            }
+            CtlRequest::Sessions => Reply::Sessions(from_value(data)?),
+            CtlRequest::Approvals => Reply::Approvals(from_value(data)?),
+            CtlRequest::Reload
+            | CtlRequest::Refresh { .. }
+            | CtlRequest::Approve { .. }
+            | CtlRequest::Deny { .. }
+            | CtlRequest::Stop => Reply::Action(from_value(data)?),
+            CtlRequest::Docs => Reply::Docs(from_value(data)?),
+        })
     }
 }
 
@@ -132,22 +186,174 @@ pub struct DaemonInfo {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerStatus {
     pub id: String,
-    /// `starting`, `ready`, `idle` (listed from cache, child not started),
-    /// `restarting`, `failed`, `stopped`, `disabled`.
-    pub state: String,
+    pub state: ServerState,
     /// Tools this server contributes to the catalog.
     pub tools: usize,
-    /// Where the listed tools came from: `live`, `cache` or `none`.
-    pub source: String,
+    /// Where the listed tools came from.
+    pub source: ToolSource,
     pub cached_tools: Option<usize>,
     pub live_tools: Option<usize>,
     /// Short config hash (12 hex digits).
     pub config_hash: String,
     pub restarts: u32,
     pub error: Option<String>,
+    /// `stdio` or `http`; empty for a server whose config entry failed.
     pub transport: String,
     pub pid: Option<u32>,
     pub last_refresh_age_s: Option<u64>,
+}
+
+/// Lifecycle state of one configured server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// Listed from the cache; its child is started by the first call.
+    Idle,
+    Starting,
+    Ready,
+    /// Went down; starts again after a backoff.
+    Restarting,
+    /// Crashed too often, or its config entry cannot be used: waits for a
+    /// reload or `evoctl refresh`.
+    Failed,
+    /// Shut down (evod stopping, a reload removing the server), or its
+    /// ChildServer no longer answers.
+    #[default]
+    Stopped,
+    /// `disabled: true` in the config.
+    Disabled,
+}
+
+impl ServerState {
+    /// The name `evoctl status` shows, also its `--json` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Idle => "idle",
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+            ServerState::Disabled => "disabled",
+        }
+    }
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a server's listed tools came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSource {
+    #[default]
+    None,
+    /// The catalog cache, written by an earlier discovery.
+    Cache,
+    /// The running child's own list.
+    Live,
+}
+
+impl ToolSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSource::None => "none",
+            ToolSource::Cache => "cache",
+            ToolSource::Live => "live",
+        }
+    }
+}
+
+impl fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which tools `tools/list` returns to a session (DESIGN.md, "Discovery modes").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscoveryMode {
+    /// Every native and permitted proxied tool.
+    Legacy,
+    /// Native tools, hot tools and the session's activated tools.
+    #[default]
+    Dynamic,
+}
+
+impl DiscoveryMode {
+    /// The name used in the config file, on the command line and in `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryMode::Legacy => "legacy",
+            DiscoveryMode::Dynamic => "dynamic",
+        }
+    }
+
+    /// Parses a mode given by `source` (`--mode`, an environment variable),
+    /// whose name the error leads with.
+    pub fn parse_from(value: &str, source: &str) -> Result<DiscoveryMode, String> {
+        value
+            .parse()
+            .map_err(|e: UnknownDiscoveryMode| format!("{source}: {e}"))
+    }
+}
+
+impl fmt::Display for DiscoveryMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A discovery mode name that is neither `legacy` nor `dynamic`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown discovery mode '{0}'; expected 'legacy' or 'dynamic'")]
+pub struct UnknownDiscoveryMode(pub String);
+
+impl FromStr for DiscoveryMode {
+    type Err = UnknownDiscoveryMode;
+
+    /// Case-insensitive, surrounding whitespace ignored (the value often comes from an
+    /// environment variable).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim();
+        if name.eq_ignore_ascii_case("legacy") {
+            Ok(DiscoveryMode::Legacy)
+        } else if name.eq_ignore_ascii_case("dynamic") {
+            Ok(DiscoveryMode::Dynamic)
+        } else {
+            Err(UnknownDiscoveryMode(s.to_owned()))
+        }
+    }
+}
+
+/// Where a session's MCP messages travel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionIo {
+    /// The shim handed the client's stdin and stdout to the daemon.
+    Stdio,
+    /// The shim copies them over the control socket.
+    #[default]
+    Socket,
+}
+
+impl SessionIo {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionIo::Stdio => "stdio",
+            SessionIo::Socket => "socket",
+        }
+    }
+}
+
+impl fmt::Display for SessionIo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A tool name that more than one registration produced; the first won.
@@ -171,12 +377,9 @@ pub struct FileStatus {
 pub struct SessionInfo {
     pub id: String,
     pub name: Option<String>,
-    pub mode: String,
-    /// Where the session's MCP messages travel: `stdio` when the shim handed
-    /// the client's stdin/stdout to the daemon, `socket` when they are
-    /// copied over the control socket.
+    pub mode: DiscoveryMode,
     #[serde(default)]
-    pub io: String,
+    pub io: SessionIo,
     pub activated: Vec<String>,
     /// Seconds since the session last sent a request.
     pub last_active: u64,
@@ -220,6 +423,34 @@ pub struct SearchResults {
     /// listed, each as a sentence saying why and what to do.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
+}
+
+/// `evoctl describe --json`: one tool in full.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolDescription {
+    /// The exposed name.
+    pub name: String,
+    pub summary: String,
+    pub domain: String,
+    /// The id of the server that has it.
+    pub server: String,
+    /// Its name at that server.
+    pub upstream: String,
+    pub hot: bool,
+    /// The server's description, whole.
+    pub description: Option<String>,
+    pub input_schema: Map<String, Value>,
+    /// A call built from the schema.
+    pub example: ExampleCall,
+    /// All of the above as `evoctl describe` prints it.
+    pub text: String,
+}
+
+/// A tool call as a client would send it: `{"name", "arguments"}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExampleCall {
+    pub name: String,
+    pub arguments: Value,
 }
 
 /// Reply to `activate` / `deactivate`.
@@ -311,6 +542,180 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&report).unwrap(),
             r#"{"approvals":[{"id":"ap1","tool":"fx_echo","arguments":"{\"text\":\"hi\"}","age_s":3}]}"#
+        );
+    }
+
+    /// Each state's wire name is its `as_str`, and the one `--json` has
+    /// always printed.
+    #[test]
+    fn enums_keep_their_wire_names() {
+        fn wire<T: Serialize>(v: T) -> String {
+            serde_json::to_value(v)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+        let states = [
+            (ServerState::Idle, "idle"),
+            (ServerState::Starting, "starting"),
+            (ServerState::Ready, "ready"),
+            (ServerState::Restarting, "restarting"),
+            (ServerState::Failed, "failed"),
+            (ServerState::Stopped, "stopped"),
+            (ServerState::Disabled, "disabled"),
+        ];
+        for (state, name) in states {
+            assert_eq!((wire(state), state.as_str()), (name.into(), name));
+            assert_eq!(
+                serde_json::from_value::<ServerState>(name.into()).unwrap(),
+                state
+            );
+        }
+        let sources = [
+            (ToolSource::None, "none"),
+            (ToolSource::Cache, "cache"),
+            (ToolSource::Live, "live"),
+        ];
+        for (source, name) in sources {
+            assert_eq!((wire(source), source.as_str()), (name.into(), name));
+        }
+        for (mode, name) in [
+            (DiscoveryMode::Legacy, "legacy"),
+            (DiscoveryMode::Dynamic, "dynamic"),
+        ] {
+            assert_eq!((wire(mode), mode.as_str()), (name.into(), name));
+        }
+        for (io, name) in [(SessionIo::Stdio, "stdio"), (SessionIo::Socket, "socket")] {
+            assert_eq!((wire(io), io.as_str()), (name.into(), name));
+        }
+    }
+
+    #[test]
+    fn discovery_mode_from_str() {
+        #[rustfmt::skip]
+        let cases = [
+            ("legacy", Some(DiscoveryMode::Legacy)),
+            ("Dynamic", Some(DiscoveryMode::Dynamic)),
+            (" LEGACY ", Some(DiscoveryMode::Legacy)),
+            ("", None),
+            ("static", None),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(input.parse::<DiscoveryMode>().ok(), expected, "{input:?}");
+        }
+        let err = "static".parse::<DiscoveryMode>().err();
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("unknown discovery mode 'static'; expected 'legacy' or 'dynamic'")
+        );
+        assert_eq!(DiscoveryMode::default(), DiscoveryMode::Dynamic);
+        assert_eq!(DiscoveryMode::Legacy.to_string(), "legacy");
+        let json = serde_json::to_string(&DiscoveryMode::Legacy).ok();
+        assert_eq!(json.as_deref(), Some("\"legacy\""));
+        assert_eq!(
+            DiscoveryMode::parse_from("x", "--mode").unwrap_err(),
+            "--mode: unknown discovery mode 'x'; expected 'legacy' or 'dynamic'"
+        );
+    }
+
+    /// A reply's data is its payload alone, no variant tag, and reads back
+    /// as the shape its request asks for.
+    #[test]
+    fn replies_are_their_payload_and_decode_by_request() {
+        let session = SessionInfo {
+            id: "s1".into(),
+            name: None,
+            mode: DiscoveryMode::Legacy,
+            io: SessionIo::Stdio,
+            activated: vec!["fx_echo".into()],
+            last_active: 2,
+        };
+        let reply = Reply::Sessions(SessionsReport {
+            sessions: vec![session],
+        });
+        let line = serde_json::to_string(&CtlReply::data(reply.clone())).unwrap();
+        assert_eq!(
+            line,
+            r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2}]}}"#
+        );
+        let back: CtlReply = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            Reply::decode(&CtlRequest::Sessions, back.data.unwrap()).unwrap(),
+            reply
+        );
+
+        let action = Reply::Action(ActionReport {
+            message: "evod is shutting down".into(),
+            ..Default::default()
+        });
+        let data = serde_json::to_value(&action).unwrap();
+        assert_eq!(
+            data,
+            serde_json::json!({"message": "evod is shutting down"})
+        );
+        assert_eq!(
+            Reply::decode(&CtlRequest::Stop, data.clone()).unwrap(),
+            action
+        );
+        // The request decides the shape: an action report is no status.
+        assert!(Reply::decode(&CtlRequest::Status, data).is_err());
+        let docs = Reply::decode(&CtlRequest::Docs, "# evo\n".into()).unwrap();
+        assert_eq!(docs, Reply::Docs("# evo\n".into()));
+    }
+
+    /// `describe --json` keeps the keys and order it had as a `json!` object.
+    #[test]
+    fn tool_description_keeps_its_keys_and_order() {
+        let tool = ToolDescription {
+            name: "fx_echo".into(),
+            summary: "Echoes.".into(),
+            domain: "fx".into(),
+            server: "fx".into(),
+            upstream: "echo".into(),
+            hot: false,
+            description: None,
+            input_schema: serde_json::json!({"type": "object"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            example: ExampleCall {
+                name: "fx_echo".into(),
+                arguments: serde_json::json!({}),
+            },
+            text: "fx_echo\n".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&Reply::Tool(tool.clone())).unwrap(),
+            r#"{"name":"fx_echo","summary":"Echoes.","domain":"fx","server":"fx","upstream":"echo","hot":false,"description":null,"input_schema":{"type":"object"},"example":{"name":"fx_echo","arguments":{}},"text":"fx_echo\n"}"#
+        );
+        let data = serde_json::to_value(&tool).unwrap();
+        let request = CtlRequest::Describe {
+            name: "fx_echo".into(),
+        };
+        assert_eq!(Reply::decode(&request, data).unwrap(), Reply::Tool(tool));
+    }
+
+    /// The keys DESIGN.md ("Fine points") promises for `status --json`.
+    #[test]
+    fn server_status_keeps_its_keys() {
+        let server = ServerStatus {
+            id: "fx".into(),
+            state: ServerState::Ready,
+            tools: 3,
+            source: ToolSource::Live,
+            cached_tools: Some(3),
+            live_tools: Some(3),
+            config_hash: "0123456789ab".into(),
+            restarts: 0,
+            error: None,
+            transport: "stdio".into(),
+            pid: Some(7),
+            last_refresh_age_s: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&server).unwrap(),
+            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null}"#
         );
     }
 

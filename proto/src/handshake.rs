@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ctl::DiscoveryMode;
+
 /// What a connection is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -25,7 +27,9 @@ pub struct Hello {
     pub evo: u32,
     pub kind: ConnKind,
     /// Discovery mode requested for an MCP session (`legacy` or `dynamic`); the
-    /// strongest source of the mode, so it overrides the daemon's.
+    /// strongest source of the mode, so it overrides the daemon's. Text, not
+    /// a [`DiscoveryMode`], like `env_mode`: the daemon refuses a bad one
+    /// with an error that names where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// `EVO_DISCOVERY_MODE` in the shim's environment (an MCP client's `env`
@@ -89,7 +93,7 @@ pub struct Welcome {
     pub session_id: Option<String>,
     /// The discovery mode the session was fixed to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<DiscoveryMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The daemon's version, for diagnostics.

@@ -12,9 +12,24 @@ pub mod frame;
 pub mod handshake;
 pub mod paths;
 
-pub use ctl::{CtlReply, CtlRequest};
+pub use ctl::{CtlReply, CtlRequest, Reply};
 pub use handshake::{ConnKind, Hello, Welcome};
 
 /// Version of the handshake and ctl protocol. Bumped on incompatible change; a
 /// daemon refuses a handshake with another version, naming both.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The JSON type of `value` as evo's error messages name it ("an object",
+/// "a string"): the daemon's config loader and evoctl's config editor refuse
+/// a file in the same words.
+pub fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -326,23 +326,8 @@ pub struct ServerTools<'a> {
     pub entries: &'a [Arc<ToolEntry>],
 }
 
-/// Where a server's listed tools came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolSource {
-    None,
-    Cache,
-    Live,
-}
-
-impl ToolSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolSource::None => "none",
-            ToolSource::Cache => "cache",
-            ToolSource::Live => "live",
-        }
-    }
-}
+/// Where a server's listed tools came from; `evoctl status` reports it as is.
+pub use evo_proto::ctl::ToolSource;
 
 #[cfg(test)]
 mod tests {

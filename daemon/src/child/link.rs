@@ -27,15 +27,9 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// The name `evoctl status` shows: the control protocol's.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ServerState::Idle => "idle",
-            ServerState::Starting => "starting",
-            ServerState::Ready => "ready",
-            ServerState::Restarting => "restarting",
-            ServerState::Failed => "failed",
-            ServerState::Stopped => "stopped",
-        }
+        evo_proto::ctl::ServerState::from(self).as_str()
     }
 
     fn from_u8(v: u8) -> ServerState {
@@ -46,6 +40,20 @@ impl ServerState {
             3 => ServerState::Restarting,
             4 => ServerState::Failed,
             _ => ServerState::Stopped,
+        }
+    }
+}
+
+impl From<ServerState> for evo_proto::ctl::ServerState {
+    fn from(state: ServerState) -> Self {
+        use evo_proto::ctl::ServerState as Wire;
+        match state {
+            ServerState::Idle => Wire::Idle,
+            ServerState::Starting => Wire::Starting,
+            ServerState::Ready => Wire::Ready,
+            ServerState::Restarting => Wire::Restarting,
+            ServerState::Failed => Wire::Failed,
+            ServerState::Stopped => Wire::Stopped,
         }
     }
 }

@@ -210,8 +210,12 @@ impl Session {
         evo_proto::ctl::SessionInfo {
             id: self.id.clone(),
             name: self.name.clone(),
-            mode: self.mode.as_str().to_string(),
-            io: if self.stdio { "stdio" } else { "socket" }.into(),
+            mode: self.mode,
+            io: if self.stdio {
+                evo_proto::ctl::SessionIo::Stdio
+            } else {
+                evo_proto::ctl::SessionIo::Socket
+            },
             activated: self.activated.iter().cloned().collect(),
             last_active: self.view.idle_secs(),
         }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use actix::prelude::*;
-use evo_proto::ctl::{self, CtlReply, CtlRequest, ErrorKind};
+use evo_proto::ctl::{self, CtlReply, CtlRequest, ErrorKind, Reply};
 
 use super::{ChildHandle, Shutdown, Supervisor};
 use crate::catalog::CatalogStatus;
 use crate::child::{self, ChildServer};
-use crate::config::{self, DiscoveryMode, ServerSpec};
+use crate::config::{self, ServerSpec};
 use crate::search;
 use crate::session::{self, Session};
 
@@ -20,7 +20,7 @@ impl Supervisor {
             Ok(a) => {
                 let verb = if approve { "approved" } else { "denied" };
                 tracing::info!(id = %a.id, tool = %a.tool, "held call {verb} by a person");
-                CtlReply::data(&ctl::ActionReport {
+                CtlReply::data(Reply::Action(ctl::ActionReport {
                     message: if approve {
                         format!(
                             "{id} approved: the identical call to {} passes once within 5 minutes",
@@ -30,7 +30,7 @@ impl Supervisor {
                         format!("{id} denied: the identical call to {} is refused", a.tool)
                     },
                     ..Default::default()
-                })
+                }))
             }
             Err(e) => CtlReply::error(ErrorKind::NotFound, e),
         }
@@ -120,9 +120,11 @@ impl Supervisor {
                 let info = cat.iter().find(|c| c.id == spec.id);
                 servers.push(ctl::ServerStatus {
                     id: spec.id.clone(),
-                    state: st.as_ref().map_or("stopped", |s| s.state.as_str()).into(),
+                    state: st
+                        .as_ref()
+                        .map_or(ctl::ServerState::Stopped, |s| s.state.into()),
                     tools: info.map_or(0, |i| i.tools),
-                    source: info.map_or("none", |i| i.source.as_str()).into(),
+                    source: info.map_or(ctl::ToolSource::None, |i| i.source),
                     cached_tools: info.and_then(|i| i.cached),
                     live_tools: info.and_then(|i| i.live),
                     config_hash: spec.hash.short(),
@@ -139,8 +141,8 @@ impl Supervisor {
             for e in failed {
                 servers.push(ctl::ServerStatus {
                     id: e.server.clone(),
-                    state: "failed".into(),
-                    source: "none".into(),
+                    state: ctl::ServerState::Failed,
+                    source: ctl::ToolSource::None,
                     error: Some(e.to_string()),
                     ..Default::default()
                 });
@@ -148,20 +150,20 @@ impl Supervisor {
             for id in disabled {
                 servers.push(ctl::ServerStatus {
                     id,
-                    state: "disabled".into(),
-                    source: "none".into(),
+                    state: ctl::ServerState::Disabled,
+                    source: ctl::ToolSource::None,
                     ..Default::default()
                 });
             }
             let infos = sessions.await;
-            CtlReply::data(&ctl::StatusReport {
+            CtlReply::data(Reply::Status(ctl::StatusReport {
                 daemon,
                 servers,
                 sessions: infos,
                 duplicates: snapshot.duplicates.clone(),
                 config: config_status,
                 permissions,
-            })
+            }))
         })
     }
 
@@ -199,11 +201,11 @@ impl Supervisor {
                 })
                 .await
             {
-                Ok(change) => CtlReply::data(&ctl::ActivationReport {
+                Ok(change) => CtlReply::data(Reply::Activation(ctl::ActivationReport {
                     session: id,
                     changed: change.changed,
                     activated: change.activated,
-                }),
+                })),
                 Err(_) => {
                     CtlReply::error(ErrorKind::UnknownSession, format!("session '{id}' closed"))
                 }
@@ -223,10 +225,10 @@ impl Supervisor {
         if all {
             let tools = snapshot.tools.iter().map(|e| line(e)).collect();
             return Box::pin(async move {
-                CtlReply::data(&ctl::ToolList {
+                CtlReply::data(Reply::Tools(ctl::ToolList {
                     session: None,
                     tools,
-                })
+                }))
             });
         }
         let resolve = self.resolve_session(session.as_deref());
@@ -241,7 +243,6 @@ impl Supervisor {
                     format!("session '{id}' closed"),
                 );
             };
-            let mode: DiscoveryMode = info.mode.parse().unwrap_or(DiscoveryMode::Dynamic);
             let mut tools: Vec<ctl::ToolLine> = crate::native::tools()
                 .iter()
                 .map(|t| ctl::ToolLine {
@@ -252,11 +253,13 @@ impl Supervisor {
                     hot: true,
                 })
                 .collect();
-            tools.extend(session::visible_entries(&snapshot, mode, &activated).map(|e| line(e)));
-            CtlReply::data(&ctl::ToolList {
+            tools.extend(
+                session::visible_entries(&snapshot, info.mode, &activated).map(|e| line(e)),
+            );
+            CtlReply::data(Reply::Tools(ctl::ToolList {
                 session: Some(id),
                 tools,
-            })
+            }))
         })
     }
 }
@@ -281,7 +284,7 @@ impl Handler<Ctl> for Supervisor {
                     .unwrap_or(self.config.discovery.search_limit)
                     .clamp(1, search::MAX_LIMIT);
                 let outcome = search::search(&snapshot, &query, limit, None);
-                ready(CtlReply::data(&ctl::SearchResults {
+                ready(CtlReply::data(Reply::Search(ctl::SearchResults {
                     query,
                     results: outcome
                         .hits
@@ -296,22 +299,25 @@ impl Handler<Ctl> for Supervisor {
                         .collect(),
                     reason: outcome.reason,
                     unavailable: outcome.unavailable,
-                }))
+                })))
             }
             CtlRequest::Describe { name } => {
                 let snapshot = self.snapshot.load_full();
                 let reply = match snapshot.get(&name) {
-                    Some(e) => CtlReply::data(&serde_json::json!({
-                        "name": e.name,
-                        "summary": e.summary,
-                        "domain": e.domain,
-                        "server": e.server.id,
-                        "upstream": e.upstream,
-                        "hot": e.hot,
-                        "description": e.tool.description,
-                        "input_schema": &*e.tool.input_schema,
-                        "example": {"name": e.name, "arguments": crate::example::example_arguments(&e.tool.input_schema)},
-                        "text": crate::disclosure::describe_tool(e),
+                    Some(e) => CtlReply::data(Reply::Tool(ctl::ToolDescription {
+                        name: e.name.clone(),
+                        summary: e.summary.clone(),
+                        domain: e.domain.clone(),
+                        server: e.server.id.clone(),
+                        upstream: e.upstream.clone(),
+                        hot: e.hot,
+                        description: e.tool.description.as_ref().map(|d| d.to_string()),
+                        input_schema: (*e.tool.input_schema).clone(),
+                        example: ctl::ExampleCall {
+                            name: e.name.clone(),
+                            arguments: crate::example::example_arguments(&e.tool.input_schema),
+                        },
+                        text: crate::disclosure::describe_tool(e),
                     })),
                     None => CtlReply::error(
                         ErrorKind::UnknownTool,
@@ -322,14 +328,16 @@ impl Handler<Ctl> for Supervisor {
             }
             CtlRequest::Docs => {
                 let snapshot = self.snapshot.load_full();
-                ready(CtlReply::data(&crate::disclosure::docs(&snapshot)))
+                ready(CtlReply::data(Reply::Docs(crate::disclosure::docs(
+                    &snapshot,
+                ))))
             }
             CtlRequest::Sessions => {
                 let sessions = self.session_infos();
                 Box::pin(async move {
-                    CtlReply::data(&ctl::SessionsReport {
+                    CtlReply::data(Reply::Sessions(ctl::SessionsReport {
                         sessions: sessions.await,
-                    })
+                    }))
                 })
             }
             CtlRequest::Refresh { server } => {
@@ -349,11 +357,11 @@ impl Handler<Ctl> for Supervisor {
                 for c in targets {
                     c.addr.do_send(child::Restart);
                 }
-                ready(CtlReply::data(&ctl::ActionReport {
+                ready(CtlReply::data(Reply::Action(ctl::ActionReport {
                     message: format!("re-discovering {}", ids.join(", ")),
                     restarted: ids,
                     ..Default::default()
-                }))
+                })))
             }
             CtlRequest::Approve { id } => ready(self.decide(&id, true)),
             CtlRequest::Deny { id } => ready(self.decide(&id, false)),
@@ -370,18 +378,20 @@ impl Handler<Ctl> for Supervisor {
                         arguments: a.preview,
                     })
                     .collect();
-                ready(CtlReply::data(&ctl::ApprovalsReport { approvals }))
+                ready(CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
+                    approvals,
+                })))
             }
             CtlRequest::Reload => ready(match self.reload() {
-                Ok(report) => CtlReply::data(&report),
+                Ok(report) => CtlReply::data(Reply::Action(report)),
                 Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
             }),
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);
-                ready(CtlReply::data(&ctl::ActionReport {
+                ready(CtlReply::data(Reply::Action(ctl::ActionReport {
                     message: "evod is shutting down".into(),
                     ..Default::default()
-                }))
+                })))
             }
         }
     }
