@@ -68,24 +68,44 @@ impl Snapshot {
         let parsed = crate::config::parse(&text, std::path::Path::new("snapshot.json"), &|_| None)
             .map(|c| c.servers)
             .unwrap_or_default();
-        let servers: Vec<(ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>)> = parsed
-            .into_iter()
-            .zip(servers)
-            .map(|(spec, (_, tools))| {
-                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
-                let entries = entries_for(&spec, &link, tools, &[]);
-                (spec, link, entries)
-            })
-            .collect();
-        let views: Vec<ServerTools<'_>> = servers
+        let listed = |id: &str| -> &[Tool] {
+            servers
+                .iter()
+                .find(|(s, _)| s == id)
+                .map_or(&[], |(_, t)| t.as_slice())
+        };
+        Snapshot::of_specs(1, &parsed, &listed, &[], &Default::default())
+    }
+
+    /// A snapshot of `specs`, each listing `tools(id)`, built the way the
+    /// Catalog builds one but with no child behind it.
+    pub fn of_specs<'t>(
+        version: u64,
+        specs: &[ServerSpec],
+        tools: &dyn Fn(&str) -> &'t [Tool],
+        discovery_hot: &[String],
+        permissions: &crate::permissions::Permissions,
+    ) -> Snapshot {
+        let links: Vec<Arc<ServerLink>> = specs
             .iter()
-            .map(|(spec, link, entries)| ServerTools {
+            .map(|spec| Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None)))
+            .collect();
+        let entries: Vec<Vec<Arc<ToolEntry>>> = specs
+            .iter()
+            .zip(&links)
+            .map(|(spec, link)| entries_for(spec, link, tools(&spec.id), discovery_hot))
+            .collect();
+        let views: Vec<ServerTools<'_>> = specs
+            .iter()
+            .zip(&links)
+            .zip(&entries)
+            .map(|((spec, link), entries)| ServerTools {
                 spec,
                 link,
                 entries,
             })
             .collect();
-        Snapshot::build(1, &views, &Default::default())
+        Snapshot::build(version, &views, permissions)
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
@@ -366,34 +386,19 @@ mod tests {
             .expect("test config parses")
             .servers;
         let hot: Vec<String> = discovery_hot.iter().map(|s| s.to_string()).collect();
-        let built: Vec<(ServerSpec, Arc<ServerLink>, Vec<Arc<ToolEntry>>)> = specs
-            .into_iter()
-            .map(|spec| {
-                let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None));
-                let listed = tools
-                    .iter()
-                    .find(|(id, _)| *id == spec.id)
-                    .map(|(_, t)| t.clone())
-                    .unwrap_or_default();
-                let entries = entries_for(&spec, &link, &listed, &hot);
-                (spec, link, entries)
-            })
-            .collect();
-        let views: Vec<ServerTools<'_>> = built
-            .iter()
-            .map(|(spec, link, entries)| ServerTools {
-                spec,
-                link,
-                entries,
-            })
-            .collect();
         let permissions = crate::permissions::Permissions::parse(
             permissions,
             std::path::Path::new("permissions.yml"),
             &Default::default(),
         )
         .expect("test permissions parse");
-        Snapshot::build(7, &views, &permissions)
+        let listed = |id: &str| -> &[Tool] {
+            tools
+                .iter()
+                .find(|(s, _)| *s == id)
+                .map_or(&[], |(_, t)| t.as_slice())
+        };
+        Snapshot::of_specs(7, &specs, &listed, &hot, &permissions)
     }
 
     fn names(s: &Snapshot) -> Vec<&str> {
