@@ -191,6 +191,15 @@ impl Phase {
     }
 }
 
+/// What becomes of a server whose run ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Start again with backoff (failed after repeated crashes).
+    Retry,
+    /// Failed until `evoctl refresh` or a reload.
+    Failed,
+}
+
 /// The ChildServer actor. See the module docs.
 pub struct ChildServer {
     spec: Arc<ServerSpec>,
@@ -309,7 +318,9 @@ impl ChildServer {
         });
         let connect = match connect {
             Ok(c) => c,
-            Err(e) => return self.down(generation, e, ctx),
+            // The command is missing or the config cannot be used: trying
+            // again cannot help, so it fails at once, not after five crashes.
+            Err(e) => return self.end_run(generation, e, Fate::Failed, ctx),
         };
         let fut = async move {
             match tokio::time::timeout(START_TIMEOUT, connect).await {
@@ -501,7 +512,19 @@ impl ChildServer {
     /// the server failed after repeated crashes. Events about a run that is
     /// no longer current are ignored.
     fn down(&mut self, generation: u64, reason: String, ctx: &mut Context<Self>) {
+        self.end_run(generation, reason, Fate::Retry, ctx);
+    }
+
+    /// Ends run `generation` for `reason`: retried with backoff (or failed
+    /// after repeated crashes), or failed at once.
+    fn end_run(&mut self, generation: u64, reason: String, fate: Fate, ctx: &mut Context<Self>) {
         if !self.phase.is_run(generation) {
+            return;
+        }
+        if fate == Fate::Failed {
+            tracing::error!(server = %self.spec.id, reason = %reason, "server cannot start; fix its config and run `evoctl refresh {}`", self.spec.id);
+            self.last_error = Some(reason);
+            self.abandon(Phase::Failed);
             return;
         }
         tracing::warn!(server = %self.spec.id, reason = %reason, "child is down");
@@ -536,6 +559,12 @@ impl ChildServer {
             });
             Phase::Backoff { timer }
         };
+        self.abandon(next);
+    }
+
+    /// Leaves the current run for `next`: its client closes, its process
+    /// tree is killed, its waiters get the reason.
+    fn abandon(&mut self, next: Phase) {
         let (run, client, waiters) = match self.enter(next) {
             Phase::Starting {
                 run,
