@@ -5,7 +5,7 @@
 //! Every comparison is measured side by side in one run, alternating between
 //! the two sides in rounds, because the machines are noisy.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common.rs"]
 mod common;
 mod searcheval;
 

@@ -2,11 +2,9 @@
 //! start from a matching entry, stale-while-revalidate, bad caches, and live
 //! re-discovery (child list_changed, evoctl refresh).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-live-ZXhhbXBsZS1zZWNyZXQtdmFsdWU";

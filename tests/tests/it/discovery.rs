@@ -1,11 +1,9 @@
 //! Dynamic discovery: per-session activation, discover_tools, list_changed,
 //! named sessions, mode precedence and the evoctl control plane.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// Tools a dynamic session starts with here: 4 natives and the hot fx_echo.

@@ -2,11 +2,9 @@
 //! second as a diff; invalid files keep the running config; activations
 //! follow re-prefixed tools; `evoctl reload` reports what changed.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 fn base() -> Value {

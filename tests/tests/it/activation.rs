@@ -1,14 +1,12 @@
 //! Socket activation: evod serves a listener inherited the way systemd
 //! passes one (fd 3, LISTEN_FDS, LISTEN_PID), without systemd itself.
 
-mod common;
-
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 #[test]

@@ -1,9 +1,7 @@
 //! Tiered disclosure and self-correcting calls, against a child that records
 //! exactly the arguments it receives.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 struct Setup {

@@ -1,13 +1,11 @@
 //! The foundation, end to end through real processes: evod, evoctl shim and
 //! fixture children. Legacy mode lists every tool.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 fn two_fixtures() -> Value {

@@ -2,12 +2,10 @@
 //! and slow children, cancellation, progress routing, floods, graceful
 //! shutdown with calls in flight, and a bounded soak.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 #[test]

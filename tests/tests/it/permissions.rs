@@ -1,11 +1,9 @@
 //! Permissions (EVOKORE-MCP's permissions.yml plus globs) and human approval,
 //! through real processes.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 fn start(perms: &str, env: &[(&str, &str)]) -> Daemon {
