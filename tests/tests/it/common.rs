@@ -42,8 +42,53 @@ pub fn fixture() -> PathBuf {
     bin("evo-fixture")
 }
 
-pub fn catalog_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/mcp-catalog.json")
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The recorded servers the tests replay, shipped in the repository: a few
+/// entries of the recorded catalog, exactly as recorded.
+pub fn catalog_excerpt() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/catalog-excerpt.json")
+}
+
+/// A config entry for a fixture replaying the recorded server `id` from
+/// [`catalog_excerpt`]; panics at once if the excerpt does not hold it (a
+/// fixture that cannot replay would only fail to become ready).
+pub fn replayed(id: &str) -> Value {
+    let excerpt = catalog_excerpt();
+    let text = std::fs::read_to_string(&excerpt)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", excerpt.display()));
+    let catalog: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", excerpt.display()));
+    assert!(
+        catalog["servers"]
+            .as_array()
+            .is_some_and(|servers| servers.iter().any(|s| s["id"] == id)),
+        "no server {id:?} in {}",
+        excerpt.display()
+    );
+    json!({"command": fixture().to_string_lossy(),
+           "args": ["--replay", excerpt.to_string_lossy(), "--server", id]})
+}
+
+/// A data file the repository does not ship, named by the environment
+/// variable `var` (`EVO_CATALOG`, `EVO_QUERIES_DEV`; a relative path is taken
+/// from the repository root). None when `var` is unset; panics when it names
+/// no file, so a wrong path is not mistaken for an absent one.
+pub fn outside_file(var: &str) -> Option<PathBuf> {
+    let path = repo_root().join(std::env::var_os(var)?);
+    assert!(path.is_file(), "{var} names {}: not a file", path.display());
+    Some(path)
+}
+
+/// Says, in one line that cargo's output capture does not swallow, that the
+/// running test was not run and why.
+pub fn skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().filter(|n| *n != "main").unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "{test} skipped: {why}");
 }
 
 /// A fresh directory under the system temp dir, removed on drop.

@@ -12,10 +12,8 @@ const START: usize = 5;
 fn config() -> Value {
     json!({"mcpServers": {
         "fx": {"command": fixture().to_string_lossy(), "hot": ["echo"]},
-        "time": {"command": fixture().to_string_lossy(),
-                 "args": ["--replay", catalog_path().to_string_lossy(), "--server", "time"]},
-        "git": {"command": fixture().to_string_lossy(),
-                "args": ["--replay", catalog_path().to_string_lossy(), "--server", "git"]}
+        "time": replayed("time"),
+        "git": replayed("git")
     }})
 }
 

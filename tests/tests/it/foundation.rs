@@ -297,8 +297,7 @@ fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
         "mcpServers": {"first": {"command": fixture().to_string_lossy(), "prefix": ""}},
         "servers": {
             "second": {"command": fixture().to_string_lossy(), "prefix": ""},
-            "twilio": {"command": fixture().to_string_lossy(),
-                       "args": ["--replay", catalog_path().to_string_lossy(), "--server", "twilio"]}
+            "twilio": replayed("twilio")
         }
     });
     let d = Daemon::start(&cfg);

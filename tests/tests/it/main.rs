@@ -7,6 +7,7 @@ mod common;
 
 mod activation;
 mod cache;
+mod catalog;
 mod correction;
 mod discovery;
 mod foundation;
