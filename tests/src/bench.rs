@@ -296,9 +296,17 @@ fn cache_benchmarks() {
     let ids: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
     d.wait_ready(&ids.iter().map(String::as_str).collect::<Vec<_>>());
     let want = 2000 + 4;
-    // Let the cache be written.
-    std::thread::sleep(Duration::from_millis(800));
     let cache = d.cache.join("catalog.json");
+    eventually(
+        "the cache to list the 20 servers",
+        Duration::from_secs(30),
+        || {
+            std::fs::read(&cache)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                .is_some_and(|v| v["servers"].as_array().is_some_and(|s| s.len() == 20))
+        },
+    );
     let cache_copy = d.dir.path().join("catalog.json.keep");
     std::fs::copy(&cache, &cache_copy).expect("cache written");
     let (mut cold, mut warm) = (Vec::new(), Vec::new());

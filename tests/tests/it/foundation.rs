@@ -120,11 +120,11 @@ fn shim_hands_its_stdio_to_the_daemon_or_copies_bytes() {
     // shim exits cleanly.
     let status = paired.close().expect("the shim did not exit");
     assert!(status.success(), "{status}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while io(&d) != ["socket"] && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(io(&d), ["socket"]);
+    eventually(
+        "only the copied session to be left",
+        Duration::from_secs(5),
+        || io(&d) == ["socket"],
+    );
     let (got, _) = copied.call_text("fx_echo", json!({"text": "still here"}));
     assert_eq!(got, "still here");
 }
@@ -438,8 +438,7 @@ fn no_daemon_exits_3_naming_the_socket() {
     let mut shim = McpClient::spawn(&sock, &["--no-autostart"]);
     let status = shim.child.wait().unwrap();
     assert_eq!(status.code(), Some(3));
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(shim.stderr.lock().unwrap().contains("nothing.sock"));
+    assert!(shim.stderr.all().contains("nothing.sock"));
     // Usage errors are 2 (a search needs words).
     let (code, _, _) = ctl_at(&sock, &["frobnicate"]);
     assert_eq!(code, 2);
@@ -481,14 +480,11 @@ fn shim_autostarts_the_daemon_with_the_same_config() {
     drop(c);
     let (code, out, err) = ctl_at(&sock, &["stop"]);
     assert_eq!(code, 0, "{out}{err}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while sock.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "socket not removed after stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        "the socket to be removed after stop",
+        Duration::from_secs(10),
+        || !sock.exists(),
+    );
 }
 
 fn child_pid(c: &mut McpClient, tool: &str) -> u32 {
@@ -520,8 +516,7 @@ fn children_die_with_the_daemon_even_on_sigkill() {
     let stderr = c.stderr.clone();
     let shim = c.close();
     assert_eq!(shim.and_then(|s| s.code()), Some(3), "{shim:?}");
-    std::thread::sleep(Duration::from_millis(50));
-    let err = stderr.lock().unwrap().clone();
+    let err = stderr.all();
     assert!(err.contains("crashed or was killed"), "{err}");
 }
 
