@@ -34,3 +34,34 @@ pub mod watch;
 
 /// The daemon's version, shown in handshakes and `evoctl status`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// For tests that check the real 2,529-tool catalog, which lives outside the
+/// repository: its path comes from `EVO_CATALOG` (CI sets it).
+#[cfg(test)]
+pub(crate) mod test_catalog {
+    use std::io::Write;
+
+    /// The catalog's path and JSON, or `None` after saying on stderr (past
+    /// the test harness's capture) that `test` was not run and why. A set
+    /// variable naming no readable catalog fails the test.
+    pub fn load(test: &str) -> Option<(String, serde_json::Value)> {
+        let Some(path) = std::env::var_os("EVO_CATALOG") else {
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: {test}: EVO_CATALOG is not set (the 2,529-tool catalog lives outside the repository)"
+            );
+            return None;
+        };
+        // A relative path is taken from the repository root, as in tests/.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(path)
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("EVO_CATALOG={path}: cannot read it: {e}"));
+        let catalog = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("EVO_CATALOG={path}: not JSON: {e}"));
+        Some((path, catalog))
+    }
+}

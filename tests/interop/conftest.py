@@ -12,7 +12,8 @@ stops everything again in teardown. evod's stderr goes to ``evod.log`` in the te
 test gets the tail of that log (and of the HTTP server's) appended to its report.
 
 Paths: binaries come from ``$EVO_BIN_DIR`` (default ``<repo>/target/debug``); the npm package
-from ``tests/interop/node_modules`` (``npm ci`` there). ``EVO_INTEROP_KEEP=1`` keeps the temp dir.
+from ``tests/interop/node_modules`` (``tests/run`` installs it, and the Python packages in
+``tests/interop/.venv``). ``EVO_INTEROP_KEEP=1`` keeps the temp dir.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Harness for evo's interop suite: locating binaries, the HTTP server-everything, evod.
 
 Paths: binaries come from ``$EVO_BIN_DIR`` (default ``<repo>/target/debug``); the npm package
-from ``tests/interop/node_modules`` (``npm ci`` there). See conftest.py for the fixtures.
+from ``tests/interop/node_modules`` (``tests/run`` installs it). See conftest.py for the fixtures.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def node_bin() -> str:
 
 def everything_js() -> str:
     if not EVERYTHING_JS.is_file():
-        pytest.fail(f"missing {EVERYTHING_JS}: run `npm ci` in {HERE}", pytrace=False)
+        pytest.fail(f"missing {EVERYTHING_JS}: run tests/run (or `npm ci` in {HERE})", pytrace=False)
     return str(EVERYTHING_JS)
 
 

@@ -1,11 +1,14 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
-//! then run `target/release/evo-bench [--quick]`.
+//! then run `target/release/evo-bench [--quick]`. `--search`, `--correction`
+//! and `--discovery` run over the recorded catalog of real servers, which lives
+//! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
+//! dev query set, for `--search`). See CONTRIBUTING.md.
 //!
 //! Every comparison is measured side by side in one run, alternating between
 //! the two sides in rounds, because the machines are noisy.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common.rs"]
 mod common;
 mod searcheval;
 
@@ -191,12 +194,20 @@ fn memory() {
     );
 }
 
-fn data_dir() -> std::path::PathBuf {
-    catalog_path().parent().unwrap().to_path_buf()
+/// The recorded catalog of 2,529 real tools, which lives outside the
+/// repository: `EVO_CATALOG` names it, or this bench cannot run.
+fn real_catalog() -> std::path::PathBuf {
+    outside_file("EVO_CATALOG").unwrap_or_else(|| {
+        eprintln!(
+            "evo-bench: this bench runs over the recorded 2,529-tool catalog, which lives \
+             outside the repository: set EVO_CATALOG to its mcp-catalog.json"
+        );
+        std::process::exit(2)
+    })
 }
 
 fn search_benchmarks() {
-    let catalog = searcheval::load_catalog(&catalog_path());
+    let catalog = searcheval::load_catalog(&real_catalog());
     let snap = searcheval::snapshot(&catalog);
     // A query set committed under `bench/`.
     let bench_set = |file: &str| {
@@ -207,12 +218,21 @@ fn search_benchmarks() {
         )
     };
     let ours = bench_set("queries.jsonl");
-    let dev = searcheval::load_queries(&data_dir().join("queries-dev.jsonl"));
+    // The shared dev set lives outside the repository.
+    let dev = outside_file("EVO_QUERIES_DEV").map(|path| searcheval::load_queries(&path));
     // Written blind after the ranking was tuned on the two sets above; its
     // misses were studied (and tuned on) in a later round.
     let fresh = bench_set("queries-holdout.jsonl");
     searcheval::print_quality("bench/queries.jsonl (ours, tuned on)", &ours, &snap, false);
-    searcheval::print_quality("shared queries-dev.jsonl (tuned on)", &dev, &snap, false);
+    match &dev {
+        Some(dev) => {
+            searcheval::print_quality("shared queries-dev.jsonl (tuned on)", dev, &snap, false)
+        }
+        None => println!(
+            "\n## Search quality: shared queries-dev.jsonl: skipped (EVO_QUERIES_DEV is not set; \
+             the shared dev set lives outside the repository)"
+        ),
+    }
     searcheval::print_quality(
         "bench/queries-holdout.jsonl (first blind set, tuned on since)",
         &fresh,
@@ -276,9 +296,17 @@ fn cache_benchmarks() {
     let ids: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
     d.wait_ready(&ids.iter().map(String::as_str).collect::<Vec<_>>());
     let want = 2000 + 4;
-    // Let the cache be written.
-    std::thread::sleep(Duration::from_millis(800));
     let cache = d.cache.join("catalog.json");
+    eventually(
+        "the cache to list the 20 servers",
+        Duration::from_secs(30),
+        || {
+            std::fs::read(&cache)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                .is_some_and(|v| v["servers"].as_array().is_some_and(|s| s.len() == 20))
+        },
+    );
     let cache_copy = d.dir.path().join("catalog.json.keep");
     std::fs::copy(&cache, &cache_copy).expect("cache written");
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
@@ -336,7 +364,7 @@ fn cache_benchmarks() {
 /// visibility checks, in-process over the real catalog.
 fn correction_benchmarks() {
     use evo_daemon::repair::{self, CompiledSchema};
-    let catalog = searcheval::load_catalog(&catalog_path());
+    let catalog = searcheval::load_catalog(&real_catalog());
     let snap = searcheval::snapshot(&catalog);
     let mut valid_times = Vec::new();
     let mut repair_times = Vec::new();
@@ -438,18 +466,14 @@ fn correction_benchmarks() {
 /// Discovery through real processes: the real catalog replayed by 123
 /// fixture children, and a 10,000-tool child.
 fn discovery_benchmarks() {
-    let catalog = searcheval::load_catalog(&catalog_path());
+    let catalog_path = real_catalog();
+    let catalog = searcheval::load_catalog(&catalog_path);
     let servers: serde_json::Map<String, serde_json::Value> = catalog
         .iter()
         .map(|(id, _)| {
             (
                 id.clone(),
-                fixture_server(&[
-                    "--replay",
-                    &catalog_path().to_string_lossy(),
-                    "--server",
-                    id,
-                ]),
+                fixture_server(&["--replay", &catalog_path.to_string_lossy(), "--server", id]),
             )
         })
         .collect();

@@ -574,6 +574,9 @@ impl Fixture {
             Kind::Fail => tool_error(str_arg(args, "message")?),
             Kind::Sleep => {
                 let ms = u64_arg(args, "ms")?;
+                // Said on stderr (which evod logs) so that a test can wait
+                // for the call to be under way here before acting on it.
+                eprintln!("evo-fixture: sleep {ms} started");
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(ms)) => text(format!("slept {ms}")),
                     () = ctx.ct.cancelled() => {

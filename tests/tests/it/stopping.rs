@@ -3,11 +3,9 @@
 //! removes it, idle stop, and shutdown (SIGTERM, a grace period, SIGKILL to
 //! the process group, reaped).
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// A server whose process group leader ignores SIGTERM and, once the
@@ -49,14 +47,11 @@ fn pid_of(d: &Daemon, id: &str) -> u32 {
 }
 
 fn assert_group_ends(pgid: u32, path: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while group_alive(pgid) {
-        assert!(
-            Instant::now() < deadline,
-            "{path}: process group {pgid} of a child that ignores SIGTERM still runs"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        format!("{path}: the process group {pgid} of a child that ignores SIGTERM to end"),
+        Duration::from_secs(15),
+        || !group_alive(pgid),
+    );
 }
 
 fn write_config(d: &Daemon, config: &Value) {

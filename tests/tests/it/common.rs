@@ -4,11 +4,12 @@
 
 #![allow(dead_code)]
 
+use std::fmt::Display;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -42,8 +43,90 @@ pub fn fixture() -> PathBuf {
     bin("evo-fixture")
 }
 
-pub fn catalog_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/mcp-catalog.json")
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The recorded servers the tests replay, shipped in the repository: a few
+/// entries of the recorded catalog, exactly as recorded.
+pub fn catalog_excerpt() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/catalog-excerpt.json")
+}
+
+/// A config entry for a fixture replaying the recorded server `id` from
+/// [`catalog_excerpt`]; panics at once if the excerpt does not hold it (a
+/// fixture that cannot replay would only fail to become ready).
+pub fn replayed(id: &str) -> Value {
+    let excerpt = catalog_excerpt();
+    let text = std::fs::read_to_string(&excerpt)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", excerpt.display()));
+    let catalog: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", excerpt.display()));
+    assert!(
+        catalog["servers"]
+            .as_array()
+            .is_some_and(|servers| servers.iter().any(|s| s["id"] == id)),
+        "no server {id:?} in {}",
+        excerpt.display()
+    );
+    json!({"command": fixture().to_string_lossy(),
+           "args": ["--replay", excerpt.to_string_lossy(), "--server", id]})
+}
+
+/// A data file the repository does not ship, named by the environment
+/// variable `var` (`EVO_CATALOG`, `EVO_QUERIES_DEV`; a relative path is taken
+/// from the repository root). None when `var` is unset; panics when it names
+/// no file, so a wrong path is not mistaken for an absent one.
+pub fn outside_file(var: &str) -> Option<PathBuf> {
+    let path = repo_root().join(std::env::var_os(var)?);
+    assert!(path.is_file(), "{var} names {}: not a file", path.display());
+    Some(path)
+}
+
+/// Says, in one line that cargo's output capture does not swallow, that the
+/// running test was not run and why.
+pub fn skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().filter(|n| *n != "main").unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "{test} skipped: {why}");
+}
+
+/// `what`, followed by the text of the `log` file as it is when shown: a
+/// failure message for [`eventually`] that reads the log only on failure.
+pub fn with_log<'a>(what: &'a str, log: &'a Path) -> impl Display + 'a {
+    struct WithLog<'a>(&'a str, &'a Path);
+    impl Display for WithLog<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let log = std::fs::read_to_string(self.1).unwrap_or_default();
+            write!(f, "{}\nlog:\n{log}", self.0)
+        }
+    }
+    WithLog(what, log)
+}
+
+/// Calls `holds` every 25 ms until it returns true or `timeout` has passed;
+/// whether it held.
+fn holds_within(timeout: Duration, mut holds: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if holds() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits until `holds` returns true, polling; panics naming `what` once
+/// `timeout` has passed. The way to wait for something asynchronous, instead
+/// of sleeping a guessed while and then asserting.
+pub fn eventually(what: impl Display, timeout: Duration, holds: impl FnMut() -> bool) {
+    if !holds_within(timeout, holds) {
+        panic!("timed out after {timeout:?} waiting for {what}");
+    }
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -140,17 +223,13 @@ impl Daemon {
     }
 
     pub fn wait_for_socket(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "evod did not listen on {}\nlog:\n{}",
-            self.socket.display(),
-            self.log_text()
+        eventually(
+            with_log(
+                &format!("evod to listen on {}", self.socket.display()),
+                &self.log,
+            ),
+            Duration::from_secs(20),
+            || std::os::unix::net::UnixStream::connect(&self.socket).is_ok(),
         );
     }
 
@@ -184,20 +263,17 @@ impl Daemon {
 
     /// Polls `evoctl status --json` until `pred` holds.
     pub fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = self.ctl_json(&["status"]);
-            if pred(&s) {
-                return s;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; status: {s:#}\nlog:\n{}",
-                    self.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let mut s = Value::Null;
+        if !holds_within(Duration::from_secs(30), || {
+            s = self.ctl_json(&["status"]);
+            pred(&s)
+        }) {
+            panic!(
+                "timed out waiting for {what}; status: {s:#}\nlog:\n{}",
+                self.log_text()
+            );
         }
+        s
     }
 
     /// Waits until every listed server is `ready`.
@@ -226,17 +302,10 @@ impl Daemon {
         unsafe {
             libc::kill(child.id() as i32, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(st)) = child.try_wait() {
-                return Some(st);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                return child.wait().ok();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exit_within(&mut child, Duration::from_secs(10)).or_else(|| {
+            let _ = child.kill();
+            child.wait().ok()
+        })
     }
 }
 
@@ -305,16 +374,19 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// Waits up to `limit` for `child` to exit: its status, or None if it has not.
+fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let mut status = None;
+    holds_within(limit, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    status
+}
+
 /// Waits up to `limit` for `pid` to be gone.
 pub fn gone_within(pid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !alive(pid)
+    holds_within(limit, || !alive(pid))
 }
 
 /// `evoctl --socket SOCKET shim ARGS…`, to spawn with a client of one's own
@@ -341,6 +413,55 @@ fn line_channel(reader: impl BufRead + Send + 'static) -> mpsc::Receiver<String>
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
 
+/// What a shim wrote to its stderr, gathered by a thread until the pipe
+/// closes. Cheap to clone.
+#[derive(Clone)]
+pub struct Stderr {
+    text: Arc<Mutex<String>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Stderr {
+    /// Gathers `pipe` to its end, from a thread.
+    fn gather(mut pipe: impl Read + Send + 'static) -> Stderr {
+        let stderr = Stderr {
+            text: Default::default(),
+            closed: Default::default(),
+        };
+        let (text, closed) = (stderr.text.clone(), stderr.closed.clone());
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            text.lock().unwrap().push_str(&s);
+            closed.store(true, Ordering::SeqCst);
+        });
+        stderr
+    }
+
+    /// For a shim whose stderr is not ours to read: always empty.
+    fn none() -> Stderr {
+        Stderr {
+            text: Default::default(),
+            closed: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// What has arrived so far.
+    pub fn so_far(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// All of it, once the pipe has closed (the shim has exited).
+    pub fn all(&self) -> String {
+        eventually(
+            "the shim's stderr to close",
+            Duration::from_secs(10),
+            || self.closed.load(Ordering::SeqCst),
+        );
+        self.so_far()
+    }
+}
+
 /// A hand-written MCP client over `evoctl shim`'s stdio.
 pub struct McpClient {
     pub child: Child,
@@ -349,7 +470,7 @@ pub struct McpClient {
     next_id: u64,
     /// Notifications seen while waiting for responses.
     pub notifications: Vec<Value>,
-    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    pub stderr: Stderr,
 }
 
 impl McpClient {
@@ -366,15 +487,8 @@ impl McpClient {
             .spawn()
             .expect("spawn evoctl shim");
         let stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
+        let stderr = Stderr::gather(child.stderr.take().unwrap());
         let rx = line_channel(BufReader::new(stdout));
-        let err_buf = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let eb = err_buf.clone();
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            eb.lock().unwrap().push_str(&s);
-        });
         McpClient {
             stdin: child
                 .stdin
@@ -384,7 +498,7 @@ impl McpClient {
             lines: rx,
             next_id: 1,
             notifications: Vec::new(),
-            stderr: err_buf,
+            stderr,
         }
     }
 
@@ -425,7 +539,7 @@ impl McpClient {
             lines: rx,
             next_id: 1,
             notifications: Vec::new(),
-            stderr: Default::default(),
+            stderr: Stderr::none(),
         }
     }
 
@@ -465,7 +579,7 @@ impl McpClient {
             lines: rx,
             next_id: 1,
             notifications: Vec::new(),
-            stderr: Default::default(),
+            stderr: Stderr::none(),
         }
     }
 
@@ -496,10 +610,7 @@ impl McpClient {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let msg = self.recv(left).unwrap_or_else(|| {
-                panic!(
-                    "no response to id {id}; stderr: {}",
-                    self.stderr.lock().unwrap()
-                )
+                panic!("no response to id {id}; stderr: {}", self.stderr.so_far())
             });
             if msg.get("id") == Some(id)
                 && (msg.get("result").is_some() || msg.get("error").is_some())
@@ -597,17 +708,10 @@ impl McpClient {
     /// Closes stdin and waits for the shim to exit.
     pub fn close(mut self) -> Option<std::process::ExitStatus> {
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return Some(st);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        exit_within(&mut self.child, Duration::from_secs(10)).or_else(|| {
+            let _ = self.child.kill();
+            None
+        })
     }
 }
 

@@ -2,12 +2,10 @@
 //! and slow children, cancellation, progress routing, floods, graceful
 //! shutdown with calls in flight, and a bounded soak.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 #[test]
@@ -30,27 +28,26 @@ fn crashes_restart_then_fail_until_refreshed() {
     assert!(d.log_text().contains("exited with status 7"));
     assert_eq!(c.call_text("fx_echo", json!({"text": "back"})).0, "back");
     // Repeated crashes in a short window: failed.
-    let deadline = Instant::now() + Duration::from_secs(30);
     // Each crash call differs: identical failing calls would be refused by
     // the retry-loop breaker before reaching the child.
     let mut code = 10;
-    loop {
-        let s = d.ctl_json(&["status"]);
-        let fx = server(&s, "fx").unwrap();
-        if fx["state"] == "failed" {
-            assert!(
-                fx["error"].as_str().unwrap().contains("exited with status"),
-                "{fx}"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "never marked failed: {fx}");
-        if fx["state"] == "ready" {
-            code += 1;
-            c.call_text("fx_crash", json!({"code": code}));
-        }
-        std::thread::sleep(Duration::from_millis(30));
-    }
+    let mut fx = Value::Null;
+    eventually(
+        with_log("fx to be marked failed after repeated crashes", &d.log),
+        Duration::from_secs(30),
+        || {
+            fx = server(&d.ctl_json(&["status"]), "fx").unwrap().clone();
+            if fx["state"] == "ready" {
+                code += 1;
+                c.call_text("fx_crash", json!({"code": code}));
+            }
+            fx["state"] == "failed"
+        },
+    );
+    assert!(
+        fx["error"].as_str().unwrap().contains("exited with status"),
+        "{fx}"
+    );
     // The same call while the server is down: each time the state, never
     // the retry-loop breaker's refusal (not these arguments' fault).
     for _ in 0..3 {
@@ -82,20 +79,20 @@ fn timeouts_and_cancellation_reach_the_child() {
     // stderr, which evod captures with the server id).
     c.send(&json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
                    "params": {"name": "fx_sleep", "arguments": {"ms": 400}}}));
-    std::thread::sleep(Duration::from_millis(100));
+    eventually(
+        with_log("the child to start sleep 400", &d.log),
+        Duration::from_secs(10),
+        || d.log_text().contains("sleep 400 started"),
+    );
     c.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                    "params": {"requestId": 900, "reason": "user"}}),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(d.log_text().contains("sleep 400 cancelled")) {
-        assert!(
-            Instant::now() < deadline,
-            "cancel never reached the child:\n{}",
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        with_log("the cancel to reach the child", &d.log),
+        Duration::from_secs(10),
+        || d.log_text().contains("sleep 400 cancelled"),
+    );
     let log = d.log_text();
     let line = log
         .lines()
@@ -185,10 +182,11 @@ fn child_stderr_is_logged_with_its_id_and_rate_limited() {
         "loud": fixture_server(&["--stderr-burst", "500"])
     }}));
     d.wait_ready(&["loud"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !d.log_text().contains("lines dropped") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        with_log("a warning counting the dropped lines", &d.log),
+        Duration::from_secs(10),
+        || d.log_text().contains("lines dropped"),
+    );
     let log = d.log_text();
     let logged: Vec<&str> = log.lines().filter(|l| l.contains("burst line")).collect();
     assert!(
@@ -219,7 +217,11 @@ fn shutdown_answers_calls_in_flight() {
     let mut c = d.legacy_session();
     c.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                    "params": {"name": "fx_sleep", "arguments": {"ms": 20000}}}));
-    std::thread::sleep(Duration::from_millis(200));
+    eventually(
+        with_log("the call to reach the child", &d.log),
+        Duration::from_secs(10),
+        || d.log_text().contains("sleep 20000 started"),
+    );
     let (code, _, _) = d.ctl(&["stop"]);
     assert_eq!(code, 0);
     let r = c.response(&json!(5));
@@ -348,6 +350,8 @@ fn a_client_that_never_reads_is_held_back() {
         }
         sent += 1;
     }
+    // Not a wait for anything: half a second for evod to buffer what it
+    // would, before its memory is measured.
     std::thread::sleep(Duration::from_millis(500));
     let during = rss_kib(d.pid());
     let mut other = d.legacy_session();

@@ -1,13 +1,11 @@
 //! The foundation, end to end through real processes: evod, evoctl shim and
 //! fixture children. Legacy mode lists every tool.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 fn two_fixtures() -> Value {
@@ -122,11 +120,11 @@ fn shim_hands_its_stdio_to_the_daemon_or_copies_bytes() {
     // shim exits cleanly.
     let status = paired.close().expect("the shim did not exit");
     assert!(status.success(), "{status}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while io(&d) != ["socket"] && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(io(&d), ["socket"]);
+    eventually(
+        "only the copied session to be left",
+        Duration::from_secs(5),
+        || io(&d) == ["socket"],
+    );
     let (got, _) = copied.call_text("fx_echo", json!({"text": "still here"}));
     assert_eq!(got, "still here");
 }
@@ -299,8 +297,7 @@ fn collisions_keep_the_first_in_config_order_and_long_names_are_hashed() {
         "mcpServers": {"first": {"command": fixture().to_string_lossy(), "prefix": ""}},
         "servers": {
             "second": {"command": fixture().to_string_lossy(), "prefix": ""},
-            "twilio": {"command": fixture().to_string_lossy(),
-                       "args": ["--replay", catalog_path().to_string_lossy(), "--server", "twilio"]}
+            "twilio": replayed("twilio")
         }
     });
     let d = Daemon::start(&cfg);
@@ -441,8 +438,7 @@ fn no_daemon_exits_3_naming_the_socket() {
     let mut shim = McpClient::spawn(&sock, &["--no-autostart"]);
     let status = shim.child.wait().unwrap();
     assert_eq!(status.code(), Some(3));
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(shim.stderr.lock().unwrap().contains("nothing.sock"));
+    assert!(shim.stderr.all().contains("nothing.sock"));
     // Usage errors are 2 (a search needs words).
     let (code, _, _) = ctl_at(&sock, &["frobnicate"]);
     assert_eq!(code, 2);
@@ -484,14 +480,11 @@ fn shim_autostarts_the_daemon_with_the_same_config() {
     drop(c);
     let (code, out, err) = ctl_at(&sock, &["stop"]);
     assert_eq!(code, 0, "{out}{err}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while sock.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "socket not removed after stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        "the socket to be removed after stop",
+        Duration::from_secs(10),
+        || !sock.exists(),
+    );
 }
 
 fn child_pid(c: &mut McpClient, tool: &str) -> u32 {
@@ -523,8 +516,7 @@ fn children_die_with_the_daemon_even_on_sigkill() {
     let stderr = c.stderr.clone();
     let shim = c.close();
     assert_eq!(shim.and_then(|s| s.code()), Some(3), "{shim:?}");
-    std::thread::sleep(Duration::from_millis(50));
-    let err = stderr.lock().unwrap().clone();
+    let err = stderr.all();
     assert!(err.contains("crashed or was killed"), "{err}");
 }
 
@@ -617,4 +609,65 @@ fn status_and_list_json_have_stable_keys() {
     const SIGPIPE: i32 = 13; // on every Unix evo builds for
     assert_eq!(piped.status.signal(), Some(SIGPIPE), "{err}");
     assert!(err.is_empty(), "{err}");
+}
+
+/// A command that does not exist cannot start however often it is tried: it
+/// is `failed` at once with the reason, not restarted and logged as crashes.
+#[test]
+fn a_missing_command_fails_at_once() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "missing": {"command": "/nonexistent/evo-no-such-binary"},
+        "good": fixture_server(&[]),
+    }}));
+    let s = d.wait_status("missing failed, good ready", |s| {
+        server(s, "missing").is_some_and(|v| v["state"] == "failed")
+            && server(s, "good").is_some_and(|v| v["state"] == "ready")
+    });
+    let missing = server(&s, "missing").unwrap();
+    assert_eq!(missing["restarts"], 0, "{missing}");
+    let error = missing["error"].as_str().unwrap();
+    assert!(
+        error.contains("not found") && error.contains("evo-no-such-binary"),
+        "{error}"
+    );
+    let log = d.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("server=missing") || l.contains("server=\"missing\""))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line about it, not a crash loop: {lines:#?}"
+    );
+    assert!(lines[0].contains("cannot start"), "{}", lines[0]);
+    // A refresh tries again, and fails the same way at once.
+    let (code, _, err) = d.ctl(&["refresh", "missing"]);
+    assert_eq!(code, 0, "{err}");
+    let s = d.wait_status("still failed", |s| {
+        server(s, "missing").is_some_and(|v| v["state"] == "failed")
+    });
+    assert_eq!(server(&s, "missing").unwrap()["restarts"], 0);
+}
+
+/// The README's run command: the example config, started from another
+/// directory, finds the fixture through `EVO_FIXTURE` (as `examples/run`
+/// sets it) and serves both example servers.
+#[test]
+fn the_example_config_runs_from_any_directory() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let config = repo.join("examples/mcp.config.json");
+    let dir = TempDir::new("example");
+    let mut d = Daemon::start_raw(
+        dir,
+        config,
+        &[],
+        &[("EVO_FIXTURE", fixture().to_str().unwrap())],
+    );
+    let s = d.wait_ready(&["fx", "math"]);
+    assert_eq!(server(&s, "time").unwrap()["state"], "disabled");
+    let mut c = d.legacy_session();
+    assert_eq!(c.call_text("fx_echo", json!({"text": "hi"})).0, "hi");
+    drop(c);
+    d.stop();
 }

@@ -1,9 +1,7 @@
 //! Tiered disclosure and self-correcting calls, against a child that records
 //! exactly the arguments it receives.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 struct Setup {
@@ -182,10 +180,7 @@ fn a_missing_session_id_is_filled_and_the_result_says_so() {
 
 #[test]
 fn hot_tools_are_listed_in_full_and_the_rest_in_instructions() {
-    let s = setup(json!({"servers": {
-        "git": {"command": fixture().to_string_lossy(),
-                "args": ["--replay", catalog_path().to_string_lossy(), "--server", "git"]}
-    }}));
+    let s = setup(json!({"servers": {"git": replayed("git")}}));
     s.d.wait_ready(&["git"]);
     let mut c = s.d.session(&["--mode", "dynamic"]);
     let init = c.initialize();
@@ -210,10 +205,7 @@ fn hot_tools_are_listed_in_full_and_the_rest_in_instructions() {
     // A small budget lists domains with counts and points to describe_capability.
     drop(c);
     let small = setup(
-        json!({"discovery": {"instructions_budget": 400}, "servers": {
-            "git": {"command": fixture().to_string_lossy(),
-                    "args": ["--replay", catalog_path().to_string_lossy(), "--server", "git"]}
-        }}),
+        json!({"discovery": {"instructions_budget": 400}, "servers": {"git": replayed("git")}}),
     );
     small.d.wait_ready(&["git"]);
     let mut c = small.d.session(&["--mode", "dynamic"]);
@@ -284,10 +276,8 @@ fn describe_tools_and_capabilities() {
 #[test]
 fn odd_schemas_and_hostile_arguments_break_nothing() {
     let s = setup(json!({"servers": {
-        "gitlab": {"command": fixture().to_string_lossy(),
-                   "args": ["--replay", catalog_path().to_string_lossy(), "--server", "gitlab"]},
-        "drawio": {"command": fixture().to_string_lossy(),
-                   "args": ["--replay", catalog_path().to_string_lossy(), "--server", "drawio"]}
+        "gitlab": replayed("gitlab"),
+        "drawio": replayed("drawio")
     }}));
     s.d.wait_ready(&["gitlab", "drawio"]);
     let mut c = s.d.legacy_session();

@@ -2,11 +2,9 @@
 //! second as a diff; invalid files keep the running config; activations
 //! follow re-prefixed tools; `evoctl reload` reports what changed.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 fn base() -> Value {
@@ -94,21 +92,17 @@ fn saved_config_applies_as_a_diff_and_activations_follow() {
         "removed server's child stopped"
     );
     // Activations: the re-prefixed tool is mapped, the removed one dropped.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let names = c.tool_names();
-        if names.contains(&"renamed_echo".to_string()) && !names.contains(&"gone_echo".to_string())
-        {
-            assert!(!names.contains(&"pfx_echo".to_string()));
-            assert!(names.contains(&"keep_echo".to_string()));
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "activations did not follow: {names:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut names = Vec::new();
+    eventually(
+        "activations to follow the reload",
+        Duration::from_secs(5),
+        || {
+            names = c.tool_names();
+            names.contains(&"renamed_echo".to_string()) && !names.contains(&"gone_echo".to_string())
+        },
+    );
+    assert!(!names.contains(&"pfx_echo".to_string()));
+    assert!(names.contains(&"keep_echo".to_string()));
     c.await_list_changed(0);
     assert_eq!(
         c.call_text("renamed_echo", json!({"text": "moved"})).0,

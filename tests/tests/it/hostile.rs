@@ -2,13 +2,11 @@
 //! gets a clear error for that message (or that connection), and the session
 //! and the daemon go on.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 fn daemon() -> Daemon {

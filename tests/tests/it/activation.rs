@@ -1,14 +1,12 @@
 //! Socket activation: evod serves a listener inherited the way systemd
 //! passes one (fd 3, LISTEN_FDS, LISTEN_PID), without systemd itself.
 
-mod common;
-
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 #[test]
@@ -61,23 +59,17 @@ fn evod_serves_an_inherited_socket() {
     }
     let mut child = Running(cmd.spawn().unwrap());
     drop(listener);
-    let log_text = || std::fs::read_to_string(dir.path().join("evod.log")).unwrap_or_default();
-    let mut ready = false;
-    for _ in 0..400 {
-        let (code, out, _) = ctl_at(&socket, &["status", "--json"]);
-        if code == 0
-            && let Ok(s) = serde_json::from_str::<serde_json::Value>(&out)
-            && server(&s, "fx").is_some_and(|v| v["state"] == "ready")
-        {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(
-        ready,
-        "evod never served fx on the inherited socket\n{}",
-        log_text()
+    let log_path = dir.path().join("evod.log");
+    let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    eventually(
+        with_log("evod to serve fx on the inherited socket", &log_path),
+        Duration::from_secs(10),
+        || {
+            let (code, out, _) = ctl_at(&socket, &["status", "--json"]);
+            code == 0
+                && serde_json::from_str::<serde_json::Value>(&out)
+                    .is_ok_and(|s| server(&s, "fx").is_some_and(|v| v["state"] == "ready"))
+        },
     );
     assert!(log_text().contains("socket activation"));
     assert!(

@@ -1,11 +1,9 @@
 //! Dynamic discovery: per-session activation, discover_tools, list_changed,
 //! named sessions, mode precedence and the evoctl control plane.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// Tools a dynamic session starts with here: 4 natives and the hot fx_echo.
@@ -14,10 +12,8 @@ const START: usize = 5;
 fn config() -> Value {
     json!({"mcpServers": {
         "fx": {"command": fixture().to_string_lossy(), "hot": ["echo"]},
-        "time": {"command": fixture().to_string_lossy(),
-                 "args": ["--replay", catalog_path().to_string_lossy(), "--server", "time"]},
-        "git": {"command": fixture().to_string_lossy(),
-                "args": ["--replay", catalog_path().to_string_lossy(), "--server", "git"]}
+        "time": replayed("time"),
+        "git": replayed("git")
     }})
 }
 
@@ -150,6 +146,8 @@ fn evoctl_activation_reaches_the_live_session() {
     // a tools/list on the first makes the first the most recent again.
     let mut newer = dynamic(&d, &[]);
     newer.tool_names();
+    // Not a wait for anything: activity times are kept in milliseconds, and
+    // the two requests must not share one for "most recent" to be decided.
     std::thread::sleep(Duration::from_millis(30));
     c.tool_names();
     let r = d.ctl_json(&["activate", "fx_pid"]);
@@ -182,15 +180,11 @@ fn evoctl_activation_reaches_the_live_session() {
     assert_eq!(code, 1);
     assert!(err.contains("s999"), "{err}");
     c.close();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (code, _, _) = d.ctl(&["list", "--session", &id]);
-        if code == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "closed session still listed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        "the closed session to be listed no more",
+        Duration::from_secs(5),
+        || d.ctl(&["list", "--session", &id]).0 == 1,
+    );
 }
 
 #[test]
@@ -260,8 +254,7 @@ fn mode_precedence_shim_then_evod_then_env_then_config() {
     cmd.env("EVO_DISCOVERY_MODE", "sideways");
     let mut bad = McpClient::spawn_cmd(&mut cmd);
     assert!(!bad.child.wait().unwrap().success());
-    std::thread::sleep(Duration::from_millis(50));
-    let err = bad.stderr.lock().unwrap().clone();
+    let err = bad.stderr.all();
     assert!(
         err.contains("EVO_DISCOVERY_MODE") && err.contains("sideways"),
         "{err}"

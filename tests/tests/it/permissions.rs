@@ -1,11 +1,9 @@
 //! Permissions (EVOKORE-MCP's permissions.yml plus globs) and human approval,
 //! through real processes.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 fn start(perms: &str, env: &[(&str, &str)]) -> Daemon {
@@ -101,15 +99,11 @@ fn roles_switch_by_reload_and_env() {
         file.replace("active_role: readonly", "active_role: developer"),
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !c.tool_names().contains(&"fx_add".to_string()) {
-        assert!(
-            Instant::now() < deadline,
-            "role switch never applied\n{}",
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        with_log("the role switch to apply", &d.log),
+        Duration::from_secs(10),
+        || c.tool_names().contains(&"fx_add".to_string()),
+    );
     c.await_list_changed(0);
     drop(c);
     drop(d);
@@ -172,11 +166,9 @@ fn an_unusable_file_at_start_denies_until_fixed() {
         // Fixing the file applies it.
         let fixed = "roles:\n  nope:\n    default_permission: allow\nrules:\n  fx_add: deny\n";
         std::fs::write(permissions_path(&d), fixed).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !c.tool_names().contains(&"fx_echo".to_string()) {
-            assert!(Instant::now() < deadline, "the fixed file never applied");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        eventually("the fixed file to apply", Duration::from_secs(10), || {
+            c.tool_names().contains(&"fx_echo".to_string())
+        });
         assert!(!c.tool_names().contains(&"fx_add".to_string()));
     }
 }

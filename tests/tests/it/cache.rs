@@ -2,11 +2,9 @@
 //! start from a matching entry, stale-while-revalidate, bad caches, and live
 //! re-discovery (child list_changed, evoctl refresh).
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-live-ZXhhbXBsZS1zZWNyZXQtdmFsdWU";
@@ -25,21 +23,19 @@ fn cache_file(d: &Daemon) -> std::path::PathBuf {
 
 /// Waits until the cache file lists `n` servers.
 fn wait_cache(d: &Daemon, n: usize) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(bytes) = std::fs::read(cache_file(d))
-            && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
-            && v["servers"].as_array().is_some_and(|s| s.len() == n)
-        {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cache never listed {n} servers\n{}",
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut cache = Value::Null;
+    eventually(
+        with_log(&format!("the cache to list {n} servers"), &d.log),
+        Duration::from_secs(10),
+        || {
+            cache = std::fs::read(cache_file(d))
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or_default();
+            cache["servers"].as_array().is_some_and(|s| s.len() == n)
+        },
+    );
+    cache
 }
 
 #[test]
@@ -193,15 +189,14 @@ fn a_cache_for_servers_no_longer_configured_is_ignored() {
     let mut c = d.legacy_session();
     c.call_text("two_echo", json!({"text": "x"}));
     // The next write drops the unconfigured server.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let v: Value = serde_json::from_slice(&std::fs::read(cache_file(&d)).unwrap()).unwrap();
-        if v["servers"].as_array().unwrap().len() == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        "the cache to drop the unconfigured server",
+        Duration::from_secs(10),
+        || {
+            let v: Value = serde_json::from_slice(&std::fs::read(cache_file(&d)).unwrap()).unwrap();
+            v["servers"].as_array().unwrap().len() == 1
+        },
+    );
 }
 
 #[test]
@@ -214,11 +209,9 @@ fn child_list_changed_and_evoctl_refresh_rediscover() {
         "added"
     );
     // The daemon re-lists the child; the session hears list_changed.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !c.tool_names().contains(&"two_fresh".to_string()) {
-        assert!(Instant::now() < deadline, "two_fresh never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually("two_fresh to be listed", Duration::from_secs(10), || {
+        c.tool_names().contains(&"two_fresh".to_string())
+    });
     c.await_list_changed(0);
     assert_eq!(c.call_text("two_fresh", json!({"text": "new"})).0, "new");
     // evoctl refresh restarts and re-discovers (the added tool is gone again).

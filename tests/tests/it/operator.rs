@@ -2,12 +2,10 @@
 //! XDG_CONFIG_HOME in a temp dir: service units, client setup, import,
 //! shell completions, and `refresh` staying quiet without a terminal.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// A private home: `home/` is HOME, `config/` is XDG_CONFIG_HOME.

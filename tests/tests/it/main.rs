@@ -1,0 +1,20 @@
+//! evo's integration tests, one test binary: real `evod`, `evoctl` and
+//! fixture processes driven through the harness in `common`. Each module is
+//! one area; run one test with
+//! `cargo test -p evo-tests --test it supervision::shutdown_answers_calls_in_flight`.
+
+mod common;
+
+mod activation;
+mod cache;
+mod catalog;
+mod correction;
+mod discovery;
+mod foundation;
+mod hostile;
+mod operator;
+mod permissions;
+mod reference;
+mod reload;
+mod stopping;
+mod supervision;
