@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::SetActive;
 use super::approval::{Answers, Approval};
 use super::breaker::{REFUSE_AFTER, RetryBreaker};
-use super::server::{SessionServer, text_result, unknown_tool_message};
+use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
 use crate::approvals::canonical_key;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::io::Direct;
@@ -236,7 +236,7 @@ impl SessionServer {
         let Some(entry) = snapshot.get(name) else {
             let text = snapshot
                 .refusal(name)
-                .unwrap_or_else(|| unknown_tool_message(&snapshot, name));
+                .unwrap_or_else(|| unknown_tool_message(&snapshot, name, Asker::Agent));
             return Ok(text_result(text, true).into());
         };
         self.view.touch();

@@ -19,7 +19,7 @@ mod server;
 pub mod transport;
 
 pub use approval::{Answers, Ask};
-pub use server::{SessionServer, unknown_tool_message};
+pub use server::{Asker, SessionServer, unknown_tool_message};
 
 use crate::catalog::CatalogChanged;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};

@@ -94,7 +94,7 @@ impl SessionServer {
         let snapshot = self.snapshot.load_full();
         match snapshot.get(name) {
             Some(entry) => text_result(disclosure::describe_tool(entry), false),
-            None => text_result(unknown_tool_message(&snapshot, name), true),
+            None => text_result(unknown_tool_message(&snapshot, name, Asker::Agent), true),
         }
     }
 
@@ -147,16 +147,28 @@ impl SessionServer {
 }
 
 /// "No tool named X" with the closest names, so the caller can correct itself.
-pub fn unknown_tool_message(snapshot: &Snapshot, name: &str) -> String {
+pub fn unknown_tool_message(snapshot: &Snapshot, name: &str, asker: Asker) -> String {
     let close = search::closest_names(snapshot, name, 5);
+    let search = match asker {
+        Asker::Agent => "Use discover_tools to search",
+        Asker::Person => "Run `evoctl search WORDS` to search",
+    };
     if close.is_empty() {
-        format!("No tool named '{name}'. Use discover_tools to search for one.")
+        format!("No tool named '{name}'. {search} for one.")
     } else {
         format!(
-            "No tool named '{name}'. Closest: {}. Use discover_tools to search.",
+            "No tool named '{name}'. Closest: {}. {search}.",
             close.join(", ")
         )
     }
+}
+
+/// Who is told about an unknown tool, so the hint names a tool they have:
+/// an agent in a session (`discover_tools`), or a person at `evoctl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    Agent,
+    Person,
 }
 
 impl ServerHandler for SessionServer {

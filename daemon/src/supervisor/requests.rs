@@ -181,9 +181,9 @@ impl Supervisor {
                 .cloned()
                 .collect();
             if let Some(t) = unknown.first() {
-                let msg = snapshot
-                    .refusal(t)
-                    .unwrap_or_else(|| session::unknown_tool_message(&snapshot, t));
+                let msg = snapshot.refusal(t).unwrap_or_else(|| {
+                    session::unknown_tool_message(&snapshot, t, session::Asker::Person)
+                });
                 return Box::pin(async move { CtlReply::error(ErrorKind::UnknownTool, msg) });
             }
         }
@@ -321,7 +321,7 @@ impl Handler<Ctl> for Supervisor {
                     })),
                     None => CtlReply::error(
                         ErrorKind::UnknownTool,
-                        session::unknown_tool_message(&snapshot, &name),
+                        session::unknown_tool_message(&snapshot, &name, session::Asker::Person),
                     ),
                 };
                 ready(reply)

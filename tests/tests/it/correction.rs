@@ -271,6 +271,11 @@ fn describe_tools_and_capabilities() {
     let (code, _, err) = s.d.ctl(&["describe", "nope_nope"]);
     assert_eq!(code, 1);
     assert!(err.contains("nope_nope"));
+    // A person at evoctl is pointed at evoctl search, not the agent's tool.
+    assert!(
+        err.contains("evoctl search") && !err.contains("discover_tools"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -176,6 +176,10 @@ fn evoctl_activation_reaches_the_live_session() {
     let (code, _, err) = d.ctl(&["activate", "fx_nope", "--session", &id]);
     assert_eq!(code, 1);
     assert!(err.contains("fx_nope"), "{err}");
+    assert!(
+        err.contains("evoctl search") && !err.contains("discover_tools"),
+        "{err}"
+    );
     let (code, _, err) = d.ctl(&["activate", "fx_add", "--session", "s999"]);
     assert_eq!(code, 1);
     assert!(err.contains("s999"), "{err}");
