@@ -281,6 +281,9 @@ pub fn render(
                     println!("{label}: {}", list.join(", "));
                 }
             }
+            for failed in &r.failed {
+                println!("failed: {failed}");
+            }
         }
     }
     Ok(())

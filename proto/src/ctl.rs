@@ -473,6 +473,9 @@ pub struct ActionReport {
     pub restarted: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reprefixed: Vec<String>,
+    /// Entries that cannot be used (reload): each names its server and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 /// One call held until a person approves or denies it.

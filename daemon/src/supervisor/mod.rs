@@ -112,12 +112,7 @@ impl Supervisor {
     fn load_config(&mut self) {
         match config::load(&self.opts.config_path) {
             Ok(cfg) => {
-                for w in &cfg.warnings {
-                    tracing::warn!(config = %self.opts.config_path.display(), "{w}");
-                }
-                for e in &cfg.failed {
-                    tracing::error!(config = %self.opts.config_path.display(), server = %e.server, "{e}");
-                }
+                self.log_problems(&cfg);
                 self.config_error = None;
                 self.config = cfg;
             }
@@ -227,6 +222,16 @@ impl Supervisor {
         Ok(report)
     }
 
+    /// Logs a loaded config's warnings and its entries that cannot be used.
+    fn log_problems(&self, cfg: &Config) {
+        for w in &cfg.warnings {
+            tracing::warn!(config = %self.opts.config_path.display(), "{w}");
+        }
+        for e in &cfg.failed {
+            tracing::error!(config = %self.opts.config_path.display(), server = %e.server, "{e}");
+        }
+    }
+
     fn reload_config(&mut self) -> Result<ctl::ActionReport, String> {
         let cfg = match config::load(&self.opts.config_path) {
             Ok(cfg) => cfg,
@@ -237,15 +242,9 @@ impl Supervisor {
                 return Err(format!("{msg}; the running config stays in force"));
             }
         };
-        if let Some(e) = cfg.failed.first() {
-            let msg = format!("{}: {e}", self.opts.config_path.display());
-            tracing::error!("{msg}; keeping the running config");
-            self.config_error = Some(msg.clone());
-            return Err(format!("{msg}; the running config stays in force"));
-        }
-        for w in &cfg.warnings {
-            tracing::warn!(config = %self.opts.config_path.display(), "{w}");
-        }
+        // As at start: an entry that cannot be used fails that server alone
+        // (shown failed with its error); the valid ones apply.
+        self.log_problems(&cfg);
         self.config_error = None;
         // Children started by this reload read messages up to the new limit.
         let max_line = cfg.limits.max_message_bytes;
@@ -328,6 +327,7 @@ impl Supervisor {
                 None => dropped.push(e.name.clone()),
             }
         }
+        report.failed = cfg.failed.iter().map(|e| e.to_string()).collect();
         self.children = next;
         self.config = cfg;
         self.send_servers(HashMap::new(), renames);
@@ -346,6 +346,12 @@ impl Supervisor {
         } else {
             format!("config reloaded: {changes} server(s) changed")
         };
+        if !report.failed.is_empty() {
+            report.message.push_str(&format!(
+                "; {} server(s) cannot be used until their entries are fixed",
+                report.failed.len()
+            ));
+        }
         tracing::info!(added = ?report.added, removed = ?report.removed, restarted = ?report.restarted, reprefixed = ?report.reprefixed, "{}", report.message);
         Ok(report)
     }

@@ -125,23 +125,52 @@ fn invalid_files_keep_the_running_config_until_fixed() {
         "ready",
         "running config still in force"
     );
-    // An unresolvable variable in one server keeps the running config too.
+    // Fixing the syntax applies the file, and an entry with an unresolvable
+    // variable fails alone, as at start: the valid servers apply.
     let mut cfg = base();
-    cfg["mcpServers"]["keep"]["env"] = json!({"T": "${EVO_TEST_NOT_SET_ANYWHERE}"});
-    cfg["mcpServers"]["extra"] = fixture_server(&[]);
-    save_atomically(&d.config, &cfg);
-    let s = wait_until(&d, "var error reported", |s| {
-        s["config"]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("EVO_TEST_NOT_SET_ANYWHERE"))
+    cfg["mcpServers"]["bad"] = json!({
+        "command": fixture().to_string_lossy(),
+        "env": {"T": "${EVO_TEST_NOT_SET_ANYWHERE}"}
     });
-    assert!(server(&s, "extra").is_none());
-    // Fixing the file applies it.
-    let mut cfg = base();
     cfg["mcpServers"]["extra"] = fixture_server(&[]);
     save_atomically(&d.config, &cfg);
-    let s = wait_until(&d, "fixed config applied", |s| {
-        s["config"]["ok"] == true && server(s, "extra").is_some_and(|v| v["state"] == "ready")
+    let s = wait_until(&d, "extra applied and bad failed", |s| {
+        server(s, "extra").is_some_and(|v| v["state"] == "ready")
+            && server(s, "bad").is_some_and(|v| v["state"] == "failed")
+    });
+    let bad = server(&s, "bad").unwrap()["error"].as_str().unwrap();
+    assert!(
+        bad.contains("bad") && bad.contains("EVO_TEST_NOT_SET_ANYWHERE") && bad.contains("env.T"),
+        "{bad}"
+    );
+    assert_eq!(s["config"]["ok"], true, "the file itself loads: {s}");
+    assert_eq!(server(&s, "keep").unwrap()["pid"], keep_pid, "untouched");
+    // `evoctl reload` lists every entry that cannot be used.
+    let r = d.ctl_json(&["reload"]);
+    let failed = r["failed"].as_array().expect("failed listed").clone();
+    assert_eq!(failed.len(), 1, "{r}");
+    assert!(
+        failed[0]
+            .as_str()
+            .unwrap()
+            .contains("EVO_TEST_NOT_SET_ANYWHERE"),
+        "{r}"
+    );
+    let (code, out, err) = d.ctl(&["reload"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("failed: ") && out.contains("EVO_TEST_NOT_SET_ANYWHERE"),
+        "{out}"
+    );
+    // Fixing the entry applies it.
+    let mut cfg = base();
+    cfg["mcpServers"]["extra"] = fixture_server(&[]);
+    cfg["mcpServers"]["bad"] = fixture_server(&[]);
+    save_atomically(&d.config, &cfg);
+    let s = wait_until(&d, "fixed entry applied", |s| {
+        s["config"]["ok"] == true
+            && server(s, "extra").is_some_and(|v| v["state"] == "ready")
+            && server(s, "bad").is_some_and(|v| v["state"] == "ready")
     });
     assert_eq!(server(&s, "keep").unwrap()["pid"], keep_pid);
     assert!(d.log_text().contains("keeping the running config"));
