@@ -372,14 +372,17 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
         eprintln!("evoctl: {e}");
         return ExitCode::from(EXIT_REFUSED);
     }
-    // A person at a terminal wants to see re-discovery finish; scripts and
-    // pipes get the reply alone, so their output stays one stable shape.
-    if !json && std::io::stdout().is_terminal() {
+    // A person at a terminal watches re-discovery finish on one updating
+    // line; off a terminal `refresh` waits for it and prints each server's
+    // outcome (scripts and logs learn what happened, not only what was
+    // asked). `--json` gets the reply alone, one stable shape.
+    if !json {
+        let terminal = std::io::stdout().is_terminal();
         let ids = match (&request, reply) {
             (CtlRequest::Refresh { .. }, Reply::Action(r)) => r.restarted,
             // A daemon still discovering its servers (first start of many):
             // follow it until each is ready or failed.
-            (CtlRequest::Status, Reply::Status(s)) => s
+            (CtlRequest::Status, Reply::Status(s)) if terminal => s
                 .servers
                 .into_iter()
                 .filter(|v| matches!(v.state, ServerState::Starting | ServerState::Restarting))
@@ -387,7 +390,7 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
                 .collect(),
             _ => Vec::new(),
         };
-        follow_refresh(socket, &ids).await;
+        follow_refresh(socket, &ids, terminal).await;
     }
     ExitCode::SUCCESS
 }
@@ -412,11 +415,12 @@ async fn status(socket: &Path) -> Option<StatusReport> {
 const REFRESH_POLL: Duration = Duration::from_millis(200);
 const REFRESH_PATIENCE: Duration = Duration::from_secs(120);
 
-/// Shows one updating line until every server in `ids` is `ready` or
-/// `failed`. The daemon queues each Restart before it replies, and a child
-/// answers status only after its queued messages, so the first poll already
-/// sees the restart rather than the old `ready`.
-async fn follow_refresh(socket: &Path, ids: &[String]) {
+/// Waits until every server in `ids` is `ready` or `failed`: on a terminal
+/// one updating line shows the progress; elsewhere each server's outcome is
+/// printed once known. The daemon queues each Restart before it replies, and
+/// a child answers status only after its queued messages, so the first poll
+/// already sees the restart rather than the old `ready`.
+async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
     if ids.is_empty() {
         return;
     }
@@ -426,20 +430,31 @@ async fn follow_refresh(socket: &Path, ids: &[String]) {
         let Some(status) = status(socket).await else {
             // The daemon went away or answered oddly: the reply already said
             // what was asked; `evoctl status` tells the rest.
-            let _ = writeln!(stdout);
+            if terminal {
+                let _ = writeln!(stdout);
+            }
             return;
         };
         let progress = output::refresh_progress(&status, ids);
-        let _ = write!(stdout, "\r\x1b[2K{}", progress.line);
-        let _ = stdout.flush();
+        if terminal {
+            let _ = write!(stdout, "\r\x1b[2K{}", progress.line);
+            let _ = stdout.flush();
+        }
         if progress.done {
-            let _ = writeln!(stdout);
+            if terminal {
+                let _ = writeln!(stdout);
+            } else {
+                for id in ids {
+                    let _ = writeln!(stdout, "{}", output::refresh_outcome(&status, id));
+                }
+            }
             return;
         }
         if started.elapsed() >= REFRESH_PATIENCE {
             let _ = writeln!(
                 stdout,
-                "\nstill re-discovering after {}s; `evoctl status` shows where each server is",
+                "{}still re-discovering after {}s; `evoctl status` shows where each server is",
+                if terminal { "\n" } else { "" },
                 REFRESH_PATIENCE.as_secs()
             );
             return;

@@ -327,6 +327,19 @@ pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgres
     RefreshProgress { line, done }
 }
 
+/// One server's outcome once a refresh has settled: `fx: ready, 14 tools`,
+/// `fx: failed: <error>`, or `fx: no longer configured`.
+pub fn refresh_outcome(status: &StatusReport, id: &str) -> String {
+    match status.servers.iter().find(|s| s.id == id) {
+        None => format!("{id}: no longer configured"),
+        Some(s) if s.state == ServerState::Failed => format!(
+            "{id}: failed: {}",
+            s.error.as_deref().unwrap_or("no error recorded")
+        ),
+        Some(s) => format!("{id}: {}, {} tools", s.state.as_str(), s.tools),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

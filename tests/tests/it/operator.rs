@@ -434,12 +434,38 @@ fn completions_print_a_script_for_each_shell() {
 }
 
 #[test]
-fn refresh_without_a_terminal_prints_only_the_reply() {
-    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
-    d.wait_ready(&["fx"]);
+fn refresh_without_a_terminal_reports_the_outcome() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&[]),
+        "dies": fixture_server(&["--exit-at-start"]),
+    }}));
+    d.wait_status("fx ready, dies failed", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "ready")
+            && server(s, "dies").is_some_and(|v| v["state"] == "failed")
+    });
+    // Off a terminal, refresh waits for the outcome and prints it (no
+    // progress line): what happened, not only what was asked.
     let (code, out, err) = d.ctl(&["refresh"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.trim_end(), "re-discovering fx\nrestarted: fx", "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..2],
+        ["re-discovering fx, dies", "restarted: fx, dies"],
+        "{out}"
+    );
+    assert_eq!(lines[2], "fx: ready, 14 tools", "{out}");
+    assert!(
+        lines[3].starts_with("dies: failed: ") && lines[3].contains("exited with status 1"),
+        "{out}"
+    );
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(
+        !out.contains('\r'),
+        "no progress line off a terminal: {out:?}"
+    );
+    // With --json, the reply alone.
+    let r = d.ctl_json(&["refresh", "fx"]);
+    assert_eq!(r["restarted"], json!(["fx"]));
     d.wait_ready(&["fx"]);
 }
 
