@@ -18,6 +18,7 @@ use rmcp::model::JsonObject;
 use serde_json::Value;
 
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
+use crate::child::link::ServerState;
 use lexicon::{ACTIONS, ALIASES, PACKAGING, PHRASES, PRONOUNS, STOPWORDS, THINGS};
 
 mod text;
@@ -201,7 +202,7 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
             .iter()
             .any(|w| *w == name || porter::stem(w) == porter::stem(&name))
     };
-    snapshot
+    let mut notes: Vec<String> = snapshot
         .unlisted
         .iter()
         .filter_map(|link| {
@@ -226,7 +227,31 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
                 link.id
             ))
         })
-        .collect()
+        .collect();
+    // Servers still starting that the query did not name: their tools are
+    // missing from any answer until they have listed them.
+    let starting: Vec<&str> = snapshot
+        .unlisted
+        .iter()
+        .filter(|l| l.state() == ServerState::Starting)
+        .map(|l| l.id.as_str())
+        .filter(|id| {
+            !notes
+                .iter()
+                .any(|n| n.starts_with(&format!("Server '{id}'")))
+        })
+        .collect();
+    if !starting.is_empty() {
+        let (count, verb) = match starting.len() {
+            1 => ("1 server is".to_string(), "its tools are"),
+            n => (format!("{n} servers are"), "their tools are"),
+        };
+        notes.push(format!(
+            "{count} still starting: {}; {verb} not searchable until listed, so search again shortly.",
+            starting.join(", ")
+        ));
+    }
+    notes
 }
 
 /// Does the query look like (part of) a tool name rather than a sentence?

@@ -384,3 +384,34 @@ fn capabilities_of_an_unreachable_server_are_searchable() {
     );
     assert!(!text.contains("'gh'"), "{text}");
 }
+
+/// While a server is still starting, a search says so: its tools are missing
+/// from the answer until it has listed them.
+#[test]
+fn searches_say_which_servers_are_still_starting() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&[]),
+        "slow": fixture_server(&["--delay-start-ms", "6000"]),
+    }}));
+    d.wait_status("fx ready, slow starting", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "ready")
+            && server(s, "slow").is_some_and(|v| v["state"] == "starting")
+    });
+    let r = d.ctl_json(&["search", "add", "numbers"]);
+    let notes = r["unavailable"].to_string();
+    assert!(notes.contains("1 server is still starting: slow"), "{r}");
+    assert!(
+        !r["results"].as_array().unwrap().is_empty(),
+        "fx still answers: {r}"
+    );
+    let mut c = dynamic(&d, &[]);
+    let (text, _) = c.call_text("discover_tools", json!({"query": "add numbers"}));
+    assert!(text.contains("1 server is still starting: slow"), "{text}");
+    // Once it has listed its tools, the note is gone.
+    d.wait_ready(&["slow"]);
+    let r = d.ctl_json(&["search", "add", "numbers"]);
+    assert!(
+        !r["unavailable"].to_string().contains("still starting"),
+        "{r}"
+    );
+}
