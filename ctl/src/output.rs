@@ -180,7 +180,7 @@ pub fn render(
         }
         Reply::Tools(l) => {
             if let Some(s) = &l.session {
-                eprintln!("session {s}");
+                eprintln!("session {}", session_label(s, l.session_name.as_deref()));
             }
             for t in &l.tools {
                 let hot = if t.hot { " [hot]" } else { "" };
@@ -263,9 +263,16 @@ pub fn render(
                 "deactivated"
             };
             if r.changed.is_empty() {
-                println!("session {}: nothing {verb} (already so)", r.session);
+                println!(
+                    "session {}: nothing {verb} (already so)",
+                    session_label(&r.session, r.session_name.as_deref())
+                );
             } else {
-                println!("session {}: {verb} {}", r.session, r.changed.join(", "));
+                println!(
+                    "session {}: {verb} {}",
+                    session_label(&r.session, r.session_name.as_deref()),
+                    r.changed.join(", ")
+                );
             }
         }
         Reply::Tool(t) => print!("{}", t.text),
@@ -325,6 +332,14 @@ pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgres
         ));
     }
     RefreshProgress { line, done }
+}
+
+/// A session as messages name it: `s3 (dave)` when it has a name, else `s3`.
+fn session_label(id: &str, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("{id} ({name})"),
+        None => id.to_string(),
+    }
 }
 
 /// One server's outcome once a refresh has settled: `fx: ready, 14 tools`,

@@ -408,6 +408,9 @@ pub struct ToolLine {
 pub struct ToolList {
     /// The session whose view this is; `None` for `--all`.
     pub session: Option<String>,
+    /// The session's name, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     pub tools: Vec<ToolLine>,
 }
 
@@ -457,6 +460,9 @@ pub struct ExampleCall {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ActivationReport {
     pub session: String,
+    /// The session's name, when it has one (`evoctl shim --session NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     pub changed: Vec<String>,
     pub activated: Vec<String>,
 }

@@ -14,6 +14,24 @@ use crate::config::{self, ServerSpec};
 use crate::search;
 use crate::session::{self, Session};
 
+/// A live session `evoctl` named, or the one it picked (the most recently
+/// active).
+struct ResolvedSession {
+    id: String,
+    name: Option<String>,
+    addr: Addr<Session>,
+}
+
+impl ResolvedSession {
+    /// How messages name it: `s3 (dave)` for a named session, else `s3`.
+    fn label(&self) -> String {
+        match &self.name {
+            Some(name) => format!("{} ({name})", self.id),
+            None => self.id.clone(),
+        }
+    }
+}
+
 impl Supervisor {
     fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
         match self.approvals.decide(id, approve, Instant::now()) {
@@ -41,13 +59,18 @@ impl Supervisor {
     fn resolve_session(
         &self,
         wanted: Option<&str>,
-    ) -> ResponseFuture<Result<(String, Addr<Session>), CtlReply>> {
+    ) -> ResponseFuture<Result<ResolvedSession, CtlReply>> {
+        let resolved = |(id, e): (&String, &super::SessionEntry)| ResolvedSession {
+            id: id.clone(),
+            name: e.name.clone(),
+            addr: e.addr.clone(),
+        };
         if let Some(w) = wanted {
             let found = self
                 .sessions
                 .iter()
                 .find(|(id, e)| id.as_str() == w || e.name.as_deref() == Some(w))
-                .map(|(id, e)| (id.clone(), e.addr.clone()));
+                .map(resolved);
             let err = CtlReply::error(
                 ErrorKind::UnknownSession,
                 format!("no live session '{w}'; `evoctl sessions` lists them"),
@@ -58,7 +81,7 @@ impl Supervisor {
             .sessions
             .iter()
             .min_by_key(|(_, e)| e.view.idle_ms())
-            .map(|(id, e)| (id.clone(), e.addr.clone()));
+            .map(resolved);
         Box::pin(async move {
             recent.ok_or_else(|| {
                 CtlReply::error(
@@ -189,11 +212,12 @@ impl Supervisor {
         }
         let resolve = self.resolve_session(session.as_deref());
         Box::pin(async move {
-            let (id, addr) = match resolve.await {
+            let target = match resolve.await {
                 Ok(s) => s,
                 Err(e) => return e,
             };
-            match addr
+            match target
+                .addr
                 .send(session::SetActive {
                     tools,
                     active,
@@ -202,13 +226,15 @@ impl Supervisor {
                 .await
             {
                 Ok(change) => CtlReply::data(Reply::Activation(ctl::ActivationReport {
-                    session: id,
+                    session: target.id,
+                    session_name: target.name,
                     changed: change.changed,
                     activated: change.activated,
                 })),
-                Err(_) => {
-                    CtlReply::error(ErrorKind::UnknownSession, format!("session '{id}' closed"))
-                }
+                Err(_) => CtlReply::error(
+                    ErrorKind::UnknownSession,
+                    format!("session {} closed", target.label()),
+                ),
             }
         })
     }
@@ -227,20 +253,21 @@ impl Supervisor {
             return Box::pin(async move {
                 CtlReply::data(Reply::Tools(ctl::ToolList {
                     session: None,
+                    session_name: None,
                     tools,
                 }))
             });
         }
         let resolve = self.resolve_session(session.as_deref());
         Box::pin(async move {
-            let (id, addr) = match resolve.await {
+            let target = match resolve.await {
                 Ok(s) => s,
                 Err(e) => return e,
             };
-            let Ok((info, activated)) = addr.send(session::Describe).await else {
+            let Ok((info, activated)) = target.addr.send(session::Describe).await else {
                 return CtlReply::error(
                     ErrorKind::UnknownSession,
-                    format!("session '{id}' closed"),
+                    format!("session {} closed", target.label()),
                 );
             };
             let mut tools: Vec<ctl::ToolLine> = crate::native::tools()
@@ -257,7 +284,8 @@ impl Supervisor {
                 session::visible_entries(&snapshot, info.mode, &activated).map(|e| line(e)),
             );
             CtlReply::data(Reply::Tools(ctl::ToolList {
-                session: Some(id),
+                session: Some(target.id),
+                session_name: target.name,
                 tools,
             }))
         })

@@ -415,3 +415,29 @@ fn searches_say_which_servers_are_still_starting() {
         "{r}"
     );
 }
+
+/// evoctl commands that pick a session by themselves name it by its name
+/// when it has one, so a person sees which client they changed.
+#[test]
+fn evoctl_names_the_session_it_picked() {
+    let d = daemon();
+    let c = dynamic(&d, &["--session", "dave"]);
+    let id = d.ctl_json(&["sessions"])["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, out, err) = d.ctl(&["activate", "fx_add"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim_end(),
+        format!("session {id} (dave): activated fx_add"),
+        "{out}"
+    );
+    let (code, _, err) = d.ctl(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("session {id} (dave)")), "{err}");
+    let j = d.ctl_json(&["activate", "fx_pid"]);
+    assert_eq!(j["session"], id.as_str());
+    assert_eq!(j["session_name"], "dave");
+    drop(c);
+}
