@@ -165,6 +165,13 @@ pub fn render(
                     &rows,
                 );
             }
+            // The child's own words about a failure, where the cause is.
+            for v in s.servers.iter().filter(|v| !v.stderr_tail.is_empty()) {
+                println!("\n{} ({}), last lines of its stderr:", v.id, v.state);
+                for line in &v.stderr_tail {
+                    println!("  {line}");
+                }
+            }
             println!("\n{} session(s)", s.sessions.len());
             if !s.duplicates.is_empty() {
                 println!("\nduplicate tool names (first in config order wins):");

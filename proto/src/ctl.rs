@@ -201,6 +201,10 @@ pub struct ServerStatus {
     pub transport: String,
     pub pid: Option<u32>,
     pub last_refresh_age_s: Option<u64>,
+    /// For a failed or crashing server: the last lines its child wrote to
+    /// stderr, where the cause usually is. Empty otherwise.
+    #[serde(default)]
+    pub stderr_tail: Vec<String>,
 }
 
 /// Lifecycle state of one configured server.
@@ -721,10 +725,11 @@ mod tests {
             transport: "stdio".into(),
             pid: Some(7),
             last_refresh_age_s: None,
+            stderr_tail: vec!["boom".into()],
         };
         assert_eq!(
             serde_json::to_string(&server).unwrap(),
-            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null}"#
+            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"]}"#
         );
     }
 

@@ -24,7 +24,7 @@ use crate::catalog::{Catalog, ToolsDiscovered};
 use crate::config::{ServerSpec, TransportSpec};
 use io::DirectCalls;
 use link::{ServerLink, ServerState};
-use process::ChildProcess;
+use process::{ChildProcess, StderrTail};
 
 pub mod io;
 pub mod link;
@@ -217,6 +217,8 @@ pub struct ChildServer {
     lazy: bool,
     /// Largest message read from the child (`limits.max_message_bytes`).
     max_line: usize,
+    /// The last lines its child wrote to stderr.
+    stderr: StderrTail,
 }
 
 impl ChildServer {
@@ -249,6 +251,7 @@ impl ChildServer {
                 last_error: None,
                 lazy,
                 max_line,
+                stderr: StderrTail::default(),
             }
         });
         let link = link_out.expect("ChildServer::create runs its closure before returning");
@@ -293,7 +296,7 @@ impl ChildServer {
             TransportSpec::Stdio { .. } => {
                 let actor = ctx.address();
                 let on_exit = move |reason| actor.do_send(ChildDown { generation, reason });
-                process::spawn(&self.spec, on_exit).map(|spawned| {
+                process::spawn(&self.spec, &self.stderr, on_exit).map(|spawned| {
                     tracing::info!(server = %self.spec.id, pid = spawned.process.pid(), "child started");
                     let (transport, direct) = io::ChildTransport::new(
                         self.link.clone(),
@@ -892,6 +895,8 @@ pub struct ChildStatus {
     pub pid: Option<u32>,
     pub restarts: u32,
     pub error: Option<String>,
+    /// The last lines its child wrote to stderr.
+    pub stderr_tail: Vec<String>,
 }
 
 #[derive(Message)]
@@ -910,6 +915,7 @@ impl Handler<GetStatus> for ChildServer {
                 .map(ChildProcess::pid),
             restarts: self.restarts,
             error: self.last_error.clone(),
+            stderr_tail: self.stderr.lines(),
         })
     }
 }

@@ -2,7 +2,9 @@
 //! the daemon, reaped by a task of its own, and ended the same way on every
 //! path ([`ChildProcess::terminate`]).
 
+use std::collections::VecDeque;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
@@ -12,6 +14,36 @@ use crate::config::{ServerSpec, TransportSpec};
 
 /// Child stderr lines logged per second at most; the rest are counted.
 const STDERR_LINES_PER_SEC: u32 = 50;
+/// Lines of a child's stderr kept for `evoctl status`, and the longest kept.
+const TAIL_LINES: usize = 10;
+const TAIL_LINE_CHARS: usize = 300;
+
+/// The last lines a server's child wrote to stderr (the real cause of a
+/// failure is often there: `missing API key`, a certificate error), kept
+/// across its restarts so a crashed run's lines can still be shown. Shared
+/// by the ChildServer and the task copying its child's stderr.
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line.chars().take(TAIL_LINE_CHARS).collect());
+    }
+
+    /// Forgets the lines of earlier runs (a new run starts).
+    fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().cloned().collect()
+    }
+}
 /// How long a SIGKILLed leader may take to be reaped before stop gives up
 /// waiting (it is still reaped whenever it goes).
 const REAP_WAIT: Duration = Duration::from_secs(5);
@@ -69,10 +101,12 @@ impl ChildProcess {
 }
 
 /// Spawns a stdio child in its own process group, set to die with the
-/// daemon. Its stderr goes to the log under `spec.id`; `on_exit` is called
-/// with a description of how the process ended once it is reaped.
+/// daemon. Its stderr goes to the log under `spec.id` and into `tail`;
+/// `on_exit` is called with a description of how the process ended once it
+/// is reaped.
 pub fn spawn(
     spec: &ServerSpec,
+    tail: &StderrTail,
     on_exit: impl FnOnce(String) + Send + 'static,
 ) -> Result<Spawned, String> {
     let TransportSpec::Stdio {
@@ -130,7 +164,8 @@ pub fn spawn(
     let stdin = child.stdin.take().ok_or("child has no stdin pipe")?;
     let stdout = child.stdout.take().ok_or("child has no stdout pipe")?;
     if let Some(stderr) = child.stderr.take() {
-        log_stderr(spec.id.clone(), stderr);
+        tail.clear();
+        log_stderr(spec.id.clone(), stderr, tail.clone());
     }
     let (tx, exited) = watch::channel(false);
     reap(child, tx, on_exit);
@@ -173,7 +208,7 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 
 /// Copies the child's stderr into the daemon log, tagged with the server id
 /// and rate-limited so a noisy child cannot flood the log.
-fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrTail) {
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
         let mut window = tokio::time::Instant::now();
@@ -204,13 +239,16 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
                 dropped = 0;
             }
             let Some(line) = line else { continue };
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end();
+            if !text.is_empty() {
+                tail.push(text);
+            }
             in_window += 1;
             if in_window > STDERR_LINES_PER_SEC {
                 dropped += 1;
                 continue;
             }
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim_end();
             if !text.is_empty() {
                 tracing::info!(server = %server, "stderr: {text}");
             }

@@ -159,6 +159,17 @@ impl Supervisor {
                         .and_then(|i| i.fetched_at)
                         .and_then(|t| SystemTime::now().duration_since(t).ok())
                         .map(|d| d.as_secs()),
+                    stderr_tail: st
+                        .as_ref()
+                        .filter(|s| {
+                            matches!(
+                                s.state,
+                                crate::child::link::ServerState::Failed
+                                    | crate::child::link::ServerState::Restarting
+                            )
+                        })
+                        .map(|s| s.stderr_tail.clone())
+                        .unwrap_or_default(),
                 });
             }
             for e in failed {

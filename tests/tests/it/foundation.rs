@@ -671,3 +671,31 @@ fn the_example_config_runs_from_any_directory() {
     drop(c);
     d.stop();
 }
+
+/// A failed server's status carries the last lines its child wrote to
+/// stderr, where the real cause usually is.
+#[test]
+fn status_shows_a_failed_servers_stderr() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "keyless": {"command": "sh", "args": ["-c", "echo 'starting up' >&2; echo 'error: missing API key (set FOO_API_KEY)' >&2; exit 1"]},
+        "good": fixture_server(&[]),
+    }}));
+    let s = d.wait_status("keyless failed", |s| {
+        server(s, "keyless").is_some_and(|v| v["state"] == "failed")
+            && server(s, "good").is_some_and(|v| v["state"] == "ready")
+    });
+    let tail = &server(&s, "keyless").unwrap()["stderr_tail"];
+    assert_eq!(
+        tail,
+        &json!(["starting up", "error: missing API key (set FOO_API_KEY)"]),
+        "{s}"
+    );
+    assert_eq!(server(&s, "good").unwrap()["stderr_tail"], json!([]));
+    let (code, out, _) = d.ctl(&["status"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("keyless (failed), last lines of its stderr:")
+            && out.contains("  error: missing API key (set FOO_API_KEY)"),
+        "{out}"
+    );
+}
