@@ -243,6 +243,17 @@ pub enum TransportSpec {
     },
 }
 
+impl ServerSpec {
+    /// The values a child may hold as secrets: its configured env values and
+    /// header values (never shown in status, even when the child echoes one).
+    pub fn secret_values(&self) -> Vec<&str> {
+        match &self.transport {
+            TransportSpec::Stdio { env, .. } => env.values().map(String::as_str).collect(),
+            TransportSpec::Http { headers, .. } => headers.values().map(String::as_str).collect(),
+        }
+    }
+}
+
 impl TransportSpec {
     /// `stdio` or `http`, for status output.
     pub fn kind(&self) -> &'static str {

@@ -915,7 +915,7 @@ impl Handler<GetStatus> for ChildServer {
                 .map(ChildProcess::pid),
             restarts: self.restarts,
             error: self.last_error.clone(),
-            stderr_tail: self.stderr.lines(),
+            stderr_tail: self.stderr.lines(&self.spec.secret_values()),
         })
     }
 }

@@ -39,11 +39,26 @@ impl StderrTail {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    pub fn lines(&self) -> Vec<String> {
+    /// The kept lines, each value of `secrets` (the server's configured env
+    /// values: API keys, tokens) replaced by `***`, since a child may echo
+    /// its key in an error and status must never show one.
+    pub fn lines(&self, secrets: &[&str]) -> Vec<String> {
         let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        lines.iter().cloned().collect()
+        lines
+            .iter()
+            .map(|line| {
+                secrets
+                    .iter()
+                    .filter(|s| s.len() >= MIN_SECRET_LEN)
+                    .fold(line.clone(), |line, s| line.replace(s, "***"))
+            })
+            .collect()
     }
 }
+
+/// Configured values shorter than this are not taken for secrets (`1`,
+/// `true`, a port): masking them would garble every line.
+const MIN_SECRET_LEN: usize = 6;
 /// How long a SIGKILLed leader may take to be reaped before stop gives up
 /// waiting (it is still reaped whenever it goes).
 const REAP_WAIT: Duration = Duration::from_secs(5);
@@ -270,3 +285,28 @@ fn signal_group(pid: u32, signal: i32) {
 
 #[cfg(not(unix))]
 fn signal_group(_pid: u32, _signal: i32) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_lines_and_masks_configured_values() {
+        let tail = StderrTail::default();
+        for i in 0..15 {
+            tail.push(&format!("line {i}"));
+        }
+        tail.push("error: key sk-live-123456 rejected; debug=1");
+        let lines = tail.lines(&["sk-live-123456", "1"]);
+        assert_eq!(lines.len(), TAIL_LINES);
+        assert_eq!(lines[0], "line 6");
+        assert_eq!(lines[TAIL_LINES - 1], "error: key *** rejected; debug=1");
+        tail.push(&"x".repeat(1000));
+        assert_eq!(
+            tail.lines(&[]).last().map(String::len),
+            Some(TAIL_LINE_CHARS)
+        );
+        tail.clear();
+        assert!(tail.lines(&[]).is_empty());
+    }
+}

@@ -677,7 +677,8 @@ fn the_example_config_runs_from_any_directory() {
 #[test]
 fn status_shows_a_failed_servers_stderr() {
     let d = Daemon::start(&json!({"mcpServers": {
-        "keyless": {"command": "sh", "args": ["-c", "echo 'starting up' >&2; echo 'error: missing API key (set FOO_API_KEY)' >&2; exit 1"]},
+        "keyless": {"command": "sh", "args": ["-c", "echo 'starting up' >&2; echo 'error: missing API key (set FOO_API_KEY)' >&2; echo \"rejected $BAR_TOKEN\" >&2; exit 1"],
+                    "env": {"BAR_TOKEN": "sk-secret-998877"}},
         "good": fixture_server(&[]),
     }}));
     let s = d.wait_status("keyless failed", |s| {
@@ -685,11 +686,17 @@ fn status_shows_a_failed_servers_stderr() {
             && server(s, "good").is_some_and(|v| v["state"] == "ready")
     });
     let tail = &server(&s, "keyless").unwrap()["stderr_tail"];
+    // A configured secret the child echoes is masked.
     assert_eq!(
         tail,
-        &json!(["starting up", "error: missing API key (set FOO_API_KEY)"]),
+        &json!([
+            "starting up",
+            "error: missing API key (set FOO_API_KEY)",
+            "rejected ***"
+        ]),
         "{s}"
     );
+    assert!(!s.to_string().contains("sk-secret-998877"), "{s}");
     assert_eq!(server(&s, "good").unwrap()["stderr_tail"], json!([]));
     let (code, out, _) = d.ctl(&["status"]);
     assert_eq!(code, 0);
