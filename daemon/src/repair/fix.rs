@@ -54,6 +54,7 @@ impl<'s> Repairer<'s> {
         for rule in [
             RenameRule::Alias,
             RenameRule::SameNormalized,
+            RenameRule::OtherNumber,
             RenameRule::NearMiss,
         ] {
             unknown.retain(
@@ -139,6 +140,9 @@ pub(super) enum RenameRule {
     Alias,
     /// Equal without case or separators: `filePath`, `file_path`, `FILE-PATH`.
     SameNormalized,
+    /// The same word in the other grammatical number: `entity` for
+    /// `entities`, `box` for `boxes` (too far apart for a near miss).
+    OtherNumber,
     /// Within [`MAX_EDIT_DISTANCE`] edits of exactly one free declared name.
     NearMiss,
 }
@@ -158,6 +162,15 @@ pub(super) fn rename_target<'a>(
         RenameRule::Alias => alias_for(aliases?, name).filter(free),
         RenameRule::SameNormalized => {
             single(declared_names.filter(|known| normalize(known) == wanted)).filter(free)
+        }
+        // Not fuzzy (a rule of the language), so short words count too.
+        RenameRule::OtherNumber => {
+            let singular_wanted = singular(&wanted);
+            single(declared_names.filter(|known| {
+                let known = normalize(known);
+                known != wanted && singular(&known) == singular_wanted
+            }))
+            .filter(free)
         }
         RenameRule::NearMiss if wanted.chars().count() >= MIN_FUZZY_LEN => {
             single(declared_names.filter(free).filter(|known| {
@@ -272,6 +285,24 @@ pub(super) fn normalize(name: &str) -> String {
         .filter(|c| *c != '_' && *c != '-')
         .flat_map(char::to_lowercase)
         .collect()
+}
+
+/// An English word's singular by the regular plural endings (`entities` →
+/// `entity`, `boxes` → `box`, `files` → `file`); a general rule of the
+/// language, not a list of words. Irregular plurals are left to near misses.
+fn singular(word: &str) -> std::borrow::Cow<'_, str> {
+    if let Some(stem) = word.strip_suffix("ies").filter(|s| s.len() >= 2) {
+        return format!("{stem}y").into();
+    }
+    for ending in ["sses", "shes", "ches", "xes", "zes"] {
+        if word.ends_with(ending) {
+            return word[..word.len() - 2].into();
+        }
+    }
+    match word.strip_suffix('s') {
+        Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.into(),
+        _ => word.into(),
+    }
 }
 
 /// `parent.name`, or `name` at the top level.

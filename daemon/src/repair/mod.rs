@@ -425,6 +425,45 @@ mod tests {
     }
 
     #[test]
+    fn singular_and_plural_names_are_renamed() {
+        let schema = compiled(json!({
+            "type": "object",
+            "properties": {
+                "entities": {"type": "array", "items": {"type": "string"}},
+                "boxes": {"type": "array", "items": {"type": "string"}},
+                "category": {"type": "string"},
+                "address": {"type": "string"}
+            },
+            "additionalProperties": false
+        }));
+        let (arguments, fixes) = repaired(check(
+            &schema,
+            &json!({"entity": ["a"], "box": ["b"], "categories": "c", "addresses": "d"}),
+            &no_aliases(),
+        ));
+        assert_eq!(
+            arguments,
+            json!({"entities": ["a"], "boxes": ["b"], "category": "c", "address": "d"})
+        );
+        assert_eq!(fixes.len(), 4, "{fixes:?}");
+        assert!(
+            fixes.contains(&"renamed 'entity' to 'entities'".to_string()),
+            "{fixes:?}"
+        );
+        // Two declared names of one word: not guessed.
+        let both = compiled(json!({
+            "type": "object",
+            "properties": {"item": {"type": "string"}, "items": {"type": "string"}, "name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": false
+        }));
+        assert!(matches!(
+            check(&both, &json!({"name": "n", "itemes": "x"}), &no_aliases()),
+            Checked::Invalid(_)
+        ));
+    }
+
+    #[test]
     fn each_repair_rule() {
         let schema = compiled(files_schema());
         let aliases: BTreeMap<String, String> = [("file".to_string(), "path".to_string())].into();
