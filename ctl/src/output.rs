@@ -165,6 +165,13 @@ pub fn render(
                     &rows,
                 );
             }
+            if !s.shortened.is_empty() {
+                let names: Vec<&str> = s.shortened.iter().map(|t| t.name.as_str()).collect();
+                println!(
+                    "\nnames already carrying their prefix, exposed once (the doubled form also routes): {}",
+                    names.join(", ")
+                );
+            }
             // The child's own words about a failure, where the cause is.
             for v in s.servers.iter().filter(|v| !v.stderr_tail.is_empty()) {
                 println!("\n{} ({}), last lines of its stderr:", v.id, v.state);

@@ -21,11 +21,27 @@ const KEPT_LEN: usize = MAX_NAME_LEN - 1 - HASH_DIGITS;
 /// The name a proxied tool is exposed under: `{prefix}_{tool}`, or `tool` alone when the
 /// prefix is empty, sanitised. Always satisfies [`is_valid`].
 pub fn exposed_name(prefix: &str, tool: &str) -> String {
-    if prefix.is_empty() {
+    if prefix.is_empty() || carries_prefix(prefix, tool) {
         sanitize(tool)
     } else {
         sanitize(&format!("{prefix}_{tool}"))
     }
+}
+
+/// For a tool whose name already starts with its prefix and `_` (`git_log`
+/// of server `git`), which is exposed once (`git_log`): the doubled form
+/// (`git_git_log`), which still routes to it.
+pub fn doubled_name(prefix: &str, tool: &str) -> Option<String> {
+    carries_prefix(prefix, tool).then(|| sanitize(&format!("{prefix}_{tool}")))
+}
+
+/// Whether `tool` is `{prefix}_…` with something after the separator.
+fn carries_prefix(prefix: &str, tool: &str) -> bool {
+    !prefix.is_empty()
+        && tool
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|rest| !rest.is_empty())
 }
 
 /// Makes `raw` a valid name: characters outside `[a-zA-Z0-9_-]` become `_` (one per character,
@@ -69,6 +85,22 @@ fn hex_digit(nibble: u8) -> char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_carries_its_prefix_is_not_doubled() {
+        assert_eq!(exposed_name("git", "git_log"), "git_log");
+        assert_eq!(
+            doubled_name("git", "git_log").as_deref(),
+            Some("git_git_log")
+        );
+        assert_eq!(exposed_name("git", "log"), "git_log");
+        assert_eq!(doubled_name("git", "log"), None);
+        // Only the whole prefix and its separator count.
+        assert_eq!(exposed_name("git", "github_x"), "git_github_x");
+        assert_eq!(exposed_name("git", "git_"), "git_git_");
+        assert_eq!(exposed_name("", "git_log"), "git_log");
+        assert_eq!(doubled_name("", "git_log"), None);
+    }
 
     #[test]
     fn characters_outside_the_set_become_underscores() {

@@ -171,6 +171,19 @@ pub struct StatusReport {
     pub duplicates: Vec<Duplicate>,
     pub config: FileStatus,
     pub permissions: FileStatus,
+    /// Tools whose name already carried their prefix, exposed once
+    /// (`git_log`, not `git_git_log`; the doubled form still routes).
+    #[serde(default)]
+    pub shortened: Vec<Shortened>,
+}
+
+/// A tool exposed under its own name because it already carried its prefix.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Shortened {
+    /// The exposed name (`git_log`).
+    pub name: String,
+    /// The doubled form that still routes to it (`git_git_log`).
+    pub also: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,9 @@ pub struct ToolEntry {
     pub name: String,
     /// The child's own name for the tool.
     pub upstream: String,
+    /// The doubled form of a name that already carried its prefix
+    /// (`git_git_log` for `git_log`), which still routes here.
+    pub also: Option<String>,
     pub server: Arc<ServerLink>,
     pub domain: String,
     /// First sentence of the description, on one line.
@@ -41,6 +44,8 @@ pub struct Snapshot {
     /// In config order, then each child's own order.
     pub tools: Vec<Arc<ToolEntry>>,
     index: HashMap<String, usize>,
+    /// Doubled names that still route ([`ToolEntry::also`]) → index.
+    also: HashMap<String, usize>,
     pub duplicates: Vec<evo_proto::ctl::Duplicate>,
     /// Built on the first search of this snapshot, then only read.
     pub search: LazyIndex,
@@ -108,8 +113,12 @@ impl Snapshot {
         Snapshot::build(version, &views, permissions)
     }
 
+    /// The tool exposed as `name`, or whose doubled name `name` is.
     pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
-        self.index.get(name).map(|&i| &self.tools[i])
+        self.index
+            .get(name)
+            .or_else(|| self.also.get(name))
+            .map(|&i| &self.tools[i])
     }
 
     /// Whether a server that has listed no tools yet is starting, so a name
@@ -143,6 +152,7 @@ impl Snapshot {
         let mut needs_approval = HashMap::new();
         let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
+        let mut also: HashMap<String, usize> = HashMap::new();
         let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
         for server in servers {
             for entry in server.entries {
@@ -165,10 +175,21 @@ impl Snapshot {
                     }
                     continue;
                 }
-                // Resolved once per snapshot, never per call.
-                let decision = permissions.decide(&entry.name);
+                // Resolved once per snapshot, never per call. A rule written
+                // for the doubled name still applies (the stricter wins), so
+                // a shortened name never loosens a permissions file.
+                let mut decision = permissions.decide(&entry.name);
+                if let Some(doubled) = &entry.also {
+                    let old = permissions.decide(doubled);
+                    if strictness(old.permission) > strictness(decision.permission) {
+                        decision = old;
+                    }
+                }
                 match decision.permission {
                     Permission::Deny => {
+                        if let Some(doubled) = &entry.also {
+                            denied.insert(doubled.clone(), decision.source.clone());
+                        }
                         denied.insert(entry.name.clone(), decision.source);
                         continue;
                     }
@@ -178,6 +199,9 @@ impl Snapshot {
                     Permission::Allow => {}
                 }
                 index.insert(entry.name.clone(), tools.len());
+                if let Some(doubled) = &entry.also {
+                    also.insert(doubled.clone(), tools.len());
+                }
                 tools.push(entry.clone());
             }
         }
@@ -200,10 +224,13 @@ impl Snapshot {
             tools: tools.clone(),
             capabilities: capabilities.iter().cloned().collect(),
         };
+        // A doubled name never shadows another tool's own name.
+        also.retain(|name, _| !index.contains_key(name));
         Snapshot {
             version,
             tools,
             index,
+            also,
             duplicates,
             search,
             capabilities,
@@ -211,6 +238,16 @@ impl Snapshot {
             needs_approval,
             unlisted,
         }
+    }
+}
+
+/// How strict a permission is, for choosing between two rules.
+fn strictness(p: crate::permissions::Permission) -> u8 {
+    use crate::permissions::Permission;
+    match p {
+        Permission::Allow => 0,
+        Permission::RequireApproval => 1,
+        Permission::Deny => 2,
     }
 }
 
@@ -292,6 +329,7 @@ impl ToolEntry {
         ToolEntry {
             summary: schema::summary(upstream.description.as_deref()),
             name,
+            also: names::doubled_name(&spec.prefix, &upstream.name),
             upstream: upstream.name.to_string(),
             server: link,
             domain,

@@ -692,7 +692,7 @@ mod tests {
             ("open a PR on GitHub", "github_create_pull_request"),
             (
                 "some bot spammed #general on discord, nuke that msg",
-                "discord_discord_delete_message",
+                "discord_delete_message",
             ),
             ("put a meeting in my calender", "calendar_create-event"),
             (
@@ -708,7 +708,7 @@ mod tests {
             ("\"list_issues\"", "github_list_issues"),
             (
                 "call 'discord_delete_message' please",
-                "discord_discord_delete_message",
+                "discord_delete_message",
             ),
             ("‘reopenTasks’", "todoist_reopen_tasks"),
             ("list the fields of `create_event`", "calendar_create-event"),

@@ -197,6 +197,16 @@ impl Supervisor {
                 duplicates: snapshot.duplicates.clone(),
                 config: config_status,
                 permissions,
+                shortened: snapshot
+                    .tools
+                    .iter()
+                    .filter_map(|e| {
+                        e.also.as_ref().map(|also| ctl::Shortened {
+                            name: e.name.clone(),
+                            also: also.clone(),
+                        })
+                    })
+                    .collect(),
             }))
         })
     }
@@ -221,6 +231,11 @@ impl Supervisor {
                 return Box::pin(async move { CtlReply::error(ErrorKind::UnknownTool, msg) });
             }
         }
+        // A doubled name (`git_git_log`) means the tool it routes to.
+        let tools: Vec<String> = tools
+            .into_iter()
+            .map(|t| snapshot.get(&t).map_or(t, |e| e.name.clone()))
+            .collect();
         let resolve = self.resolve_session(session.as_deref());
         Box::pin(async move {
             let target = match resolve.await {

@@ -189,11 +189,12 @@ fn hot_tools_are_listed_in_full_and_the_rest_in_instructions() {
         names.contains(&"fx_add".to_string()),
         "config hot: {names:?}"
     );
-    assert!(!names.contains(&"git_git_status".to_string()));
+    assert!(!names.contains(&"git_status".to_string()));
     let instructions = init["result"]["instructions"].as_str().unwrap();
     assert!(instructions.len() <= 8192);
     assert!(instructions.contains("## git"), "{instructions}");
-    assert!(instructions.contains("git_git_status — "), "{instructions}");
+    assert!(instructions.contains("git_status — "), "{instructions}");
+    assert!(!instructions.contains("git_git_status"), "{instructions}");
     assert!(
         !instructions.contains("fx_add — "),
         "hot tools are not repeated"

@@ -84,7 +84,7 @@ fn dynamic_session_starts_small_and_discovers() {
         .next()
         .unwrap()
         .to_string();
-    assert_eq!(peeked, "git_git_commit", "{peek}");
+    assert_eq!(peeked, "git_commit", "{peek}");
     assert_eq!(c.tool_names(), before, "activate:false must not activate");
 }
 
@@ -106,10 +106,10 @@ fn sessions_never_see_each_others_activations() {
             .contains(&"time_get_current_time".to_string())
     );
     // An exact-name call routes without activation, and activates.
-    let (text, is_error) = b.call_text("git_git_status", json!({"repo_path": "/tmp"}));
+    let (text, is_error) = b.call_text("git_status", json!({"repo_path": "/tmp"}));
     assert!(!is_error, "{text}");
-    assert!(b.tool_names().contains(&"git_git_status".to_string()));
-    assert!(!a.tool_names().contains(&"git_git_status".to_string()));
+    assert!(b.tool_names().contains(&"git_status".to_string()));
+    assert!(!a.tool_names().contains(&"git_status".to_string()));
     // call_tool works for tools that are not listed.
     let (text, is_error) = a.call_text(
         "call_tool",
@@ -345,7 +345,7 @@ fn evoctl_search_ranks_and_reports() {
     assert!(r["reason"].as_str().unwrap().contains("zzzzqqqq"));
     let (code, out, _) = d.ctl(&["search", "git", "status"]);
     assert_eq!(code, 0);
-    assert!(out.contains("git_git_status"), "{out}");
+    assert!(out.contains("git_status"), "{out}");
 }
 
 /// A server that cannot be reached and has nothing cached lists no tools,
@@ -440,4 +440,60 @@ fn evoctl_names_the_session_it_picked() {
     assert_eq!(j["session"], id.as_str());
     assert_eq!(j["session_name"], "dave");
     drop(c);
+}
+
+/// A tool whose name already starts with its prefix (`git_status` of server
+/// `git`) is exposed once; the doubled name still routes, and a permission
+/// rule written for the doubled name still holds.
+#[test]
+fn names_that_carry_their_prefix_are_not_doubled() {
+    let d =
+        Daemon::start(&json!({"mcpServers": {"git": replayed("git"), "fx": fixture_server(&[])}}));
+    std::fs::write(
+        d.config.with_file_name("permissions.yml"),
+        "rules:\n  git_git_commit: deny\n",
+    )
+    .unwrap();
+    d.ctl_json(&["reload"]);
+    d.wait_ready(&["git", "fx"]);
+    let all = d.ctl_json(&["list", "--all"]);
+    let names: Vec<&str> = all["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"git_status") && names.contains(&"fx_echo"),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("git_git_")),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"git_commit"),
+        "denied under its doubled name: {names:?}"
+    );
+    let s = d.ctl_json(&["status"]);
+    let shortened = s["shortened"].as_array().unwrap();
+    assert!(
+        shortened
+            .iter()
+            .any(|t| t["name"] == "git_status" && t["also"] == "git_git_status"),
+        "{s}"
+    );
+    let mut c = d.legacy_session();
+    let listed = c.tool_names();
+    assert!(listed.contains(&"git_status".to_string()), "{listed:?}");
+    // The doubled name routes to the same tool.
+    let (text, is_error) = c.call_text("git_git_status", json!({"repo_path": "/tmp"}));
+    assert!(!is_error, "{text}");
+    let (short, _) = c.call_text("git_status", json!({"repo_path": "/tmp"}));
+    assert_eq!(text, short);
+    // Denied under either name.
+    for name in ["git_commit", "git_git_commit"] {
+        let (text, is_error) = c.call_text(name, json!({"repo_path": "/tmp", "message": "m"}));
+        assert!(is_error && text.contains("denied"), "{name}: {text}");
+    }
 }
