@@ -189,6 +189,41 @@ impl Phase {
     fn is_run(&self, generation: u64) -> bool {
         self.run().is_some_and(|r| r.generation == generation)
     }
+
+    /// Takes apart a phase that is being left: a pending restart is
+    /// cancelled, and what must still be ended or answered is returned.
+    fn leave(self, ctx: &mut Context<ChildServer>) -> Left {
+        match self {
+            Phase::Starting {
+                run,
+                client,
+                waiters,
+            } => Left {
+                run: Some(run),
+                client,
+                waiters,
+            },
+            Phase::Ready { run, client } => Left {
+                run: Some(run),
+                client: Some(client),
+                waiters: Vec::new(),
+            },
+            Phase::Backoff { timer } => {
+                ctx.cancel_future(timer);
+                Left::default()
+            }
+            Phase::Idle | Phase::Failed | Phase::Stopped => Left::default(),
+        }
+    }
+}
+
+/// What a phase that was left still held: its run, its client, and the
+/// callers waiting for it to start.
+#[derive(Default)]
+struct Left {
+    run: Option<Run>,
+    client: Option<Client>,
+    waiters: Vec<Waiter>,
 }
 
 /// What becomes of a server whose run ended.
@@ -409,15 +444,16 @@ impl ChildServer {
 
     /// `idle_timeout_s`: a ready child with no call for that long is stopped
     /// and goes back to `idle`; the next call starts it again.
-    fn stop_if_idle(&mut self, limit: Duration) {
+    fn stop_if_idle(&mut self, limit: Duration, ctx: &mut Context<Self>) {
         if !matches!(self.phase, Phase::Ready { .. })
             || self.link.idle_for().is_none_or(|idle| idle < limit)
         {
             return;
         }
         tracing::info!(server = %self.spec.id, idle_s = limit.as_secs_f64(), "stopping idle child; it starts again on the next call");
-        if let Phase::Ready { run, client } = self.enter(Phase::Idle) {
-            run.end(Some(client), &self.spec.id);
+        let left = self.enter(Phase::Idle).leave(ctx);
+        if let Some(run) = left.run {
+            run.end(left.client, &self.spec.id);
         }
     }
 
@@ -527,7 +563,7 @@ impl ChildServer {
         if fate == Fate::Failed {
             tracing::error!(server = %self.spec.id, reason = %reason, "server cannot start; fix its config and run `evoctl refresh {}`", self.spec.id);
             self.last_error = Some(reason);
-            self.abandon(Phase::Failed);
+            self.abandon(Phase::Failed, ctx);
             return;
         }
         tracing::warn!(server = %self.spec.id, reason = %reason, "child is down");
@@ -562,25 +598,22 @@ impl ChildServer {
             });
             Phase::Backoff { timer }
         };
-        self.abandon(next);
+        self.abandon(next, ctx);
     }
 
     /// Leaves the current run for `next`: its client closes, its process
     /// tree is killed, its waiters get the reason.
-    fn abandon(&mut self, next: Phase) {
-        let (run, client, waiters) = match self.enter(next) {
-            Phase::Starting {
-                run,
-                client,
-                waiters,
-            } => (run, client, waiters),
-            Phase::Ready { run, client } => (run, Some(client), Vec::new()),
-            _ => return,
-        };
-        drop(client);
-        if let Some(process) = run.process {
+    fn abandon(&mut self, next: Phase, ctx: &mut Context<Self>) {
+        let left = self.enter(next).leave(ctx);
+        drop(left.client);
+        if let Some(process) = left.run.and_then(|r| r.process) {
             process.kill();
         }
+        self.fail_waiters(left.waiters);
+    }
+
+    /// Answers callers waiting for a start that will not come with why.
+    fn fail_waiters(&self, waiters: Vec<Waiter>) {
         let err = self.unavailable();
         for w in waiters {
             let _ = w.send(Err(err.clone()));
@@ -617,7 +650,7 @@ impl Actor for ChildServer {
         }
         if let Some(limit) = self.spec.idle_timeout {
             let every = (limit / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
-            ctx.run_interval(every, move |act, _| act.stop_if_idle(limit));
+            ctx.run_interval(every, move |act, ctx| act.stop_if_idle(limit, ctx));
         }
     }
 }
@@ -865,26 +898,11 @@ impl Handler<Restart> for ChildServer {
             return;
         }
         self.crashes.clear();
-        let waiters = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Starting {
-                run,
-                client,
-                waiters,
-            } => {
-                run.end(client, &self.spec.id);
-                waiters
-            }
-            Phase::Ready { run, client } => {
-                run.end(Some(client), &self.spec.id);
-                Vec::new()
-            }
-            Phase::Backoff { timer } => {
-                ctx.cancel_future(timer);
-                Vec::new()
-            }
-            Phase::Idle | Phase::Failed | Phase::Stopped => Vec::new(),
-        };
-        self.start(waiters, ctx);
+        let left = std::mem::replace(&mut self.phase, Phase::Idle).leave(ctx);
+        if let Some(run) = left.run {
+            run.end(left.client, &self.spec.id);
+        }
+        self.start(left.waiters, ctx);
     }
 }
 
@@ -930,23 +948,12 @@ pub struct Shutdown;
 impl Handler<Shutdown> for ChildServer {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) -> Self::Result {
-        let (run, client, waiters) = match self.enter(Phase::Stopped) {
-            Phase::Starting {
-                run,
-                client,
-                waiters,
-            } => (Some(run), client, waiters),
-            Phase::Ready { run, client } => (Some(run), Some(client), Vec::new()),
-            Phase::Backoff { timer } => {
-                ctx.cancel_future(timer);
-                (None, None, Vec::new())
-            }
-            Phase::Idle | Phase::Failed | Phase::Stopped => (None, None, Vec::new()),
-        };
-        let err = self.unavailable();
-        for w in waiters {
-            let _ = w.send(Err(err.clone()));
-        }
+        let Left {
+            run,
+            client,
+            waiters,
+        } = self.enter(Phase::Stopped).leave(ctx);
+        self.fail_waiters(waiters);
         let id = self.spec.id.clone();
         Box::pin(
             async move {
