@@ -333,6 +333,22 @@ impl Permissions {
         }
     }
 
+    /// The decision for a tool that also answers to a former name (`also`):
+    /// the stricter of the two (deny over approval over allow), so a rule
+    /// written for either name holds; `tool`'s decides a tie.
+    pub fn decide_either(&self, tool: &str, also: Option<&str>) -> Decision {
+        let strictness = |p: Permission| match p {
+            Permission::Allow => 0,
+            Permission::RequireApproval => 1,
+            Permission::Deny => 2,
+        };
+        let decision = self.decide(tool);
+        match also.map(|name| self.decide(name)) {
+            Some(other) if strictness(other.permission) > strictness(decision.permission) => other,
+            _ => decision,
+        }
+    }
+
     /// Decides the permission of the tool exposed as `tool`.
     pub fn decide(&self, tool: &str) -> Decision {
         if let Some(reason) = &self.unusable {
@@ -712,6 +728,31 @@ mod tests {
             role: role.map(str::to_owned),
             default_deny,
         }
+    }
+
+    #[test]
+    fn a_former_name_never_loosens_a_rule() {
+        let p = parse(
+            "rules:\n  git_git_push: deny\n  git_git_log: require_approval\n  git_status: require_approval\n",
+            &PermissionEnv::default(),
+        )
+        .unwrap();
+        let either = |tool, also| p.decide_either(tool, Some(also)).permission;
+        assert_eq!(either("git_push", "git_git_push"), Permission::Deny);
+        assert_eq!(
+            either("git_log", "git_git_log"),
+            Permission::RequireApproval
+        );
+        // The current name's stricter rule stands too.
+        assert_eq!(
+            either("git_status", "git_git_status"),
+            Permission::RequireApproval
+        );
+        assert_eq!(either("git_diff", "git_git_diff"), Permission::Allow);
+        assert_eq!(
+            p.decide_either("git_push", None).permission,
+            Permission::Allow
+        );
     }
 
     fn parse(text: &str, env: &PermissionEnv) -> Result<Permissions, PermissionsError> {

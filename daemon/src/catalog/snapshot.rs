@@ -178,13 +178,7 @@ impl Snapshot {
                 // Resolved once per snapshot, never per call. A rule written
                 // for the doubled name still applies (the stricter wins), so
                 // a shortened name never loosens a permissions file.
-                let mut decision = permissions.decide(&entry.name);
-                if let Some(doubled) = &entry.also {
-                    let old = permissions.decide(doubled);
-                    if strictness(old.permission) > strictness(decision.permission) {
-                        decision = old;
-                    }
-                }
+                let decision = permissions.decide_either(&entry.name, entry.also.as_deref());
                 match decision.permission {
                     Permission::Deny => {
                         if let Some(doubled) = &entry.also {
@@ -238,16 +232,6 @@ impl Snapshot {
             needs_approval,
             unlisted,
         }
-    }
-}
-
-/// How strict a permission is, for choosing between two rules.
-fn strictness(p: crate::permissions::Permission) -> u8 {
-    use crate::permissions::Permission;
-    match p {
-        Permission::Allow => 0,
-        Permission::RequireApproval => 1,
-        Permission::Deny => 2,
     }
 }
 
