@@ -202,45 +202,34 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
             .iter()
             .any(|w| *w == name || porter::stem(w) == porter::stem(&name))
     };
-    let mut notes: Vec<String> = snapshot
-        .unlisted
-        .iter()
-        .filter_map(|link| {
-            let capabilities = snapshot
-                .capabilities
-                .iter()
-                .find(|(id, _)| *id == link.id)
-                .map(|(_, c)| c.as_slice())
-                .unwrap_or_default();
-            if !(named(&link.id) || capabilities.iter().any(|c| named(c))) {
-                return None;
-            }
+    // A server the query names gets a sentence of its own; others still
+    // starting are named together: their tools are missing from any answer
+    // until they have listed them.
+    let mut notes = Vec::new();
+    let mut starting = Vec::new();
+    for link in &snapshot.unlisted {
+        let capabilities = snapshot
+            .capabilities
+            .iter()
+            .find(|(id, _)| *id == link.id)
+            .map(|(_, c)| c.as_slice())
+            .unwrap_or_default();
+        if named(&link.id) || capabilities.iter().any(|c| named(c)) {
             let having = if capabilities.is_empty() {
                 String::new()
             } else {
                 format!(" (capabilities: {})", capabilities.join(", "))
             };
-            Some(format!(
+            notes.push(format!(
                 "Server '{}'{having} has no tools listed: it is {}. Its tools become searchable once it runs; a person can check `evoctl status` and run `evoctl refresh {}`.",
                 link.id,
                 link.state().as_str(),
                 link.id
-            ))
-        })
-        .collect();
-    // Servers still starting that the query did not name: their tools are
-    // missing from any answer until they have listed them.
-    let starting: Vec<&str> = snapshot
-        .unlisted
-        .iter()
-        .filter(|l| l.state() == ServerState::Starting)
-        .map(|l| l.id.as_str())
-        .filter(|id| {
-            !notes
-                .iter()
-                .any(|n| n.starts_with(&format!("Server '{id}'")))
-        })
-        .collect();
+            ));
+        } else if link.state() == ServerState::Starting {
+            starting.push(link.id.as_str());
+        }
+    }
     if !starting.is_empty() {
         let (count, verb) = match starting.len() {
             1 => ("1 server is".to_string(), "its tools are"),
