@@ -194,7 +194,10 @@ pub fn render(
         }
         Reply::Tools(l) => {
             if let Some(s) = &l.session {
-                eprintln!("session {}", session_label(s, l.session_name.as_deref()));
+                eprintln!(
+                    "session {}",
+                    evo_proto::ctl::session_label(s, l.session_name.as_deref())
+                );
             }
             for t in &l.tools {
                 let hot = if t.hot { " [hot]" } else { "" };
@@ -279,12 +282,12 @@ pub fn render(
             if r.changed.is_empty() {
                 println!(
                     "session {}: nothing {verb} (already so)",
-                    session_label(&r.session, r.session_name.as_deref())
+                    evo_proto::ctl::session_label(&r.session, r.session_name.as_deref())
                 );
             } else {
                 println!(
                     "session {}: {verb} {}",
-                    session_label(&r.session, r.session_name.as_deref()),
+                    evo_proto::ctl::session_label(&r.session, r.session_name.as_deref()),
                     r.changed.join(", ")
                 );
             }
@@ -346,14 +349,6 @@ pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgres
         ));
     }
     RefreshProgress { line, done }
-}
-
-/// A session as messages name it: `s3 (dave)` when it has a name, else `s3`.
-fn session_label(id: &str, name: Option<&str>) -> String {
-    match name {
-        Some(name) => format!("{id} ({name})"),
-        None => id.to_string(),
-    }
 }
 
 /// One server's outcome once a refresh has settled: `fx: ready, 14 tools`,

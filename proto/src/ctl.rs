@@ -177,6 +177,14 @@ pub struct StatusReport {
     pub shortened: Vec<Shortened>,
 }
 
+/// A session as messages name it: `s3 (dave)` when it has a name, else `s3`.
+pub fn session_label(id: &str, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("{id} ({name})"),
+        None => id.to_string(),
+    }
+}
+
 /// A tool exposed under its own name because it already carried its prefix.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Shortened {

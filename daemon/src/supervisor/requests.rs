@@ -25,10 +25,7 @@ struct ResolvedSession {
 impl ResolvedSession {
     /// How messages name it: `s3 (dave)` for a named session, else `s3`.
     fn label(&self) -> String {
-        match &self.name {
-            Some(name) => format!("{} ({name})", self.id),
-            None => self.id.clone(),
-        }
+        ctl::session_label(&self.id, self.name.as_deref())
     }
 }
 
