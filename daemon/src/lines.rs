@@ -118,7 +118,7 @@ where
 /// The value of the top-level `"id"` member in the start of a JSON object,
 /// if it is a number or a string and appears there whole. Strings are
 /// skipped properly, so an `"id"` nested in params is never taken.
-pub fn top_level_id(head: &[u8]) -> Option<Value> {
+fn top_level_id(head: &[u8]) -> Option<Value> {
     let mut depth = 0usize;
     let mut i = 0;
     while i < head.len() {
@@ -154,4 +154,44 @@ pub fn top_level_id(head: &[u8]) -> Option<Value> {
 pub enum LineError {
     TooLong,
     Io(std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_top_level_id_is_read_from_the_start_of_a_line() {
+        let cases: [(&[u8], Option<Value>); 8] = [
+            (
+                br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"a":"xxxx"#,
+                Some(json!(5)),
+            ),
+            (
+                br#"{"id": "evo-7" , "result": {"content": [{"text": "xx"#,
+                Some(json!("evo-7")),
+            ),
+            // An "id" inside params is not the request's.
+            (
+                br#"{"jsonrpc":"2.0","method":"tools/call","params":{"id":3,"text":"xx"#,
+                None,
+            ),
+            // A string that mentions "id": is skipped whole.
+            (br#"{"note":"\"id\":9","id":4,"#, Some(json!(4))),
+            (br#"{"method":"x","id":null,"#, None),
+            (br#"{"id":{"nested":1},"#, None),
+            // Cut before the id's value is whole.
+            (br#"{"id":"evo-12"#, None),
+            (b"not json at all", None),
+        ];
+        for (head, want) in cases {
+            assert_eq!(
+                top_level_id(head),
+                want,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
 }
