@@ -385,7 +385,7 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
             (CtlRequest::Status, Reply::Status(s)) if terminal => s
                 .servers
                 .into_iter()
-                .filter(|v| matches!(v.state, ServerState::Starting | ServerState::Restarting))
+                .filter(|v| v.state.is_starting() || v.state == ServerState::Restarting)
                 .map(|v| v.id)
                 .collect(),
             _ => Vec::new(),

@@ -44,6 +44,16 @@ fn age(secs: u64) -> String {
 const ARGUMENTS_WIDTH: usize = 60;
 
 /// `text` on one line and at most `max` characters, ending in "…" when cut.
+/// A server's state as the table shows it: how long a start has run, or
+/// its place in the line.
+fn state_cell(v: &evo_proto::ctl::ServerStatus) -> String {
+    match (v.state, v.starting_s, v.queue_position) {
+        (ServerState::Starting, Some(s), _) => format!("starting {s}s"),
+        (ServerState::Queued, _, Some(n)) => format!("queued #{n}"),
+        (state, _, _) => state.to_string(),
+    }
+}
+
 fn shorten(text: &str, max: usize) -> String {
     let one_line: String = text
         .chars()
@@ -132,7 +142,7 @@ pub fn render(
                 .map(|v| {
                     vec![
                         v.id.clone(),
-                        v.state.to_string(),
+                        state_cell(v),
                         v.tools.to_string(),
                         v.source.to_string(),
                         format!(
@@ -163,6 +173,21 @@ pub fn render(
                         "ERROR",
                     ],
                     &rows,
+                );
+            }
+            let queued = s
+                .servers
+                .iter()
+                .filter(|v| v.state == ServerState::Queued)
+                .count();
+            if queued > 0 {
+                let starting = s
+                    .servers
+                    .iter()
+                    .filter(|v| v.state == ServerState::Starting)
+                    .count();
+                println!(
+                    "\n{starting} starting, {queued} queued for a start slot (limits.max_concurrent_starts)"
                 );
             }
             if !s.shortened.is_empty() {

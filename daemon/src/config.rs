@@ -44,6 +44,14 @@ pub const DEFAULT_INSTRUCTIONS_BUDGET: usize = 8192;
 pub const DEFAULT_CACHE_MAX_AGE_HOURS: f64 = 24.0;
 /// `limits.max_message_bytes` when unset: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// `start_timeout_s` when unset.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `limits.max_concurrent_starts` when unset: twice the CPU count, at least 4.
+pub fn default_max_concurrent_starts() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    (2 * cpus).max(4)
+}
 
 const TOP_LEVEL_KEYS: &[&str] = &[
     "mcpServers",
@@ -66,6 +74,7 @@ const SERVER_KEYS: &[&str] = &[
     "prefix",
     "timeout_s",
     "idle_timeout_s",
+    "start_timeout_s",
     "domain",
     "hot",
     "aliases",
@@ -73,7 +82,7 @@ const SERVER_KEYS: &[&str] = &[
 ];
 const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
 const CACHE_KEYS: &[&str] = &["max_age_hours"];
-const LIMITS_KEYS: &[&str] = &["max_message_bytes"];
+const LIMITS_KEYS: &[&str] = &["max_message_bytes", "max_concurrent_starts"];
 
 /// Every key the loader knows, by section (`""` top level, `"server"` per
 /// server), so documentation can be checked against it.
@@ -169,12 +178,16 @@ impl Default for CacheSettings {
 pub struct Limits {
     /// Largest accepted JSON-RPC message, in bytes.
     pub max_message_bytes: usize,
+    /// Children starting (handshake and first `tools/list`) at one time;
+    /// the others wait their turn.
+    pub max_concurrent_starts: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_concurrent_starts: default_max_concurrent_starts(),
         }
     }
 }
@@ -194,6 +207,9 @@ pub struct ServerSpec {
     pub timeout: Duration,
     /// Stop the child after this long without calls (`idle_timeout_s`); `None` keeps it running.
     pub idle_timeout: Option<Duration>,
+    /// How long a start may take to answer the handshake and list its tools, counted from the
+    /// child's own start (`start_timeout_s`).
+    pub start_timeout: Duration,
     /// Grouping for search and disclosure; defaults to the id.
     pub domain: String,
     /// Upstream tool names always shown with full schemas.
@@ -214,6 +230,7 @@ impl fmt::Debug for ServerSpec {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("start_timeout", &self.start_timeout)
             .field("domain", &self.domain)
             .field("hot", &self.hot)
             .field("aliases", &self.aliases)
@@ -635,6 +652,11 @@ fn parse_limits(value: &Value, warnings: &mut Vec<String>) -> Result<Limits, Str
             .and_then(positive)
             .map_err(|err| format!("limits.max_message_bytes{}: {}", err.path, err.message))?;
     }
+    if let Some(value) = present(object, "max_concurrent_starts") {
+        limits.max_concurrent_starts = count(value)
+            .and_then(positive)
+            .map_err(|err| format!("limits.max_concurrent_starts{}: {}", err.path, err.message))?;
+    }
     Ok(limits)
 }
 
@@ -836,6 +858,10 @@ fn parse_server(
     let idle_timeout = present(object, "idle_timeout_s")
         .map(|value| seconds(value).map_err(|err| wrong("idle_timeout_s", err)))
         .transpose()?;
+    let start_timeout = match present(object, "start_timeout_s") {
+        Some(value) => seconds(value).map_err(|err| wrong("start_timeout_s", err))?,
+        None => DEFAULT_START_TIMEOUT,
+    };
     let hot = present(object, "hot")
         .map(|value| string_list(value).map_err(|err| wrong("hot", err)))
         .transpose()?
@@ -861,6 +887,7 @@ fn parse_server(
         prefix,
         timeout,
         idle_timeout,
+        start_timeout,
         domain,
         hot,
         aliases,

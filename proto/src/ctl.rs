@@ -226,6 +226,13 @@ pub struct ServerStatus {
     /// stderr, where the cause usually is. Empty otherwise.
     #[serde(default)]
     pub stderr_tail: Vec<String>,
+    /// While `starting`: seconds since this start began (its deadline,
+    /// `start_timeout_s`, counts from then).
+    #[serde(default)]
+    pub starting_s: Option<u64>,
+    /// While `queued`: its place in the line, 1 for the next to start.
+    #[serde(default)]
+    pub queue_position: Option<usize>,
 }
 
 /// Lifecycle state of one configured server.
@@ -234,6 +241,9 @@ pub struct ServerStatus {
 pub enum ServerState {
     /// Listed from the cache; its child is started by the first call.
     Idle,
+    /// Waiting for its turn to start (`limits.max_concurrent_starts`
+    /// children are starting already).
+    Queued,
     Starting,
     Ready,
     /// Went down; starts again after a backoff.
@@ -250,10 +260,16 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// Queued or starting: its tools may yet appear.
+    pub fn is_starting(self) -> bool {
+        matches!(self, ServerState::Queued | ServerState::Starting)
+    }
+
     /// The name `evoctl status` shows, also its `--json` value.
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Idle => "idle",
+            ServerState::Queued => "queued",
             ServerState::Starting => "starting",
             ServerState::Ready => "ready",
             ServerState::Restarting => "restarting",
@@ -592,6 +608,7 @@ mod tests {
         }
         let states = [
             (ServerState::Idle, "idle"),
+            (ServerState::Queued, "queued"),
             (ServerState::Starting, "starting"),
             (ServerState::Ready, "ready"),
             (ServerState::Restarting, "restarting"),
@@ -747,10 +764,12 @@ mod tests {
             pid: Some(7),
             last_refresh_age_s: None,
             stderr_tail: vec!["boom".into()],
+            starting_s: Some(12),
+            queue_position: None,
         };
         assert_eq!(
             serde_json::to_string(&server).unwrap(),
-            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"]}"#
+            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null}"#
         );
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rmcp::model::Tool;
 
-use crate::child::link::{ServerLink, ServerState};
+use crate::child::link::ServerLink;
 use crate::config::ServerSpec;
 use crate::names;
 use crate::schema;
@@ -125,9 +125,7 @@ impl Snapshot {
     /// this snapshot lacks may yet appear. One waiting out a restart backoff
     /// does not count: a crash loop must not hold up every unknown name.
     pub fn still_listing(&self) -> bool {
-        self.unlisted
-            .iter()
-            .any(|l| l.state() == ServerState::Starting)
+        self.unlisted.iter().any(|l| l.state().is_starting())
     }
 
     /// Why `name` may not be called, when permissions deny it.

@@ -24,12 +24,19 @@ pub enum ServerState {
     Restarting = 3,
     Failed = 4,
     Stopped = 5,
+    /// Waiting for a start slot (`limits.max_concurrent_starts`).
+    Queued = 6,
 }
 
 impl ServerState {
     /// The name `evoctl status` shows: the control protocol's.
     pub fn as_str(self) -> &'static str {
         evo_proto::ctl::ServerState::from(self).as_str()
+    }
+
+    /// Queued or starting: its tools may yet appear.
+    pub fn is_starting(self) -> bool {
+        matches!(self, ServerState::Queued | ServerState::Starting)
     }
 
     fn from_u8(v: u8) -> ServerState {
@@ -39,6 +46,7 @@ impl ServerState {
             2 => ServerState::Ready,
             3 => ServerState::Restarting,
             4 => ServerState::Failed,
+            6 => ServerState::Queued,
             _ => ServerState::Stopped,
         }
     }
@@ -49,6 +57,7 @@ impl From<ServerState> for evo_proto::ctl::ServerState {
         use evo_proto::ctl::ServerState as Wire;
         match state {
             ServerState::Idle => Wire::Idle,
+            ServerState::Queued => Wire::Queued,
             ServerState::Starting => Wire::Starting,
             ServerState::Ready => Wire::Ready,
             ServerState::Restarting => Wire::Restarting,

@@ -26,13 +26,18 @@ use io::DirectCalls;
 use link::{ServerLink, ServerState};
 use process::{ChildProcess, StderrTail};
 
+mod gate;
 pub mod io;
 pub mod link;
+mod probe;
 mod process;
 
-/// How long a child may take to start, initialise and list its tools (a cold
-/// `npx` or `uvx` start downloads packages first).
-const START_TIMEOUT: Duration = Duration::from_secs(120);
+pub use gate::StartGate;
+
+/// Start timeouts forgiven in a row while other children were starting too
+/// (a saturated machine, not a broken server); the next one counts as a
+/// crash.
+const MAX_EXCUSED_TIMEOUTS: u32 = 2;
 /// How often a ready remote (HTTP) server is pinged, and how long it has to
 /// answer.
 const REMOTE_PING_EVERY: Duration = Duration::from_secs(10);
@@ -49,17 +54,17 @@ type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<(Client, Vec<Tool
 type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
 
 /// Runs the MCP handshake on `transport` and lists every page of tools.
-async fn connect<T, E, A>(
+async fn connect<T, E>(
     handler: ChildEvents,
     transport: T,
     lifecycle: ClientLifecycleMode,
 ) -> Result<(Client, Vec<Tool>), String>
 where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    T: rmcp::transport::Transport<RoleClient, Error = E> + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
     let client = handler
-        .serve_with_lifecycle(transport, lifecycle)
+        .serve_with_lifecycle(probe::LateProbeFilter::new(transport), lifecycle)
         .await
         .map_err(|e| format!("MCP handshake failed: {}", readable_error(&e)))?;
     let tools = client
@@ -113,6 +118,10 @@ struct Run {
     process: Option<ChildProcess>,
     /// Direct calls on the stdio child.
     direct: Option<Arc<DirectCalls>>,
+    /// The start slot, held until the tools are listed (stdio children).
+    permit: Option<gate::Permit>,
+    /// When this run's start began: its `start_timeout_s` counts from here.
+    began: Instant,
 }
 
 impl Run {
@@ -132,6 +141,13 @@ impl Run {
 enum Phase {
     /// Not running; the next call starts it (lazy start, idle stop).
     Idle,
+    /// Waiting in the start gate's line for a slot; `ticket` names its
+    /// place, `wait` is the future that takes the slot.
+    Queued {
+        ticket: u64,
+        wait: SpawnHandle,
+        waiters: Vec<Waiter>,
+    },
     /// Started, not yet listed: waiting for the handshake and `tools/list`
     /// (`client` is set once connected, while the tools go into the catalog).
     Starting {
@@ -153,6 +169,7 @@ impl Phase {
     fn state(&self) -> ServerState {
         match self {
             Phase::Idle => ServerState::Idle,
+            Phase::Queued { .. } => ServerState::Queued,
             Phase::Starting { .. } => ServerState::Starting,
             Phase::Ready { .. } => ServerState::Ready,
             Phase::Backoff { .. } => ServerState::Restarting,
@@ -208,6 +225,13 @@ impl Phase {
                 client: Some(client),
                 waiters: Vec::new(),
             },
+            Phase::Queued { wait, waiters, .. } => {
+                ctx.cancel_future(wait); // leaves the line
+                Left {
+                    waiters,
+                    ..Left::default()
+                }
+            }
             Phase::Backoff { timer } => {
                 ctx.cancel_future(timer);
                 Left::default()
@@ -240,6 +264,9 @@ pub struct ChildServer {
     spec: Arc<ServerSpec>,
     link: Arc<ServerLink>,
     catalog: Addr<Catalog>,
+    gate: Arc<StartGate>,
+    /// Start timeouts forgiven in a row (see [`MAX_EXCUSED_TIMEOUTS`]).
+    excused: u32,
     phase: Phase,
     /// Counts starts (see [`Run::generation`]).
     generation: u64,
@@ -256,16 +283,29 @@ pub struct ChildServer {
     stderr: StderrTail,
 }
 
+/// What every ChildServer of a daemon shares.
+#[derive(Clone)]
+pub struct Surroundings {
+    pub catalog: Addr<Catalog>,
+    /// `limits.max_concurrent_starts`.
+    pub gate: Arc<StartGate>,
+    /// Largest message read from a child (`limits.max_message_bytes`).
+    pub max_line: usize,
+}
+
 impl ChildServer {
     /// Starts the actor; with `lazy` the child is not spawned until a call
-    /// needs it. `max_line` bounds one message from the child. Returns the
-    /// link sessions call through.
+    /// needs it. Returns the link sessions call through.
     pub fn launch(
         spec: Arc<ServerSpec>,
-        catalog: Addr<Catalog>,
+        around: &Surroundings,
         lazy: bool,
-        max_line: usize,
     ) -> (Addr<ChildServer>, Arc<ServerLink>) {
+        let Surroundings {
+            catalog,
+            gate,
+            max_line,
+        } = around.clone();
         let mut link_out = None;
         let addr = ChildServer::create(|ctx| {
             let link = Arc::new(ServerLink::new(
@@ -278,6 +318,8 @@ impl ChildServer {
                 spec,
                 link,
                 catalog,
+                gate,
+                excused: 0,
                 phase: Phase::Idle,
                 generation: 0,
                 restarts: 0,
@@ -306,8 +348,41 @@ impl ChildServer {
         old
     }
 
-    /// Starts a new run; `waiters` are answered once it is ready or down.
+    /// Starts a new run once the start gate lets it (a remote server needs
+    /// no slot); `waiters` are answered once it is ready or down.
     fn start(&mut self, waiters: Vec<Waiter>, ctx: &mut Context<Self>) {
+        if self.remote() {
+            return self.begin(waiters, None, ctx);
+        }
+        let ticket = match self.gate.enter() {
+            Ok(permit) => return self.begin(waiters, Some(permit), ctx),
+            Err(ticket) => ticket,
+        };
+        let id = ticket.id();
+        let (starting, queued) = self.gate.load();
+        tracing::info!(server = %self.spec.id, starting, queued, "waiting for a start slot (limits.max_concurrent_starts)");
+        let wait = ctx.spawn(ticket.turn().into_actor(self).map(move |permit, act, ctx| {
+            if !matches!(act.phase, Phase::Queued { ticket, .. } if ticket == id) {
+                return; // dropping the permit passes the slot on
+            }
+            if let Phase::Queued { waiters, .. } = std::mem::replace(&mut act.phase, Phase::Idle) {
+                act.begin(waiters, Some(permit), ctx);
+            }
+        }));
+        self.enter(Phase::Queued {
+            ticket: id,
+            wait,
+            waiters,
+        });
+    }
+
+    /// Spawns (or connects) a new run holding start slot `permit`.
+    fn begin(
+        &mut self,
+        waiters: Vec<Waiter>,
+        permit: Option<gate::Permit>,
+        ctx: &mut Context<Self>,
+    ) {
         self.generation += 1;
         let generation = self.generation;
         let handler = ChildEvents {
@@ -326,6 +401,8 @@ impl ChildServer {
             generation,
             process: None,
             direct: None,
+            permit,
+            began: Instant::now(),
         };
         let connect: Result<Connecting, String> = match &self.spec.transport {
             TransportSpec::Stdio { .. } => {
@@ -360,19 +437,14 @@ impl ChildServer {
             // again cannot help, so it fails at once, not after five crashes.
             Err(e) => return self.end_run(generation, e, Fate::Failed, ctx),
         };
-        let fut = async move {
-            match tokio::time::timeout(START_TIMEOUT, connect).await {
-                Ok(r) => r,
-                Err(_) => Err(format!(
-                    "did not answer initialize and tools/list within {}s",
-                    START_TIMEOUT.as_secs()
-                )),
-            }
-        };
+        let fut = tokio::time::timeout(self.spec.start_timeout, connect);
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             if !act.phase.is_run(generation) {
                 return; // a stale start: dropping its client closes it
             }
+            let Ok(res) = res else {
+                return act.start_timed_out(generation, ctx);
+            };
             match res {
                 Ok((client, tools)) => act.connected(generation, client, tools, ctx),
                 Err(e) if act.phase.run().is_some_and(|r| r.process.is_some()) => {
@@ -386,6 +458,34 @@ impl ChildServer {
                 Err(e) => act.down(generation, e, ctx),
             }
         }));
+    }
+
+    /// Run `generation` did not answer its handshake and list its tools
+    /// within `start_timeout_s`. While other children were starting too the
+    /// machine is saturated, not this server broken: it starts again at the
+    /// back of the line, not counted as a crash (a few times in a row at
+    /// most). Otherwise it is down like a crash.
+    fn start_timed_out(&mut self, generation: u64, ctx: &mut Context<Self>) {
+        let limit = self.spec.start_timeout.as_secs_f64();
+        let reason =
+            format!("did not answer initialize and tools/list within {limit}s (start_timeout_s)");
+        let others = self.gate.load().0.saturating_sub(1);
+        if self.remote() || others == 0 || self.excused >= MAX_EXCUSED_TIMEOUTS {
+            return self.down(generation, reason, ctx);
+        }
+        self.excused += 1;
+        let busy = match others {
+            1 => "another child was starting".to_string(),
+            n => format!("{n} other children were starting"),
+        };
+        tracing::warn!(server = %self.spec.id, others, "{reason} while {busy}; not counted as a crash, it starts again at the back of the line (raise start_timeout_s or lower limits.max_concurrent_starts if this repeats)");
+        self.last_error = Some(format!("{reason} while {busy}; starting it again"));
+        self.restarts += 1;
+        let left = std::mem::replace(&mut self.phase, Phase::Idle).leave(ctx);
+        if let Some(run) = left.run {
+            run.end(left.client, &self.spec.id); // frees its slot
+        }
+        self.start(left.waiters, ctx);
     }
 
     /// Run `generation` answered its handshake and listed `tools`: put them
@@ -433,8 +533,11 @@ impl ChildServer {
                 return;
             };
             let peer = Arc::new(client.peer().clone());
+            let mut run = run;
+            run.permit = None; // listed: the next in line may start
             act.enter(Phase::Ready { run, client });
             act.downs_since_ready = 0;
+            act.excused = 0;
             act.watch_remote(generation, ctx);
             for w in waiters {
                 let _ = w.send(Ok(peer.clone()));
@@ -850,7 +953,7 @@ impl Handler<EnsureRunning> for ChildServer {
                 let peer = Arc::new(client.peer().clone());
                 return Box::pin(async move { Ok(peer) });
             }
-            Phase::Starting { waiters, .. } => waiters.push(tx),
+            Phase::Starting { waiters, .. } | Phase::Queued { waiters, .. } => waiters.push(tx),
             Phase::Idle => self.start(vec![tx], ctx),
             _ => {
                 let e = self.unavailable();
@@ -906,6 +1009,21 @@ impl Handler<Restart> for ChildServer {
     }
 }
 
+/// The config entry changed in what does not need a restart (same launch
+/// hash): take it, e.g. a new `start_timeout_s`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Retune(pub Arc<ServerSpec>);
+
+impl Handler<Retune> for ChildServer {
+    type Result = ();
+    fn handle(&mut self, Retune(spec): Retune, _: &mut Context<Self>) {
+        if spec.hash == self.spec.hash {
+            self.spec = spec;
+        }
+    }
+}
+
 /// What `evoctl status` shows of a child.
 #[derive(Debug, Clone)]
 pub struct ChildStatus {
@@ -915,6 +1033,10 @@ pub struct ChildStatus {
     pub error: Option<String>,
     /// The last lines its child wrote to stderr.
     pub stderr_tail: Vec<String>,
+    /// While starting: how long this start has run.
+    pub starting_for: Option<Duration>,
+    /// While queued: its place in the line (1 is next).
+    pub queue_position: Option<usize>,
 }
 
 #[derive(Message)]
@@ -934,6 +1056,14 @@ impl Handler<GetStatus> for ChildServer {
             restarts: self.restarts,
             error: self.last_error.clone(),
             stderr_tail: self.stderr.lines(&self.spec.secret_values()),
+            starting_for: match &self.phase {
+                Phase::Starting { run, .. } => Some(run.began.elapsed()),
+                _ => None,
+            },
+            queue_position: match &self.phase {
+                Phase::Queued { ticket, .. } => self.gate.position(*ticket),
+                _ => None,
+            },
         })
     }
 }

@@ -18,7 +18,6 @@ use rmcp::model::JsonObject;
 use serde_json::Value;
 
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
-use crate::child::link::ServerState;
 use lexicon::{ACTIONS, ALIASES, PACKAGING, PHRASES, PRONOUNS, STOPWORDS, THINGS};
 
 mod text;
@@ -226,7 +225,7 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
                 link.state().as_str(),
                 link.id
             ));
-        } else if link.state() == ServerState::Starting {
+        } else if link.state().is_starting() {
             starting.push(link.id.as_str());
         }
     }

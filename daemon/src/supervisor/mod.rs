@@ -64,6 +64,8 @@ pub struct Supervisor {
     approvals: crate::approvals::ApprovalBook,
     children: Vec<ChildHandle>,
     catalog: Addr<Catalog>,
+    /// Children starting at once (`limits.max_concurrent_starts`).
+    gate: Arc<child::StartGate>,
     refresher: Addr<crate::refresher::Refresher>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     sessions: HashMap<String, SessionEntry>,
@@ -97,6 +99,7 @@ impl Supervisor {
             approvals: Default::default(),
             children: Vec::new(),
             catalog,
+            gate: child::StartGate::new(crate::config::default_max_concurrent_starts()),
             refresher,
             snapshot,
             sessions: HashMap::new(),
@@ -170,7 +173,7 @@ impl Supervisor {
     fn start_children(&mut self) {
         let mut cache = crate::cache::load_cache(&self.opts.cache_dir);
         let max_age = self.config.cache.max_age();
-        let max_line = self.config.limits.max_message_bytes;
+        let around = self.surroundings(&self.config.limits);
         let mut cached = HashMap::new();
         let mut stale = Vec::new();
         for spec in &self.config.servers {
@@ -178,8 +181,7 @@ impl Supervisor {
             let hit = cache
                 .remove(&spec.id)
                 .filter(|c| c.config_hash == spec.hash.to_string() && !c.tools.is_empty());
-            let (addr, link) =
-                ChildServer::launch(spec.clone(), self.catalog.clone(), hit.is_some(), max_line);
+            let (addr, link) = ChildServer::launch(spec.clone(), &around, hit.is_some());
             if let Some(c) = hit {
                 let fetched_at =
                     std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.fetched_at);
@@ -222,6 +224,17 @@ impl Supervisor {
         Ok(report)
     }
 
+    /// What the children launched under `limits` share; the start gate
+    /// takes the (possibly new) limit.
+    fn surroundings(&self, limits: &crate::config::Limits) -> child::Surroundings {
+        self.gate.set_limit(limits.max_concurrent_starts);
+        child::Surroundings {
+            catalog: self.catalog.clone(),
+            gate: self.gate.clone(),
+            max_line: limits.max_message_bytes,
+        }
+    }
+
     /// Logs a loaded config's warnings and its entries that cannot be used.
     fn log_problems(&self, cfg: &Config) {
         for w in &cfg.warnings {
@@ -247,7 +260,7 @@ impl Supervisor {
         self.log_problems(&cfg);
         self.config_error = None;
         // Children started by this reload read messages up to the new limit.
-        let max_line = cfg.limits.max_message_bytes;
+        let around = self.surroundings(&cfg.limits);
         let snapshot = self.snapshot.load_full();
         let mut report = ctl::ActionReport::default();
         let plan = {
@@ -259,9 +272,7 @@ impl Supervisor {
         let mut next = Vec::with_capacity(plan.steps.len());
         for (spec, step) in cfg.servers.iter().zip(&plan.steps) {
             let spec = Arc::new(spec.clone());
-            let launch = |spec: &Arc<ServerSpec>| {
-                ChildServer::launch(spec.clone(), self.catalog.clone(), false, max_line)
-            };
+            let launch = |spec: &Arc<ServerSpec>| ChildServer::launch(spec.clone(), &around, false);
             match *step {
                 reload::Step::Keep { old: i, reprefixed } => {
                     let Some(h) = old[i].take() else { continue };
@@ -269,6 +280,7 @@ impl Supervisor {
                         report.reprefixed.push(spec.id.clone());
                     }
                     h.link.set_timeout(spec.timeout);
+                    h.addr.do_send(child::Retune(spec.clone()));
                     // "Failed until reload or refresh": a reload retries it.
                     if h.link.state() == crate::child::link::ServerState::Failed {
                         h.addr.do_send(child::Restart);

@@ -167,6 +167,11 @@ impl Supervisor {
                         })
                         .map(|s| s.stderr_tail.clone())
                         .unwrap_or_default(),
+                    starting_s: st
+                        .as_ref()
+                        .and_then(|s| s.starting_for)
+                        .map(|d| d.as_secs()),
+                    queue_position: st.as_ref().and_then(|s| s.queue_position),
                 });
             }
             for e in failed {

@@ -16,5 +16,6 @@ mod operator;
 mod permissions;
 mod reference;
 mod reload;
+mod starting;
 mod stopping;
 mod supervision;

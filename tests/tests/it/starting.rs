@@ -1,0 +1,207 @@
+//! Starting children: the start gate (`limits.max_concurrent_starts`), the
+//! per-server start deadline (`start_timeout_s`) and how a timeout on a
+//! saturated machine is told from a broken server, and a handshake with a
+//! child too slow for the `server/discover` probe.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+fn states(s: &Value) -> Vec<(String, String)> {
+    s["servers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| {
+                    let id = v["id"].as_str().unwrap_or_default().to_string();
+                    (id, v["state"].as_str().unwrap_or_default().to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn children_wait_their_turn_to_start() {
+    // Six children that each take a second to answer initialize, two start
+    // slots: the others wait in line, shown as `queued` with their place.
+    let servers: serde_json::Map<String, Value> = (1..=6)
+        .map(|i| {
+            (
+                format!("s{i}"),
+                fixture_server(&["--delay-start-ms", "1000"]),
+            )
+        })
+        .collect();
+    let begun = Instant::now();
+    let d = Daemon::start(&json!({
+        "mcpServers": servers,
+        "limits": {"max_concurrent_starts": 2}
+    }));
+    let mut saw_queue = None;
+    let mut saw_starting_time = false;
+    eventually("all six ready", Duration::from_secs(60), || {
+        let s = d.ctl_json(&["status"]);
+        for v in s["servers"].as_array().into_iter().flatten() {
+            if v["state"] == "queued" && saw_queue.is_none() {
+                saw_queue = Some(v["queue_position"].clone());
+            }
+            if v["state"] == "starting" && v["starting_s"].is_u64() {
+                saw_starting_time = true;
+            }
+        }
+        states(&s).iter().all(|(_, st)| st == "ready")
+    });
+    let took = begun.elapsed();
+    let queue = saw_queue.expect("some servers were queued");
+    assert!(queue.as_u64().is_some_and(|n| n >= 1), "{queue}");
+    assert!(
+        saw_starting_time,
+        "starting servers show how long they have run"
+    );
+    // Three rounds of one second: had all started together, about one.
+    assert!(
+        took >= Duration::from_millis(2800),
+        "6 starts of 1 s through 2 slots took {took:?}"
+    );
+    let s = d.ctl_json(&["status"]);
+    for v in s["servers"].as_array().unwrap() {
+        assert_eq!(v["restarts"], 0, "{v}");
+    }
+    // The human table shows the line too.
+    let (_, out, _) = d.ctl(&["status"]);
+    assert!(out.contains("ready"), "{out}");
+}
+
+#[test]
+fn the_human_status_shows_the_line() {
+    let servers: serde_json::Map<String, Value> = (1..=3)
+        .map(|i| {
+            (
+                format!("q{i}"),
+                fixture_server(&["--delay-start-ms", "4000"]),
+            )
+        })
+        .collect();
+    let d = Daemon::start(&json!({
+        "mcpServers": servers,
+        "limits": {"max_concurrent_starts": 1}
+    }));
+    let mut out = String::new();
+    eventually(
+        "a queued server in the table",
+        Duration::from_secs(10),
+        || {
+            out = d.ctl(&["status"]).1;
+            out.contains("queued #1") && out.contains("queued #2")
+        },
+    );
+    assert!(out.contains("starting "), "{out}");
+    assert!(
+        out.contains("1 starting, 2 queued for a start slot (limits.max_concurrent_starts)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_start_deadline_is_per_server_and_a_lone_timeout_is_a_crash() {
+    let d = Daemon::start(&json!({"mcpServers": {
+        "slow": {
+            "command": fixture().to_string_lossy(),
+            "args": ["--delay-start-ms", "30000"],
+            "start_timeout_s": 1
+        },
+        "fx": fixture_server(&[])
+    }}));
+    let s = d.wait_status("slow to time out", |s| {
+        server(s, "slow").is_some_and(|v| v["restarts"].as_u64() >= Some(1))
+    });
+    let slow = server(&s, "slow").unwrap();
+    let err = slow["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("within 1s (start_timeout_s)"),
+        "the error names the deadline and its setting: {slow}"
+    );
+    assert!(
+        !err.contains("other"),
+        "alone, it was not excused by others starting: {err}"
+    );
+    assert_eq!(server(&s, "fx").unwrap()["state"], "ready", "{s}");
+    assert!(d.log_text().contains("child is down"));
+}
+
+#[test]
+fn a_timeout_while_others_start_is_not_a_crash() {
+    // Two children slower than their deadline, both starting at once: each
+    // times out while the other is starting, so neither is counted as
+    // crashing at first; both go back to the end of the line.
+    let slow = |_: ()| {
+        json!({
+            "command": fixture().to_string_lossy(),
+            "args": ["--delay-start-ms", "30000"],
+            "start_timeout_s": 1
+        })
+    };
+    let d = Daemon::start(&json!({
+        "mcpServers": {"a": slow(()), "b": slow(())},
+        "limits": {"max_concurrent_starts": 2}
+    }));
+    let s = d.wait_status("an excused timeout", |s| {
+        server(s, "a").is_some_and(|v| {
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("while another child was starting; starting it again"))
+        })
+    });
+    let a = server(&s, "a").unwrap();
+    assert_ne!(a["state"], "failed", "{a}");
+    let log = d.log_text();
+    assert!(log.contains("not counted as a crash"), "{log}");
+    // Excused a few times at most: a server that never answers is still
+    // found out, as crashing, in the end.
+    d.wait_status("timeouts counted once no longer excused", |s| {
+        server(s, "a").is_some_and(|v| v["restarts"].as_u64() >= Some(4))
+    });
+    assert!(d.log_text().contains("child is down"));
+}
+
+#[test]
+fn a_late_answer_to_the_discover_probe_does_not_break_the_handshake() {
+    // rmcp's client gives a child 10 s to answer `server/discover`, then
+    // sends `initialize`. This child answers the probe after 11 s, before
+    // it reads `initialize`: that late answer once failed the start with
+    // "conflict initialized response id: expected 1, got 0".
+    let dir = TempDir::new("probe");
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        json!([{"name": "hello", "inputSchema": {"type": "object"}}]).to_string(),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/raw_server.py");
+    let raw = |answer: &str| {
+        json!({
+            "command": "python3",
+            "args": [script.to_string_lossy(), tools.to_string_lossy()],
+            "env": {"RAW_DISCOVER_DELAY_S": "11", "RAW_DISCOVER_ANSWER": answer}
+        })
+    };
+    let d = Daemon::start(&json!({"mcpServers": {
+        "late_ok": raw("ok"),
+        "late_error": raw("error")
+    }}));
+    let s = d.wait_status("both slow servers ready", |s| {
+        ["late_ok", "late_error"]
+            .iter()
+            .all(|id| server(s, id).is_some_and(|v| v["state"] == "ready" || v["restarts"] != 0))
+    });
+    for id in ["late_ok", "late_error"] {
+        let v = server(&s, id).unwrap();
+        assert_eq!(v["state"], "ready", "{id}: {v}\nlog:\n{}", d.log_text());
+        assert_eq!(v["restarts"], 0, "{v}");
+    }
+    let mut c = d.legacy_session();
+    assert_eq!(c.call_text("late_ok_hello", json!({})).0, "hello");
+}
