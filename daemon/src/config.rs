@@ -1197,6 +1197,7 @@ mod tests {
         assert_eq!(fs.domain, "fs");
         assert_eq!(fs.timeout, DEFAULT_TIMEOUT);
         assert_eq!(fs.idle_timeout, None);
+        assert_eq!(fs.start_timeout, DEFAULT_START_TIMEOUT);
 
         let time = &config.servers[1];
         assert_eq!(time.domain, "time");
@@ -1223,6 +1224,7 @@ mod tests {
         assert_eq!(config.cache.max_age_hours, 24.0);
         assert_eq!(config.cache.max_age(), Duration::from_secs(24 * 3600));
         assert_eq!(config.limits.max_message_bytes, 16 * 1024 * 1024);
+        assert!(config.limits.max_concurrent_starts >= 4);
         assert_eq!(parse_ok("{}"), config);
     }
 
@@ -1230,7 +1232,7 @@ mod tests {
     fn per_server_settings() {
         let config = one_server(
             r#"{"command": "x", "prefix": "", "timeout_s": 2.5, "idle_timeout_s": 300,
-                "domain": "files", "description": "ignored, no warning",
+                "start_timeout_s": 5, "domain": "files", "description": "ignored, no warning",
                 "aliases": {"read": {"file": "path", "p": "path"}}}"#,
         );
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
@@ -1238,6 +1240,7 @@ mod tests {
         assert_eq!(spec.prefix, "");
         assert_eq!(spec.timeout, Duration::from_millis(2500));
         assert_eq!(spec.idle_timeout, Some(Duration::from_secs(300)));
+        assert_eq!(spec.start_timeout, Duration::from_secs(5));
         assert_eq!(spec.domain, "files");
         let read = &spec.aliases["read"];
         assert_eq!(read.get("file").map(String::as_str), Some("path"));
@@ -1397,7 +1400,7 @@ mod tests {
               "inputs": [],
               "discovery": {"mode": "legacy", "fuzzy": true},
               "cache": {"max_age_hours": 1, "dir": "/tmp"},
-              "limits": {"max_message_bytes": 1024, "max_sessions": 3},
+              "limits": {"max_message_bytes": 1024, "max_sessions": 3, "max_concurrent_starts": 3},
               "mcpServers": {
                 "fs": {"command": "c", "foo": 1, "description": "fine", "headers": {"A": "b"}},
                 "web": {"url": "https://h", "args": ["x"], "cwd": "/"}
@@ -1421,6 +1424,7 @@ mod tests {
         assert_eq!(config.discovery.mode, Some(DiscoveryMode::Legacy));
         assert_eq!(config.cache.max_age_hours, 1.0);
         assert_eq!(config.limits.max_message_bytes, 1024);
+        assert_eq!(config.limits.max_concurrent_starts, 3);
     }
 
     #[test]
@@ -1440,6 +1444,7 @@ mod tests {
             (r#"{"discovery": true}"#, "invalid", "'discovery' must be an object"),
             (r#"{"cache": {"max_age_hours": -1}}"#, "invalid", "cache.max_age_hours: expected a number of hours"),
             (r#"{"limits": {"max_message_bytes": 1.5}}"#, "invalid", "limits.max_message_bytes: expected a whole number"),
+            (r#"{"limits": {"max_concurrent_starts": 0}}"#, "invalid", "limits.max_concurrent_starts: must be at least 1"),
         ];
         for (text, variant, words) in cases {
             let err = match parse(text, Path::new("test.json"), &env_of(ENV)) {
