@@ -1,6 +1,7 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
-//! then run `target/release/evo-bench [--quick]`. `--search`, `--correction`
+//! then run `target/release/evo-bench [--quick]`. `--converge [--sizes 30,60]`
+//! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
 //! dev query set, for `--search`). See CONTRIBUTING.md.
@@ -10,6 +11,7 @@
 
 #[path = "../tests/it/common.rs"]
 mod common;
+mod converge;
 mod searcheval;
 
 use std::process::{Command, Stdio};
@@ -623,6 +625,16 @@ fn main() {
         }
         times.sort();
         println!("median {} µs", us(percentile(&times, 0.5)));
+        return;
+    }
+    if args.iter().any(|a| a == "--converge") {
+        let sizes: Vec<usize> = args
+            .iter()
+            .position(|a| a == "--sizes")
+            .and_then(|i| args.get(i + 1))
+            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![30, 60, 123]);
+        converge::converge_benchmarks(&sizes);
         return;
     }
     if std::env::args().any(|a| a == "--cache") {
