@@ -922,7 +922,10 @@ fn section<'a>(
     Ok(object)
 }
 
-fn parse_discovery(value: &Value, warnings: &mut Warnings<'_>) -> Result<DiscoverySettings, String> {
+fn parse_discovery(
+    value: &Value,
+    warnings: &mut Warnings<'_>,
+) -> Result<DiscoverySettings, String> {
     let object = section("discovery", value, DISCOVERY_KEYS, warnings)?;
     let mut settings = DiscoverySettings::default();
     let at = |key: &str, err: TypeError| format!("discovery.{key}{}: {}", err.path, err.message);
@@ -1944,7 +1947,9 @@ mod tests {
 
         dir.write(
             "env",
-            &format!("# secrets\nexport {UNSET}='from file'\nHOME=/from/file\nOWN=theirs\nbad line\n"),
+            &format!(
+                "# secrets\nexport {UNSET}='from file'\nHOME=/from/file\nOWN=theirs\nbad line\n"
+            ),
         );
         let loaded = load(&config).expect("config loads");
         assert!(loaded.failed.is_empty(), "{:?}", loaded.failed);

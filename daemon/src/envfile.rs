@@ -174,11 +174,7 @@ mod tests {
             ("A=1\r", "A", "1"),
         ];
         for (line, key, value) in cases {
-            assert_eq!(
-                vars(line),
-                [(key.to_owned(), value.to_owned())],
-                "{line:?}"
-            );
+            assert_eq!(vars(line), [(key.to_owned(), value.to_owned())], "{line:?}");
         }
     }
 
@@ -193,7 +189,8 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_skipped_with_their_number_and_never_quoted() {
-        let text = "A=1\nsk-live-SECRET\n1A=x\nexport =2\nB='open\nC=\"open\nD=\"x\" y\nE-F=SECRET\nG=2\n";
+        let text =
+            "A=1\nsk-live-SECRET\n1A=x\nexport =2\nB='open\nC=\"open\nD=\"x\" y\nE-F=SECRET\nG=2\n";
         let file = parse(text);
         assert_eq!(
             file.vars.into_iter().collect::<Vec<_>>(),
@@ -210,7 +207,11 @@ mod tests {
         assert!(file.problems[1].1.contains("not a variable name"));
         assert!(file.problems[3].1.starts_with("B: no closing single quote"));
         assert!(file.problems[4].1.starts_with("C: no closing double quote"));
-        assert!(file.problems[5].1.starts_with("D: text after the closing quote"));
+        assert!(
+            file.problems[5]
+                .1
+                .starts_with("D: text after the closing quote")
+        );
     }
 
     #[test]
