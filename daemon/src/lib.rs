@@ -1,8 +1,8 @@
 //! `evod`, the evo daemon: actors (one file each) and pure modules.
 //!
 //! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
-//! Pure modules (values in, values out): [`config`], [`names`], [`native`],
-//! [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
+//! Pure modules (values in, values out): [`config`], [`envfile`],
+//! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
 //! [`breaker`], [`permissions`], [`approvals`]. I/O glue: [`control`] serves
 //! the control socket, [`transport`] frames a session's MCP lines,
 //! [`childio`] is a stdio child's transport, [`watch`] watches the config
