@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use evo_proto::ctl::{ServerState, StatusReport};
+use evo_proto::ctl::{FileStatus, ServerState, StatusReport};
 use evo_proto::{CtlRequest, Reply};
 
 /// Prints a table: columns padded to their widest cell.
@@ -122,18 +122,11 @@ pub fn render(
                 age(s.daemon.uptime_s),
                 s.daemon.tools
             );
-            let cfg = if s.config.ok {
-                "ok".to_string()
-            } else {
-                format!("ERROR: {}", s.config.error.as_deref().unwrap_or_default())
-            };
-            println!("config {}: {cfg}", s.config.path);
-            if !s.permissions.ok {
-                println!(
-                    "permissions {}: ERROR: {}",
-                    s.permissions.path,
-                    s.permissions.error.as_deref().unwrap_or_default()
-                );
+            for line in file_health("config", &s.config, true) {
+                println!("{line}");
+            }
+            for line in file_health("permissions", &s.permissions, false) {
+                println!("{line}");
             }
             println!();
             let rows: Vec<Vec<String>> = s
@@ -377,6 +370,26 @@ pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgres
 }
 
 /// One server's outcome once a refresh has settled: `fx: ready, 14 tools`,
+/// A file's health for `evoctl status`: `config PATH: ok` only without
+/// warnings; else `ok, 2 warnings` and a line per warning (`file:line:
+/// message`), or `ERROR: …`. A healthy file is left out unless `always`.
+fn file_health(what: &str, f: &FileStatus, always: bool) -> Vec<String> {
+    let head = if !f.ok {
+        format!("ERROR: {}", f.error.as_deref().unwrap_or_default())
+    } else if f.warnings.is_empty() {
+        if !always {
+            return Vec::new();
+        }
+        "ok".to_string()
+    } else {
+        let n = f.warnings.len();
+        format!("ok, {n} warning{}", if n == 1 { "" } else { "s" })
+    };
+    let mut lines = vec![format!("{what} {}: {head}", f.path)];
+    lines.extend(f.warnings.iter().map(|w| format!("  {w}")));
+    lines
+}
+
 /// `fx: failed: <error>`, or `fx: no longer configured`.
 pub fn refresh_outcome(status: &StatusReport, id: &str) -> String {
     match status.servers.iter().find(|s| s.id == id) {
@@ -410,6 +423,52 @@ mod tests {
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn file_health_says_ok_only_without_warnings() {
+        let mut f = FileStatus {
+            path: "/c/mcp.config.json".into(),
+            ok: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            file_health("config", &f, true),
+            ["config /c/mcp.config.json: ok"]
+        );
+        assert!(file_health("permissions", &f, false).is_empty());
+        f.warnings = vec![
+            evo_proto::ctl::FileWarning {
+                file: "/c/mcp.config.json".into(),
+                line: Some(5),
+                message: "server 'fs': unknown key 'timeout' ignored".into(),
+            },
+            evo_proto::ctl::FileWarning {
+                file: "/c/env".into(),
+                line: None,
+                message: "m".into(),
+            },
+        ];
+        assert_eq!(
+            file_health("config", &f, true),
+            [
+                "config /c/mcp.config.json: ok, 2 warnings",
+                "  /c/mcp.config.json:5: server 'fs': unknown key 'timeout' ignored",
+                "  /c/env: m",
+            ]
+        );
+        f.warnings.truncate(1);
+        assert_eq!(
+            file_health("permissions", &f, false)[0],
+            "permissions /c/mcp.config.json: ok, 1 warning"
+        );
+        f.ok = false;
+        f.warnings.clear();
+        f.error = Some("bad".into());
+        assert_eq!(
+            file_health("config", &f, true),
+            ["config /c/mcp.config.json: ERROR: bad"]
+        );
     }
 
     #[test]

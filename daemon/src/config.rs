@@ -17,7 +17,13 @@
 //! - A server that cannot be used (unset variable, wrong type for a known key, no transport) is
 //!   reported in [`Config::failed`] and skipped; the others load. A JSON `null` for a per-server
 //!   key counts as absent.
-//! - Unknown keys are reported in [`Config::warnings`], never fatal.
+//! - Unknown keys are reported in [`Config::warnings`] with their line (and the known key
+//!   they are probably a misspelling of), never fatal.
+//! - `env_file` (default `env` beside the config, see [`crate::envfile`]) is read by [`load`]
+//!   before anything is expanded: its variables win over the process environment in `${VAR}`
+//!   and are added to every stdio child's environment (under the server's own `env`), which
+//!   makes them part of each stdio server's [`ConfigHash`]. A missing default file is nothing;
+//!   a missing named one, a malformed line or a file others can read is a warning.
 //! - Fatal ([`ConfigError`]): unreadable file, invalid JSON, a top level that is not an object,
 //!   or a wrong type in a top-level section (`mcpServers`, `servers`, `discovery`, `cache`,
 //!   `limits`). On reload the caller keeps the running config in force.
@@ -33,6 +39,9 @@ use evo_proto::json_kind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+
+use crate::envfile;
+use crate::jsonkeys::KeyLines;
 
 /// Per-call timeout when a server sets no `timeout_s`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -59,6 +68,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "discovery",
     "cache",
     "limits",
+    "env_file",
     "$schema",
 ];
 const SERVER_KEYS: &[&str] = &[
@@ -111,8 +121,42 @@ pub struct Config {
     pub discovery: DiscoverySettings,
     pub cache: CacheSettings,
     pub limits: Limits,
-    /// Things ignored on the way (unknown keys, duplicate ids), each naming where.
-    pub warnings: Vec<String>,
+    /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
+    /// its file and line.
+    pub warnings: Vec<ConfigWarning>,
+    /// The env file [`load`] looked for, and the names (never the values) it set.
+    pub env_file: Option<EnvFileRead>,
+}
+
+/// The env file as [`load`] read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvFileRead {
+    pub path: PathBuf,
+    /// Whether the file was there (and readable).
+    pub found: bool,
+    /// The variables it set, by name.
+    pub names: Vec<String>,
+}
+
+/// Something in a config (or its env file) that was ignored, and where.
+///
+/// Displays as `/home/u/.config/evo/mcp.config.json:7: server 'fs': unknown key 'timeout'
+/// ignored; did you mean 'timeout_s'?`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    pub file: PathBuf,
+    /// 1-based; `None` when the place cannot be told.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
 }
 
 impl Config {
@@ -220,6 +264,63 @@ pub struct ServerSpec {
     pub capabilities: BTreeSet<String>,
     /// Identity of the child as launched: a changed hash means restart and re-discover.
     pub hash: ConfigHash,
+    /// Variables the entry refers to that evod's environment lacks: a `${VAR:-default}` that
+    /// fell back to its default, a `${VAR}` that is set but empty. Named in the server's
+    /// failures, where they are often the cause.
+    pub missing_vars: Vec<MissingVar>,
+    /// The env file where such a variable would be set (for the note), if known.
+    pub env_file: Option<PathBuf>,
+}
+
+/// A `${VAR}` reference whose variable is unset or empty in evod's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingVar {
+    pub name: String,
+    /// Where in the entry, e.g. `env.SSL_CERT_FILE`, `args[1]`.
+    pub key: String,
+    /// Set, but to the empty string (else unset).
+    pub empty: bool,
+}
+
+impl ServerSpec {
+    /// The note a failure of this server carries when its config refers to variables evod's
+    /// environment lacks, e.g. `note: SSL_CERT_FILE (referenced by this server's config in
+    /// env.SSL_CERT_FILE) is not set in evod's environment, so its default was used; if the
+    /// server needs it, set it in /home/u/.config/evo/env and run `evoctl reload``.
+    pub fn missing_vars_note(&self) -> Option<String> {
+        if self.missing_vars.is_empty() {
+            return None;
+        }
+        let mut seen = BTreeSet::new();
+        let refs: Vec<String> = self
+            .missing_vars
+            .iter()
+            .filter(|m| seen.insert(m.name.as_str()))
+            .map(|m| {
+                let keys: Vec<&str> = self
+                    .missing_vars
+                    .iter()
+                    .filter(|other| other.name == m.name)
+                    .map(|other| other.key.as_str())
+                    .collect();
+                let state = if m.empty { "empty" } else { "not set" };
+                format!(
+                    "{} (referenced by this server's config in {}) is {state}",
+                    m.name,
+                    keys.join(", ")
+                )
+            })
+            .collect();
+        let place = match &self.env_file {
+            Some(path) => format!("set it in {} and run `evoctl reload`", path.display()),
+            None => "set it in evod's env file (`env_file`) and run `evoctl reload`".to_owned(),
+        };
+        Some(format!(
+            "note: {} in evod's environment; if the server needs {}, {place}",
+            refs.join("; "),
+            if seen.len() == 1 { "it" } else { "them" },
+        ))
+    }
 }
 
 impl fmt::Debug for ServerSpec {
@@ -236,6 +337,8 @@ impl fmt::Debug for ServerSpec {
             .field("aliases", &self.aliases)
             .field("capabilities", &self.capabilities)
             .field("hash", &self.hash)
+            .field("missing_vars", &self.missing_vars)
+            .field("env_file", &self.env_file)
             .finish()
     }
 }
@@ -474,7 +577,8 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
-/// Reads and parses the config file, expanding `${VAR}` from the process environment.
+/// Reads and parses the config file, expanding `${VAR}` from its env file and the process
+/// environment (the env file wins).
 ///
 /// A missing file is not an error: it means zero servers (`Config::default()`).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -488,42 +592,219 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             });
         }
     };
-    parse(&text, path, &|name: &str| std::env::var(name).ok())
+    let process = |name: &str| std::env::var(name).ok();
+    let root = parse_root(&text, path)?;
+    let keys = KeyLines::of(&text);
+    let mut warnings = Warnings::new(path, &keys);
+    let (env_path, explicit) = env_file_path(&root, path, &process, &mut warnings);
+    let (overlay, read) = read_env_file(&env_path, explicit, &mut warnings);
+    let lookup = |name: &str| overlay.get(name).cloned().or_else(|| process(name));
+    let env = Env {
+        lookup: &lookup,
+        overlay: &overlay,
+        file: Some(&env_path),
+    };
+    let mut config = parse_root_value(&root, path, &env, warnings)?;
+    config.env_file = Some(read);
+    Ok(config)
 }
 
 /// Parses config text. `path` only labels errors; `env` looks up variables for `${VAR}`.
+/// `env_file` is not read here ([`load`] reads it).
 pub fn parse(
     text: &str,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    let root = parse_root(text, path)?;
+    let keys = KeyLines::of(text);
+    let env = Env {
+        lookup: env,
+        overlay: &BTreeMap::new(),
+        file: None,
+    };
+    parse_root_value(&root, path, &env, Warnings::new(path, &keys))
+}
+
+/// Where variables come from while a config is expanded.
+struct Env<'a> {
+    /// `${VAR}` lookup: the env file, then the process environment.
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    /// The env file's variables, added to each stdio child's environment.
+    overlay: &'a BTreeMap<String, String>,
+    /// The env file, for messages.
+    file: Option<&'a Path>,
+}
+
+/// Warnings as they are found, each placed by its path of keys.
+struct Warnings<'a> {
+    file: &'a Path,
+    keys: &'a KeyLines,
+    list: Vec<ConfigWarning>,
+}
+
+impl<'a> Warnings<'a> {
+    fn new(file: &'a Path, keys: &'a KeyLines) -> Warnings<'a> {
+        Warnings {
+            file,
+            keys,
+            list: Vec::new(),
+        }
+    }
+
+    /// A warning about the key at `at` (its line, when the text has it).
+    fn push(&mut self, at: &[&str], message: String) {
+        self.list.push(ConfigWarning {
+            file: self.file.to_owned(),
+            line: self.keys.line(at),
+            message,
+        });
+    }
+}
+
+fn parse_root(text: &str, path: &Path) -> Result<Map<String, Value>, ConfigError> {
+    let root: Value = serde_json::from_str(text).map_err(|err| parse_error(path, &err))?;
+    match root {
+        Value::Object(root) => Ok(root),
+        other => Err(ConfigError::Invalid {
+            path: path.to_owned(),
+            message: format!(
+                "the top level must be a JSON object, found {}",
+                json_kind(&other)
+            ),
+        }),
+    }
+}
+
+/// The env file to read, and whether the config names it (`env_file`): relative to the
+/// config's directory, `~/` and `${VAR}` (process environment) expanded. A value that cannot
+/// be used is a warning, and the default is read.
+fn env_file_path(
+    root: &Map<String, Value>,
+    config: &Path,
+    process: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Warnings<'_>,
+) -> (PathBuf, bool) {
+    let dir = config.parent().unwrap_or(Path::new(""));
+    let default = (dir.join("env"), false);
+    let Some(value) = present(root, "env_file") else {
+        return default;
+    };
+    let named = match string(value) {
+        Ok(raw) => expand_vars(raw, process, &mut Vec::new()).map_err(|err| err.to_string()),
+        Err(err) => Err(err.message),
+    };
+    let named = match named {
+        Ok(named) if named.trim().is_empty() => Err("is empty".to_owned()),
+        other => other,
+    };
+    match named {
+        Ok(named) => {
+            let home = named
+                .strip_prefix("~/")
+                .and_then(|rest| process("HOME").map(|home| Path::new(&home).join(rest)));
+            let path = home.unwrap_or_else(|| PathBuf::from(&named));
+            (dir.join(path), true)
+        }
+        Err(why) => {
+            warnings.push(
+                &["env_file"],
+                format!(
+                    "env_file: {why}; reading the default {} instead",
+                    default.0.display()
+                ),
+            );
+            default
+        }
+    }
+}
+
+/// Reads the env file: its variables, and what [`load`] reports of it. Its problems are
+/// warnings placed in the env file itself (a malformed line) or at the config's `env_file`.
+fn read_env_file(
+    path: &Path,
+    explicit: bool,
+    warnings: &mut Warnings<'_>,
+) -> (BTreeMap<String, String>, EnvFileRead) {
+    let mut read = EnvFileRead {
+        path: path.to_owned(),
+        ..EnvFileRead::default()
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound && !explicit => {
+            return (BTreeMap::new(), read);
+        }
+        Err(err) => {
+            let why = if err.kind() == io::ErrorKind::NotFound {
+                "not found".to_owned()
+            } else {
+                err.to_string()
+            };
+            warnings.push(
+                &["env_file"],
+                format!(
+                    "env file {} cannot be read ({why}); none of its variables are set",
+                    path.display()
+                ),
+            );
+            return (BTreeMap::new(), read);
+        }
+    };
+    read.found = true;
+    let file = envfile::parse(&text);
+    for (line, message) in file.problems {
+        warnings.list.push(ConfigWarning {
+            file: path.to_owned(),
+            line: Some(line),
+            message,
+        });
+    }
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(path) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            warnings.list.push(ConfigWarning {
+                file: path.to_owned(),
+                line: None,
+                message: format!(
+                    "other users can access this file (mode {mode:04o}) and it may hold \
+                     secrets; run `chmod 600 {}`",
+                    path.display()
+                ),
+            });
+        }
+    }
+    read.names = file.vars.keys().cloned().collect();
+    (file.vars, read)
+}
+
+fn parse_root_value(
+    root: &Map<String, Value>,
+    path: &Path,
+    env: &Env<'_>,
+    mut warnings: Warnings<'_>,
+) -> Result<Config, ConfigError> {
     let invalid = |message: String| ConfigError::Invalid {
         path: path.to_owned(),
         message,
     };
-    let root: Value = serde_json::from_str(text).map_err(|err| parse_error(path, &err))?;
-    let Value::Object(root) = root else {
-        return Err(invalid(format!(
-            "the top level must be a JSON object, found {}",
-            json_kind(&root)
-        )));
-    };
-
     let mut config = Config::default();
-    warn_unknown_keys(&root, TOP_LEVEL_KEYS, "", &mut config.warnings);
-    if let Some(value) = present(&root, "discovery") {
-        config.discovery = parse_discovery(value, &mut config.warnings).map_err(invalid)?;
+    warn_unknown_keys(root, TOP_LEVEL_KEYS, &[], "", &mut warnings);
+    if let Some(value) = present(root, "discovery") {
+        config.discovery = parse_discovery(value, &mut warnings).map_err(invalid)?;
     }
-    if let Some(value) = present(&root, "cache") {
-        config.cache = parse_cache(value, &mut config.warnings).map_err(invalid)?;
+    if let Some(value) = present(root, "cache") {
+        config.cache = parse_cache(value, &mut warnings).map_err(invalid)?;
     }
-    if let Some(value) = present(&root, "limits") {
-        config.limits = parse_limits(value, &mut config.warnings).map_err(invalid)?;
+    if let Some(value) = present(root, "limits") {
+        config.limits = parse_limits(value, &mut warnings).map_err(invalid)?;
     }
 
     let mut seen = HashSet::new();
     for section in ["mcpServers", "servers"] {
-        let Some(value) = present(&root, section) else {
+        let Some(value) = present(root, section) else {
             continue;
         };
         let Value::Object(entries) = value else {
@@ -534,18 +815,23 @@ pub fn parse(
         };
         for (id, entry) in entries {
             if !seen.insert(id.as_str()) {
-                config.warnings.push(format!(
-                    "server '{id}' is in both mcpServers and servers; the mcpServers entry is used"
-                ));
+                warnings.push(
+                    &[section, id],
+                    format!(
+                        "server '{id}' is in both mcpServers and servers; the mcpServers entry \
+                         is used"
+                    ),
+                );
                 continue;
             }
-            match parse_server(id, entry, env, &mut config.warnings) {
+            match parse_server(section, id, entry, env, &mut warnings) {
                 Ok(Some(spec)) => config.servers.push(spec),
                 Ok(None) => config.disabled.push(id.clone()),
                 Err(err) => config.failed.push(err),
             }
         }
     }
+    config.warnings = warnings.list;
     Ok(config)
 }
 
@@ -567,21 +853,73 @@ fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     object.get(key).filter(|value| !value.is_null())
 }
 
+/// Warns about each key of `object` (at path `at`) that is not in `known`, naming the known
+/// key it is probably a misspelling of. `label` says where for the message (`discovery`,
+/// `server 'fs'`; empty at the top level).
 fn warn_unknown_keys(
     object: &Map<String, Value>,
     known: &[&str],
-    location: &str,
-    warnings: &mut Vec<String>,
+    at: &[&str],
+    label: &str,
+    warnings: &mut Warnings<'_>,
 ) {
     for key in object.keys() {
-        if !known.contains(&key.as_str()) {
-            if location.is_empty() {
-                warnings.push(format!("unknown top-level key '{key}' ignored"));
-            } else {
-                warnings.push(format!("{location}: unknown key '{key}' ignored"));
-            }
+        if known.contains(&key.as_str()) {
+            continue;
         }
+        let mut message = if label.is_empty() {
+            format!("unknown top-level key '{key}' ignored")
+        } else {
+            format!("{label}: unknown key '{key}' ignored")
+        };
+        if let Some(near) = near_key(key, known) {
+            message.push_str(&format!("; did you mean '{near}'?"));
+        }
+        let mut path = at.to_vec();
+        path.push(key);
+        warnings.push(&path, message);
     }
+}
+
+/// The known key `key` is probably a misspelling of: the same but for case, `-`/`_` or a unit
+/// suffix (`timeout` for `timeout_s`), or within a small edit distance (one edit for short
+/// keys, two from six characters).
+fn near_key<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let fold = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let wanted = fold(key);
+    // Other tools' words for the same thing.
+    const SYNONYMS: &[(&str, &str)] = &[
+        ("cmd", "command"),
+        ("arguments", "args"),
+        ("environment", "env"),
+        ("endpoint", "url"),
+    ];
+    if let Some(&(_, word)) = SYNONYMS
+        .iter()
+        .find(|(other, word)| *other == wanted && known.contains(word))
+    {
+        return known.iter().copied().find(|k| *k == word);
+    }
+    let limit = if wanted.chars().count() >= 6 { 2 } else { 1 };
+    known
+        .iter()
+        .filter(|k| !k.starts_with('$'))
+        .map(|k| {
+            let folded = fold(k);
+            let distance = if folded == wanted
+                || folded.strip_suffix("_s") == Some(&wanted)
+                || folded.strip_suffix("_hours") == Some(&wanted)
+                || folded.strip_suffix("_bytes") == Some(&wanted)
+            {
+                0
+            } else {
+                strsim::damerau_levenshtein(&wanted, &folded)
+            };
+            (distance, *k)
+        })
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, k)| k)
 }
 
 /// Checks that a top-level section is an object and warns about its unknown keys.
@@ -589,7 +927,7 @@ fn section<'a>(
     name: &str,
     value: &'a Value,
     known: &[&str],
-    warnings: &mut Vec<String>,
+    warnings: &mut Warnings<'_>,
 ) -> Result<&'a Map<String, Value>, String> {
     let Value::Object(object) = value else {
         return Err(format!(
@@ -597,11 +935,14 @@ fn section<'a>(
             json_kind(value)
         ));
     };
-    warn_unknown_keys(object, known, name, warnings);
+    warn_unknown_keys(object, known, &[name], name, warnings);
     Ok(object)
 }
 
-fn parse_discovery(value: &Value, warnings: &mut Vec<String>) -> Result<DiscoverySettings, String> {
+fn parse_discovery(
+    value: &Value,
+    warnings: &mut Warnings<'_>,
+) -> Result<DiscoverySettings, String> {
     let object = section("discovery", value, DISCOVERY_KEYS, warnings)?;
     let mut settings = DiscoverySettings::default();
     let at = |key: &str, err: TypeError| format!("discovery.{key}{}: {}", err.path, err.message);
@@ -627,7 +968,7 @@ fn parse_discovery(value: &Value, warnings: &mut Vec<String>) -> Result<Discover
     Ok(settings)
 }
 
-fn parse_cache(value: &Value, warnings: &mut Vec<String>) -> Result<CacheSettings, String> {
+fn parse_cache(value: &Value, warnings: &mut Warnings<'_>) -> Result<CacheSettings, String> {
     let object = section("cache", value, CACHE_KEYS, warnings)?;
     let mut settings = CacheSettings::default();
     if let Some(value) = present(object, "max_age_hours") {
@@ -644,7 +985,7 @@ fn parse_cache(value: &Value, warnings: &mut Vec<String>) -> Result<CacheSetting
     Ok(settings)
 }
 
-fn parse_limits(value: &Value, warnings: &mut Vec<String>) -> Result<Limits, String> {
+fn parse_limits(value: &Value, warnings: &mut Warnings<'_>) -> Result<Limits, String> {
     let object = section("limits", value, LIMITS_KEYS, warnings)?;
     let mut limits = Limits::default();
     if let Some(value) = present(object, "max_message_bytes") {
@@ -699,10 +1040,11 @@ impl TransportKind {
     reason = "one key after another, in the order the README documents them"
 )]
 fn parse_server(
+    section: &str,
     id: &str,
     value: &Value,
-    env: &dyn Fn(&str) -> Option<String>,
-    warnings: &mut Vec<String>,
+    env: &Env<'_>,
+    warnings: &mut Warnings<'_>,
 ) -> Result<Option<ServerSpec>, ServerConfigError> {
     let fail = |key: &str, message: String| ServerConfigError {
         server: id.to_owned(),
@@ -711,8 +1053,22 @@ fn parse_server(
     };
     // A wrong type under `key`; the error's path extends the key (`args` + `[2]`).
     let wrong = |key: &str, err: TypeError| fail(&format!("{key}{}", err.path), err.message);
-    let expand =
-        |key: &str, raw: &str| expand_vars(raw, env).map_err(|err| fail(key, err.to_string()));
+    let missing = std::cell::RefCell::new(Vec::new());
+    let expand = |key: &str, raw: &str| {
+        let mut found = Vec::new();
+        let expanded = expand_vars(raw, env.lookup, &mut found).map_err(|err| match err {
+            ExpandError::Unset(name) => fail(key, unset_message(&name, env.file)),
+            err => fail(key, err.to_string()),
+        })?;
+        missing
+            .borrow_mut()
+            .extend(found.into_iter().map(|(name, empty)| MissingVar {
+                name,
+                key: key.to_owned(),
+                empty,
+            }));
+        Ok(expanded)
+    };
 
     let Value::Object(object) = value else {
         return Err(fail(
@@ -724,7 +1080,7 @@ fn parse_server(
         ));
     };
     let location = format!("server '{id}'");
-    warn_unknown_keys(object, SERVER_KEYS, &location, warnings);
+    warn_unknown_keys(object, SERVER_KEYS, &[section, id], &location, warnings);
     if id.is_empty() {
         return Err(fail("", "the server id must not be empty".to_owned()));
     }
@@ -745,15 +1101,16 @@ fn parse_server(
     let url = get_string("url")?;
     let chosen = transport_kind(object, command.is_some(), url.is_some())
         .map_err(|(key, message)| fail(key, message))?;
-    let ignored = |key: &str, warnings: &mut Vec<String>| {
+    let ignored = |key: &str, warnings: &mut Warnings<'_>| {
         if present(object, key).is_some() {
             let transport = match chosen {
                 TransportKind::Stdio => "a stdio",
                 TransportKind::Http => "an HTTP",
             };
-            warnings.push(format!(
-                "{location}: '{key}' ignored for {transport} server"
-            ));
+            warnings.push(
+                &[section, id, key],
+                format!("{location}: '{key}' ignored for {transport} server"),
+            );
         }
     };
 
@@ -794,6 +1151,13 @@ fn parse_server(
             let cwd = get_string("cwd")?
                 .map(|raw| expand("cwd", raw))
                 .transpose()?;
+            // The child's environment: evod's, the env file's, then its own `env`.
+            let mut child_env = child_env;
+            for (name, value) in env.overlay {
+                child_env
+                    .entry(name.clone())
+                    .or_insert_with(|| value.clone());
+            }
             let hash = ConfigHash::of(&Launch {
                 id,
                 command: Some(&command),
@@ -892,7 +1256,21 @@ fn parse_server(
         hot,
         aliases,
         hash,
+        missing_vars: missing.into_inner(),
+        env_file: env.file.map(Path::to_path_buf),
     }))
+}
+
+/// The error of a `${NAME}` whose variable is unset, pointing at the env file.
+fn unset_message(name: &str, env_file: Option<&Path>) -> String {
+    match env_file {
+        Some(file) => format!(
+            "environment variable {name} is not set in evod's environment; set it in {} (then \
+             `evoctl reload`) or remove the reference",
+            file.display()
+        ),
+        None => ExpandError::Unset(name.to_owned()).to_string(),
+    }
 }
 
 /// Decides the transport from `type`/`transport` and the presence of `command`/`url`.
@@ -987,8 +1365,14 @@ enum ExpandError {
 }
 
 /// Expands `${VAR}`, `${env:VAR}` and `${VAR:-default}` (default when unset or empty; the
-/// default is literal text). Anything else is copied as written.
-fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+/// default is literal text). Anything else is copied as written. Each reference whose variable
+/// is unset or empty (so its default, or nothing, was used) is added to `missing` as (name,
+/// whether it is set but empty).
+fn expand_vars(
+    raw: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    missing: &mut Vec<(String, bool)>,
+) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(raw.len());
     let mut rest = raw;
     while let Some(start) = rest.find("${") {
@@ -1005,9 +1389,15 @@ fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
             return Err(ExpandError::Unsupported(reference.to_owned()));
         }
         match (env(name), default) {
-            (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
+            (Some(value), default) if value.is_empty() => {
+                missing.push((name.to_owned(), true));
+                out.push_str(default.unwrap_or_default());
+            }
             (Some(value), _) => out.push_str(&value),
-            (None, Some(default)) => out.push_str(default),
+            (None, Some(default)) => {
+                missing.push((name.to_owned(), false));
+                out.push_str(default);
+            }
             (None, None) => return Err(ExpandError::Unset(name.to_owned())),
         }
         rest = &after[end + 1..];
@@ -1016,13 +1406,7 @@ fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
     Ok(out)
 }
 
-fn is_var_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+use envfile::is_var_name;
 
 /// A value of the wrong shape; `path` locates it below the key being read (`[2]`, `.LOG`).
 #[derive(Debug)]
@@ -1144,6 +1528,10 @@ mod tests {
             Ok(config) => config,
             Err(err) => panic!("expected {text} to parse, got: {err}"),
         }
+    }
+
+    fn messages(config: &Config) -> Vec<&str> {
+        config.warnings.iter().map(|w| w.message.as_str()).collect()
     }
 
     /// Parses a config whose only server is `{"x": body}`.
@@ -1387,9 +1775,11 @@ mod tests {
         let (command, ..) = stdio(&config.servers[1]);
         assert_eq!(command, "from-mcpServers");
         assert_eq!(
-            config.warnings,
+            messages(&config),
             ["server 'b' is in both mcpServers and servers; the mcpServers entry is used"]
         );
+        // The line of the entry that is ignored (the one under `servers`).
+        assert_eq!(config.warnings[0].line, Some(2));
     }
 
     #[test]
@@ -1408,7 +1798,7 @@ mod tests {
             }"#,
         );
         assert_eq!(
-            config.warnings,
+            messages(&config),
             [
                 "unknown top-level key 'inputs' ignored",
                 "discovery: unknown key 'fuzzy' ignored",
@@ -1425,6 +1815,263 @@ mod tests {
         assert_eq!(config.cache.max_age_hours, 1.0);
         assert_eq!(config.limits.max_message_bytes, 1024);
         assert_eq!(config.limits.max_concurrent_starts, 3);
+    }
+
+    #[test]
+    fn warnings_carry_their_line_and_the_near_key() {
+        let text = r#"{
+  "mcpServers": {
+    "fs": {
+      "command": "c",
+      "timeout": 5,
+      "Env": {}
+    }
+  },
+  "servers": {"web": {"url": "https://h", "cmd": "x"}},
+  "discovery": {"search-limit": 3},
+  "mcpservers": {},
+  "limits": {"max_message": 1}, "zzz": 1
+}"#;
+        let config = parse_ok(text);
+        let got: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            got,
+            [
+                "test.json:11: unknown top-level key 'mcpservers' ignored; did you mean 'mcpServers'?",
+                "test.json:12: unknown top-level key 'zzz' ignored",
+                "test.json:10: discovery: unknown key 'search-limit' ignored; did you mean 'search_limit'?",
+                "test.json:12: limits: unknown key 'max_message' ignored; did you mean 'max_message_bytes'?",
+                "test.json:5: server 'fs': unknown key 'timeout' ignored; did you mean 'timeout_s'?",
+                "test.json:6: server 'fs': unknown key 'Env' ignored; did you mean 'env'?",
+                "test.json:9: server 'web': unknown key 'cmd' ignored; did you mean 'command'?",
+            ]
+        );
+    }
+
+    #[test]
+    fn near_keys() {
+        #[rustfmt::skip]
+        let cases = [
+            ("timeout", Some("timeout_s")),
+            ("idle_timeout", Some("idle_timeout_s")),
+            ("TIMEOUT_S", Some("timeout_s")),
+            ("comand", Some("command")),
+            ("cmd", Some("command")),
+            ("arguments", Some("args")),
+            ("environment", Some("env")),
+            ("header", Some("headers")),
+            ("aliasses", Some("aliases")),
+            ("foo", None),
+            ("schema", None),
+            ("descr", None),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(near_key(key, SERVER_KEYS), expected, "{key}");
+        }
+        assert_eq!(near_key("mcp_servers", TOP_LEVEL_KEYS), Some("mcpServers"));
+        assert_eq!(near_key("envfile", TOP_LEVEL_KEYS), Some("env_file"));
+        assert_eq!(near_key("max_age", CACHE_KEYS), Some("max_age_hours"));
+    }
+
+    #[test]
+    fn references_to_missing_variables_are_kept_for_the_note() {
+        let config = one_server(
+            r#"{"command": "c", "args": ["--home", "${HOME}", "${CERT:-}", "${EMPTY}"],
+                "env": {"SSL_CERT_FILE": "${CERT:-/etc/ssl/cert.pem}", "T": "${TOKEN:-x}"}}"#,
+        );
+        let spec = &config.servers[0];
+        let missing: Vec<(&str, &str, bool)> = spec
+            .missing_vars
+            .iter()
+            .map(|m| (m.name.as_str(), m.key.as_str(), m.empty))
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                ("CERT", "env.SSL_CERT_FILE", false),
+                ("CERT", "args[2]", false),
+                ("EMPTY", "args[3]", true),
+            ]
+        );
+        assert_eq!(
+            spec.missing_vars_note().as_deref(),
+            Some(
+                "note: CERT (referenced by this server's config in env.SSL_CERT_FILE, args[2]) \
+                 is not set; EMPTY (referenced by this server's config in args[3]) is empty in \
+                 evod's environment; if the server needs them, set it in evod's env file \
+                 (`env_file`) and run `evoctl reload`"
+            )
+        );
+        let fine = one_server(r#"{"command": "c", "args": ["${HOME}", "${TOKEN:-x}"]}"#);
+        assert_eq!(fine.servers[0].missing_vars_note(), None);
+    }
+
+    /// A fresh directory for file tests, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!(
+                "evo-config-{tag}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            Scratch(dir)
+        }
+
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::write(&path, text).expect("write test file");
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+            }
+            path
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const UNSET: &str = "EVO_CONFIG_TEST_SURELY_UNSET_4711";
+
+    #[test]
+    fn load_reads_the_default_env_file_before_expanding() {
+        let dir = Scratch::new("envfile");
+        let config = dir.write(
+            "mcp.config.json",
+            &format!(
+                r#"{{"mcpServers": {{
+                  "a": {{"command": "c", "args": ["${{HOME}}", "${{{UNSET}}}"], "env": {{"OWN": "mine"}}}},
+                  "r": {{"url": "https://h/${{{UNSET}}}"}}
+                }}}}"#
+            ),
+        );
+        // No env file: the unset variable fails both servers, naming where to set it.
+        let loaded = load(&config).expect("config loads");
+        assert!(loaded.servers.is_empty(), "{:?}", loaded.servers);
+        assert_eq!(loaded.failed.len(), 2);
+        let env_path = dir.0.join("env");
+        assert!(
+            loaded.failed[0].message.contains(&format!(
+                "{UNSET} is not set in evod's environment; set it in {}",
+                env_path.display()
+            )),
+            "{}",
+            loaded.failed[0]
+        );
+        assert_eq!(
+            loaded.env_file,
+            Some(EnvFileRead {
+                path: env_path.clone(),
+                found: false,
+                names: Vec::new(),
+            })
+        );
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+
+        dir.write(
+            "env",
+            &format!(
+                "# secrets\nexport {UNSET}='from file'\nHOME=/from/file\nOWN=theirs\nbad line\n"
+            ),
+        );
+        let loaded = load(&config).expect("config loads");
+        assert!(loaded.failed.is_empty(), "{:?}", loaded.failed);
+        let (_, args, env, _) = stdio(&loaded.servers[0]);
+        // The file wins over the inherited environment.
+        assert_eq!(args, ["/from/file", "from file"]);
+        // The child gets the file's variables, under its own `env`.
+        assert_eq!(env.get("OWN").map(String::as_str), Some("mine"));
+        assert_eq!(env.get(UNSET).map(String::as_str), Some("from file"));
+        assert_eq!(env.get("HOME").map(String::as_str), Some("/from/file"));
+        // A remote server has no process: nothing is added to its env.
+        assert_eq!(
+            loaded.servers[1].transport,
+            TransportSpec::Http {
+                url: "https://h/from file".into(),
+                headers: BTreeMap::new()
+            }
+        );
+        let read = loaded.env_file.as_ref().expect("env file read");
+        assert!(read.found);
+        assert_eq!(read.names, [UNSET, "HOME", "OWN"]);
+        let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [format!(
+                "{}:5: expected KEY=VALUE (no '=' found); line skipped",
+                env_path.display()
+            )]
+        );
+
+        // A changed value in the file changes the launch identity (reload restarts the child).
+        let before = loaded.servers[0].hash;
+        dir.write("env", &format!("{UNSET}=other\nHOME=/from/file\nOWN=x\n"));
+        let again = load(&config).expect("config loads");
+        assert_ne!(again.servers[0].hash, before);
+    }
+
+    #[test]
+    fn a_named_env_file_that_is_missing_or_shared_is_a_warning() {
+        let dir = Scratch::new("named-envfile");
+        let config = dir.write(
+            "mcp.config.json",
+            "{\n  \"env_file\": \"secrets/evo.env\",\n  \"mcpServers\": {}\n}",
+        );
+        let loaded = load(&config).expect("config loads");
+        let named = dir.0.join("secrets/evo.env");
+        let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [format!(
+                "{}:2: env file {} cannot be read (not found); none of its variables are set",
+                config.display(),
+                named.display()
+            )]
+        );
+        // The default file beside the config is not read instead.
+        dir.write("env", "A=1\n");
+        let loaded = load(&config).expect("config loads");
+        assert_eq!(loaded.env_file.map(|r| r.found), Some(false));
+
+        std::fs::create_dir_all(dir.0.join("secrets")).expect("mkdir");
+        dir.write("secrets/evo.env", "A=1\n");
+        let loaded = load(&config).expect("config loads");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(loaded.env_file.map(|r| r.names), Some(vec!["A".to_owned()]));
+
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&named, std::fs::Permissions::from_mode(0o644))
+                .expect("chmod");
+            let loaded = load(&config).expect("config loads");
+            assert_eq!(messages(&loaded).len(), 1);
+            assert!(
+                messages(&loaded)[0].contains("(mode 0644)")
+                    && messages(&loaded)[0].contains("chmod 600"),
+                "{:?}",
+                loaded.warnings
+            );
+        }
+
+        dir.write("mcp.config.json", "{\"env_file\": 3}");
+        let loaded = load(&config).expect("config loads");
+        assert_eq!(
+            messages(&loaded),
+            [format!(
+                "env_file: expected a string, found 3; reading the default {} instead",
+                dir.0.join("env").display()
+            )]
+        );
+        assert_eq!(loaded.env_file.map(|r| r.found), Some(true));
     }
 
     #[test]
@@ -1519,7 +2166,7 @@ mod tests {
             ("${workspace Folder}", Err(Unsupported("workspace Folder".into()))),
         ];
         for (input, expected) in cases {
-            let actual = expand_vars(input, &env);
+            let actual = expand_vars(input, &env, &mut Vec::new());
             assert_eq!(actual.as_deref(), expected.as_deref(), "{input:?}");
         }
     }

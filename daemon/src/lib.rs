@@ -1,8 +1,8 @@
 //! `evod`, the evo daemon: actors (one file each) and pure modules.
 //!
 //! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
-//! Pure modules (values in, values out): [`config`], [`names`], [`native`],
-//! [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
+//! Pure modules (values in, values out): [`config`], [`envfile`],
+//! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
 //! [`breaker`], [`permissions`], [`approvals`]. I/O glue: [`control`] serves
 //! the control socket, [`transport`] frames a session's MCP lines,
 //! [`childio`] is a stdio child's transport, [`watch`] watches the config
@@ -18,7 +18,9 @@ pub mod child;
 pub mod config;
 pub mod control;
 pub mod disclosure;
+pub mod envfile;
 pub mod example;
+pub mod jsonkeys;
 pub mod lines;
 pub mod names;
 pub mod native;

@@ -409,8 +409,32 @@ pub struct Duplicate {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FileStatus {
     pub path: String,
+    /// The file loaded and is in force (warnings or not).
     pub ok: bool,
     pub error: Option<String>,
+    /// What its last load ignored (unknown keys, skipped env file lines), in the order found.
+    #[serde(default)]
+    pub warnings: Vec<FileWarning>,
+}
+
+/// One thing a file's load ignored, and where.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileWarning {
+    /// The file it is in: the config, or its env file.
+    pub file: String,
+    /// 1-based; `null` when the place cannot be told.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for FileWarning {
+    /// `file:line: message`, or `file: message` without a line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
 }
 
 /// One live (or remembered named) session.
@@ -771,6 +795,28 @@ mod tests {
             serde_json::to_string(&server).unwrap(),
             r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null}"#
         );
+    }
+
+    #[test]
+    fn file_status_keeps_its_keys_and_reads_without_warnings() {
+        let f = FileStatus {
+            path: "/c/mcp.config.json".into(),
+            ok: true,
+            error: None,
+            warnings: vec![FileWarning {
+                file: "/c/mcp.config.json".into(),
+                line: Some(5),
+                message: "m".into(),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap_or_default(),
+            r#"{"path":"/c/mcp.config.json","ok":true,"error":null,"warnings":[{"file":"/c/mcp.config.json","line":5,"message":"m"}]}"#
+        );
+        // A daemon from before `warnings` existed still reads.
+        let old: Result<FileStatus, _> =
+            serde_json::from_str(r#"{"path":"p","ok":false,"error":"e"}"#);
+        assert_eq!(old.ok().map(|f| f.warnings.len()), Some(0));
     }
 
     #[test]

@@ -663,6 +663,12 @@ impl ChildServer {
         if !self.phase.is_run(generation) {
             return;
         }
+        // A variable the config refers to and evod lacks is often the cause
+        // (an autostarted evod has its first client's environment).
+        let reason = match self.spec.missing_vars_note() {
+            Some(note) => format!("{reason}; {note}"),
+            None => reason,
+        };
         if fate == Fate::Failed {
             tracing::error!(server = %self.spec.id, reason = %reason, "server cannot start; fix its config and run `evoctl refresh {}`", self.spec.id);
             self.last_error = Some(reason);

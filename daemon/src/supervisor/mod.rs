@@ -74,8 +74,10 @@ pub struct Supervisor {
     next_session: u64,
     started: Instant,
     shutting_down: bool,
-    /// Keeps the config and permissions watcher alive.
+    /// Keeps the config, env and permissions files' watcher alive.
     watcher: Option<crate::watch::Watcher>,
+    /// The files it watches (the env file's path may change on reload).
+    watched: Vec<PathBuf>,
     /// Fired when the daemon stops; sessions end with it.
     stop: StopSignal,
 }
@@ -108,6 +110,7 @@ impl Supervisor {
             started: Instant::now(),
             shutting_down: false,
             watcher: None,
+            watched: Vec::new(),
             stop,
         }
     }
@@ -235,10 +238,14 @@ impl Supervisor {
         }
     }
 
-    /// Logs a loaded config's warnings and its entries that cannot be used.
+    /// Logs a loaded config's env file (the names it set, never the
+    /// values), its warnings and its entries that cannot be used.
     fn log_problems(&self, cfg: &Config) {
+        if let Some(env) = cfg.env_file.as_ref().filter(|e| e.found) {
+            tracing::info!(env_file = %env.path.display(), variables = ?env.names, "env file read");
+        }
         for w in &cfg.warnings {
-            tracing::warn!(config = %self.opts.config_path.display(), "{w}");
+            tracing::warn!("config warning: {w}");
         }
         for e in &cfg.failed {
             tracing::error!(config = %self.opts.config_path.display(), server = %e.server, "{e}");
@@ -410,6 +417,31 @@ impl Supervisor {
             .unwrap_or(DiscoveryMode::Dynamic))
     }
 
+    /// Watches the config, its env file and the permissions file, anew
+    /// when the env file's path changed (`env_file` was edited).
+    fn watch_files(&mut self, ctx: &mut Context<Self>) {
+        let mut files = vec![
+            self.opts.config_path.clone(),
+            self.opts.permissions_path.clone(),
+        ];
+        if let Some(env) = &self.config.env_file {
+            files.push(env.path.clone());
+        }
+        if self.watcher.is_some() && files == self.watched {
+            return;
+        }
+        self.watcher = None;
+        match crate::watch::watch(files.clone(), ctx.address().recipient()) {
+            Ok(w) => {
+                self.watcher = Some(w);
+                self.watched = files;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the config files; use `evoctl reload` after editing them")
+            }
+        }
+    }
+
     fn save_named(&self) {
         self.refresher
             .do_send(crate::refresher::PersistNamed(self.named.clone()));
@@ -441,16 +473,7 @@ impl Actor for Supervisor {
         self.load_config();
         let _ = self.load_permissions();
         self.start_children();
-        let files = vec![
-            self.opts.config_path.clone(),
-            self.opts.permissions_path.clone(),
-        ];
-        match crate::watch::watch(files, ctx.address().recipient()) {
-            Ok(w) => self.watcher = Some(w),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch the config files; use `evoctl reload` after editing them")
-            }
-        }
+        self.watch_files(ctx);
     }
 }
 
@@ -616,12 +639,13 @@ pub struct FileChanged;
 
 impl Handler<FileChanged> for Supervisor {
     type Result = ();
-    fn handle(&mut self, _: FileChanged, _: &mut Context<Self>) {
+    fn handle(&mut self, _: FileChanged, ctx: &mut Context<Self>) {
         if self.shutting_down {
             return;
         }
-        tracing::info!(config = %self.opts.config_path.display(), "config or permissions file changed; reloading");
+        tracing::info!(config = %self.opts.config_path.display(), "config, env or permissions file changed; reloading");
         let _ = self.reload();
+        self.watch_files(ctx);
     }
 }
 

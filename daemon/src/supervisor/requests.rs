@@ -115,15 +115,35 @@ impl Supervisor {
         let catalog = self.catalog.clone();
         let snapshot = self.snapshot.load_full();
         let sessions = self.session_infos();
+        // A file that did not load has its error, not the warnings of the
+        // text it replaced.
         let config_status = ctl::FileStatus {
             path: self.opts.config_path.display().to_string(),
             ok: self.config_error.is_none(),
             error: self.config_error.clone(),
+            warnings: match self.config_error {
+                Some(_) => Vec::new(),
+                None => self.config.warnings.iter().map(file_warning).collect(),
+            },
         };
+        let permissions_path = self.opts.permissions_path.display().to_string();
         let permissions = ctl::FileStatus {
-            path: self.opts.permissions_path.display().to_string(),
             ok: self.permissions_error.is_none(),
             error: self.permissions_error.clone(),
+            warnings: match self.permissions_error {
+                Some(_) => Vec::new(),
+                None => self
+                    .permissions
+                    .warnings()
+                    .iter()
+                    .map(|message| ctl::FileWarning {
+                        file: permissions_path.clone(),
+                        line: None,
+                        message: message.clone(),
+                    })
+                    .collect(),
+            },
+            path: permissions_path,
         };
         let daemon = ctl::DaemonInfo {
             version: crate::VERSION.into(),
@@ -438,10 +458,14 @@ impl Handler<Ctl> for Supervisor {
                     approvals,
                 })))
             }
-            CtlRequest::Reload => ready(match self.reload() {
-                Ok(report) => CtlReply::data(Reply::Action(report)),
-                Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
-            }),
+            CtlRequest::Reload => {
+                let reply = match self.reload() {
+                    Ok(report) => CtlReply::data(Reply::Action(report)),
+                    Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
+                };
+                self.watch_files(ctx);
+                ready(reply)
+            }
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);
                 ready(CtlReply::data(Reply::Action(ctl::ActionReport {
@@ -450,5 +474,14 @@ impl Handler<Ctl> for Supervisor {
                 })))
             }
         }
+    }
+}
+
+/// A config warning as `evoctl status` carries it.
+fn file_warning(w: &config::ConfigWarning) -> ctl::FileWarning {
+    ctl::FileWarning {
+        file: w.file.display().to_string(),
+        line: w.line,
+        message: w.message.clone(),
     }
 }

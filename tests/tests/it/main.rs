@@ -8,6 +8,7 @@ mod common;
 mod activation;
 mod cache;
 mod catalog;
+mod config;
 mod correction;
 mod discovery;
 mod foundation;
