@@ -53,6 +53,8 @@ pub const DEFAULT_INSTRUCTIONS_BUDGET: usize = 8192;
 pub const DEFAULT_CACHE_MAX_AGE_HOURS: f64 = 24.0;
 /// `limits.max_message_bytes` when unset: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// `limits.max_result_bytes` when unset: 1 MiB.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// `start_timeout_s` when unset.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -85,6 +87,7 @@ const SERVER_KEYS: &[&str] = &[
     "timeout_s",
     "idle_timeout_s",
     "start_timeout_s",
+    "max_result_bytes",
     "domain",
     "hot",
     "aliases",
@@ -92,7 +95,11 @@ const SERVER_KEYS: &[&str] = &[
 ];
 const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
 const CACHE_KEYS: &[&str] = &["max_age_hours"];
-const LIMITS_KEYS: &[&str] = &["max_message_bytes", "max_concurrent_starts"];
+const LIMITS_KEYS: &[&str] = &[
+    "max_message_bytes",
+    "max_concurrent_starts",
+    "max_result_bytes",
+];
 
 /// Every key the loader knows, by section (`""` top level, `"server"` per
 /// server), so documentation can be checked against it.
@@ -225,6 +232,8 @@ pub struct Limits {
     /// Children starting (handshake and first `tools/list`) at one time;
     /// the others wait their turn.
     pub max_concurrent_starts: usize,
+    /// Largest tool result passed on whole; larger ones are cut.
+    pub max_result_bytes: usize,
 }
 
 impl Default for Limits {
@@ -232,6 +241,7 @@ impl Default for Limits {
         Limits {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_concurrent_starts: default_max_concurrent_starts(),
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
     }
 }
@@ -254,6 +264,9 @@ pub struct ServerSpec {
     /// How long a start may take to answer the handshake and list its tools, counted from the
     /// child's own start (`start_timeout_s`).
     pub start_timeout: Duration,
+    /// Largest result of this server's tools passed on whole
+    /// (`max_result_bytes`); `None` takes `limits.max_result_bytes`.
+    pub max_result_bytes: Option<usize>,
     /// Grouping for search and disclosure; defaults to the id.
     pub domain: String,
     /// Upstream tool names always shown with full schemas.
@@ -332,6 +345,7 @@ impl fmt::Debug for ServerSpec {
             .field("timeout", &self.timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("start_timeout", &self.start_timeout)
+            .field("max_result_bytes", &self.max_result_bytes)
             .field("domain", &self.domain)
             .field("hot", &self.hot)
             .field("aliases", &self.aliases)
@@ -993,6 +1007,11 @@ fn parse_limits(value: &Value, warnings: &mut Warnings<'_>) -> Result<Limits, St
             .and_then(positive)
             .map_err(|err| format!("limits.max_message_bytes{}: {}", err.path, err.message))?;
     }
+    if let Some(value) = present(object, "max_result_bytes") {
+        limits.max_result_bytes = count(value)
+            .and_then(positive)
+            .map_err(|err| format!("limits.max_result_bytes{}: {}", err.path, err.message))?;
+    }
     if let Some(value) = present(object, "max_concurrent_starts") {
         limits.max_concurrent_starts = count(value)
             .and_then(positive)
@@ -1226,6 +1245,13 @@ fn parse_server(
         Some(value) => seconds(value).map_err(|err| wrong("start_timeout_s", err))?,
         None => DEFAULT_START_TIMEOUT,
     };
+    let max_result_bytes = present(object, "max_result_bytes")
+        .map(|value| {
+            count(value)
+                .and_then(positive)
+                .map_err(|err| wrong("max_result_bytes", err))
+        })
+        .transpose()?;
     let hot = present(object, "hot")
         .map(|value| string_list(value).map_err(|err| wrong("hot", err)))
         .transpose()?
@@ -1252,6 +1278,7 @@ fn parse_server(
         timeout,
         idle_timeout,
         start_timeout,
+        max_result_bytes,
         domain,
         hot,
         aliases,

@@ -27,6 +27,7 @@ pub mod native;
 pub mod permissions;
 pub mod refresher;
 pub mod repair;
+pub mod result_limit;
 pub mod schema;
 pub mod search;
 pub mod session;

@@ -299,3 +299,28 @@ async def test_child_log_messages_reach_a_client_that_asked(evo: Evo) -> None:
                 while not seen:
                     await anyio.sleep(0.05)
             assert seen == [("critical", "fx/fixture", "loud")], seen
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_results_over_the_limit_are_cut_with_a_note(evo: Evo, mode: str) -> None:
+    """limits.max_result_bytes (1 MiB by default): a larger result reaches the SDK cut at a
+    character boundary, with a closing note and `_meta["evo/truncated"]`; a smaller one is
+    passed on exactly as the child sent it."""
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with shim(evo, mode) as client:
+            big = await client.call_tool("fx_big", {"bytes": 3 * 1024 * 1024 // 2})
+            assert not big.is_error, dump(big)
+            parts = texts(big)
+            assert len(parts) == 2, [p[:80] for p in parts]
+            kept, note = parts
+            assert 900_000 < len(kept) < 1024 * 1024 and set(kept) == {"x"}, len(kept)
+            assert note.startswith("[evo: this result was cut"), note
+            assert "A narrower call" in note, note
+            cut = dump(big)["_meta"]["evo/truncated"]
+            assert cut["limit_bytes"] == 1024 * 1024, cut
+            assert cut["original_bytes"] > 3 * 1024 * 1024 // 2, cut
+            assert cut["text_bytes_left_out"] == 3 * 1024 * 1024 // 2 - len(kept), cut
+            small = await client.call_tool("fx_big", {"bytes": 1000})
+            async with direct(evo, "fx", mode) as child:
+                upstream = await child.call_tool("big", {"bytes": 1000})
+            assert outcome(small) == outcome(upstream)

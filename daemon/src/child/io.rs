@@ -26,7 +26,8 @@ const ID_PREFIX: &str = "evo-";
 /// Direct calls in flight on one child, and how to write to it.
 pub struct DirectCalls {
     writer: Arc<Mutex<Option<ChildStdin>>>,
-    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// Calls waiting for their answer: the parsed line and its size.
+    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<(Value, usize)>>>,
     next: AtomicU64,
     /// The per-request `_meta` a 2026-07-28 child requires; `None` on
     /// handshake-era children.
@@ -35,7 +36,9 @@ pub struct DirectCalls {
 
 /// How a direct call ended.
 pub enum Direct {
-    Result(CallToolResult),
+    /// The result, and the size of the line it came in (what the child
+    /// sent, measured for free).
+    Result(CallToolResult, usize),
     /// The child answered with a JSON-RPC error.
     Error(String),
     /// The child went away before answering.
@@ -96,14 +99,15 @@ impl DirectCalls {
         {
             return false;
         }
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        let Some(value) = parse_lossy(line) else {
             return false;
         };
-        self.deliver_value(value)
+        self.deliver_value(value, line.len())
     }
 
-    /// Hands a parsed answer to its waiting call; false if it is not ours.
-    fn deliver_value(&self, value: Value) -> bool {
+    /// Hands a parsed answer (`size` bytes as sent) to its waiting call;
+    /// false if it is not ours.
+    fn deliver_value(&self, value: Value, size: usize) -> bool {
         if value.get("method").is_some() {
             return false;
         }
@@ -117,7 +121,7 @@ impl DirectCalls {
             .remove(id);
         match waiter {
             Some(tx) => {
-                let _ = tx.send(value);
+                let _ = tx.send((value, size));
                 true
             }
             None => id.starts_with(ID_PREFIX), // a late answer to a cancelled call
@@ -137,7 +141,7 @@ impl DirectCalls {
 pub struct Pending {
     calls: Arc<DirectCalls>,
     id: String,
-    rx: Option<oneshot::Receiver<Value>>,
+    rx: Option<oneshot::Receiver<(Value, usize)>>,
 }
 
 impl Pending {
@@ -148,12 +152,12 @@ impl Pending {
         // Still `Some` while waiting: dropped here, the call is cancelled.
         let answer = rx.await;
         self.rx = None;
-        let Ok(value) = answer else {
+        let Ok((value, size)) = answer else {
             return Direct::Gone;
         };
         if let Some(result) = value.get("result") {
             return match serde_json::from_value::<CallToolResult>(result.clone()) {
-                Ok(r) => Direct::Result(r),
+                Ok(r) => Direct::Result(r, size),
                 Err(e) => Direct::Error(format!("the answer is not a tool result: {e}")),
             };
         }
@@ -186,6 +190,18 @@ impl Drop for Pending {
                 let _ = calls.write(&cancel).await;
             });
         }
+    }
+}
+
+/// A JSON line, with invalid UTF-8 replaced (U+FFFD) rather than failing
+/// the whole message.
+fn parse_lossy(line: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(v) => Some(v),
+        Err(_) if std::str::from_utf8(line).is_err() => {
+            serde_json::from_str(&String::from_utf8_lossy(line)).ok()
+        }
+        Err(_) => None,
     }
 }
 
@@ -339,7 +355,7 @@ impl Transport<RoleClient> for ChildTransport {
                         "code": -32603,
                         "message": format!("server '{}' answered with more than {limit} bytes (limits.max_message_bytes); the answer was discarded: ask for less (a smaller range, a filter, a page)", self.link.id),
                     }});
-                    if self.calls.deliver_value(error.clone()) {
+                    if self.calls.deliver_value(error.clone(), 0) {
                         continue;
                     }
                     match serde_json::from_value::<RxJsonRpcMessage<RoleClient>>(error) {
@@ -369,7 +385,16 @@ impl Transport<RoleClient> for ChildTransport {
             {
                 return Some(msg);
             }
-            match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
+            let parsed =
+                serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line).or_else(|e| {
+                    // Invalid UTF-8 in a string (seen in text results): replaced,
+                    // not a reason to lose the whole message.
+                    match std::str::from_utf8(line) {
+                        Ok(_) => Err(e),
+                        Err(_) => serde_json::from_str(&String::from_utf8_lossy(line)),
+                    }
+                });
+            match parsed {
                 Ok(msg) => return Some(msg),
                 // Children print garbage too (seen in published servers).
                 Err(e) => {

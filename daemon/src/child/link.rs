@@ -74,6 +74,9 @@ pub struct ServerLink {
     pub id: String,
     /// Call timeout in milliseconds (`timeout_s`; a reload may change it).
     timeout_ms: std::sync::atomic::AtomicU64,
+    /// Largest result passed on whole (`max_result_bytes`, else
+    /// `limits.max_result_bytes`; a reload may change it).
+    max_result_bytes: std::sync::atomic::AtomicUsize,
     peer: ArcSwapOption<Peer<RoleClient>>,
     /// Direct tool calls on a stdio child (see [`crate::child::io`]).
     direct: ArcSwapOption<crate::child::io::DirectCalls>,
@@ -127,6 +130,9 @@ impl ServerLink {
         ServerLink {
             id,
             timeout_ms: std::sync::atomic::AtomicU64::new(timeout.as_millis() as u64),
+            max_result_bytes: std::sync::atomic::AtomicUsize::new(
+                crate::config::DEFAULT_MAX_RESULT_BYTES,
+            ),
             peer: ArcSwapOption::empty(),
             direct: ArcSwapOption::empty(),
             state: AtomicU8::new(ServerState::Starting as u8),
@@ -190,6 +196,14 @@ impl ServerLink {
     pub fn set_timeout(&self, timeout: Duration) {
         self.timeout_ms
             .store(timeout.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max_result_bytes(&self, limit: usize) {
+        self.max_result_bytes.store(limit, Ordering::Relaxed);
     }
 
     pub fn state(&self) -> ServerState {

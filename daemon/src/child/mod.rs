@@ -291,6 +291,8 @@ pub struct Surroundings {
     pub gate: Arc<StartGate>,
     /// Largest message read from a child (`limits.max_message_bytes`).
     pub max_line: usize,
+    /// `limits.max_result_bytes`, for servers without their own.
+    pub max_result: usize,
 }
 
 impl ChildServer {
@@ -305,6 +307,7 @@ impl ChildServer {
             catalog,
             gate,
             max_line,
+            max_result,
         } = around.clone();
         let mut link_out = None;
         let addr = ChildServer::create(|ctx| {
@@ -313,6 +316,7 @@ impl ChildServer {
                 spec.timeout,
                 Some(ctx.address()),
             ));
+            link.set_max_result_bytes(spec.max_result_bytes.unwrap_or(max_result));
             link_out = Some(link.clone());
             ChildServer {
                 spec,

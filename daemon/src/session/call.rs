@@ -23,6 +23,7 @@ use crate::child::link::ProgressRoute;
 use crate::config::DiscoveryMode;
 use crate::example;
 use crate::repair::{self, Checked};
+use crate::result_limit;
 
 /// How long a call naming an unknown tool waits for servers that are still
 /// starting and have listed nothing yet (see `snapshot_knowing`).
@@ -63,19 +64,23 @@ impl SessionServer {
                 "{} failed: server '{}' answered with an error",
                 entry.name, server.id
             );
-            let call = async move {
-                let pending = direct
-                    .call(&params.name, &arguments)
-                    .await
-                    .map_err(|_| rmcp::ServiceError::TransportClosed)?;
-                match pending.answer().await {
-                    Direct::Result(r) => Ok(CallToolResponse::Complete(r)),
-                    Direct::Error(message) => {
-                        Ok(text_result(format!("{failed}: {message}"), true).into())
+            let (max, id) = (server.max_result_bytes(), server.id.clone());
+            let call =
+                async move {
+                    let pending = direct
+                        .call(&params.name, &arguments)
+                        .await
+                        .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+                    match pending.answer().await {
+                        Direct::Result(r, size) => Ok(CallToolResponse::Complete(
+                            result_limit::limit(r, max, Some(size), &id),
+                        )),
+                        Direct::Error(message) => {
+                            Ok(text_result(format!("{failed}: {message}"), true).into())
+                        }
+                        Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
                     }
-                    Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
-                }
-            };
+                };
             return self.await_call(entry, call, &peer, None, ctx).await;
         }
         match client_token {
@@ -83,6 +88,7 @@ impl SessionServer {
                 // Dropping this future (client cancel, timeout) sends
                 // notifications/cancelled to the child.
                 let call = peer.call_tool_once(params);
+                let call = async { call.await.map(|r| self.limited(entry, r)) };
                 self.await_call(entry, call, &peer, None, ctx).await
             }
             Some(client_token) => {
@@ -103,8 +109,23 @@ impl SessionServer {
                 );
                 let id = handle.id.clone();
                 let call = async move { handle.await_response().await.map(call_response) };
+                let call = async { call.await.map(|r| self.limited(entry, r)) };
                 self.await_call(entry, call, &peer, Some(id), ctx).await
             }
+        }
+    }
+
+    /// A result that came through rmcp (its size as sent is not known: it
+    /// is measured) within the server's `max_result_bytes`.
+    fn limited(&self, entry: &ToolEntry, response: CallToolResponse) -> CallToolResponse {
+        match response {
+            CallToolResponse::Complete(r) => CallToolResponse::Complete(result_limit::limit(
+                r,
+                entry.server.max_result_bytes(),
+                None,
+                &entry.server.id,
+            )),
+            other => other,
         }
     }
 

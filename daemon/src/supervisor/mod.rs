@@ -235,6 +235,7 @@ impl Supervisor {
             catalog: self.catalog.clone(),
             gate: self.gate.clone(),
             max_line: limits.max_message_bytes,
+            max_result: limits.max_result_bytes,
         }
     }
 
@@ -287,6 +288,9 @@ impl Supervisor {
                         report.reprefixed.push(spec.id.clone());
                     }
                     h.link.set_timeout(spec.timeout);
+                    h.link.set_max_result_bytes(
+                        spec.max_result_bytes.unwrap_or(cfg.limits.max_result_bytes),
+                    );
                     h.addr.do_send(child::Retune(spec.clone()));
                     // "Failed until reload or refresh": a reload retries it.
                     if h.link.state() == crate::child::link::ServerState::Failed {
