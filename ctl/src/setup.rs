@@ -8,7 +8,6 @@
 //! [`crate::jsonedit`]), and replaces the file atomically so a client reading
 //! it meanwhile sees the old file or the new one, never half of one.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -220,132 +219,20 @@ pub fn setup(
     Ok(())
 }
 
-/// Why `import` left a server out.
-#[derive(Serialize, Debug)]
-struct Skipped {
-    id: String,
-    reason: String,
-}
-
-/// `evoctl import FILE [--config PATH]`.
-pub fn import(source: &Path, config: Option<&Path>, json: bool) -> Result<(), String> {
-    let config_path = match config {
-        Some(p) => p.to_path_buf(),
-        None => evo_config_path()?,
+/// Whether two paths name one file (either may not exist yet).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let canonical = |p: &Path| {
+        std::fs::canonicalize(p)
+            .or_else(|_| std::path::absolute(p))
+            .unwrap_or_else(|_| p.to_path_buf())
     };
-    if !source.exists() {
-        return Err(format!(
-            "{} does not exist; pass a client's config file, e.g. ~/.cursor/mcp.json",
-            source.display()
-        ));
-    }
-    let found = servers_in(&JsonFile::load(source, "point import at another file")?)?;
-    let hint = "import again once evo's config is readable";
-    let mut target = JsonFile::load(&config_path, hint)?;
-    let shown_config = target.path.display().to_string();
-    let mut existing: HashSet<String> = HashSet::new();
-    for key in ["mcpServers", "servers"] {
-        existing.extend(
-            target
-                .servers(key, hint)?
-                .into_iter()
-                .flatten()
-                .map(|(id, _)| id.clone()),
-        );
-    }
-
-    let mut added: Vec<String> = Vec::new();
-    let mut skipped: Vec<Skipped> = Vec::new();
-    for (id, entry) in found {
-        let reason = if !entry.is_object() {
-            Some("not a server object".to_string())
-        } else if runs_evo_shim(&entry) {
-            Some("runs `evoctl shim`, which is evo itself: importing it would loop".to_string())
-        } else if existing.contains(&id) {
-            Some(format!("already in {shown_config}"))
-        } else if added.contains(&id) {
-            Some(format!(
-                "listed twice in {}; the first was imported",
-                source.display()
-            ))
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => skipped.push(Skipped { id, reason }),
-            None => {
-                target.set_server("mcpServers", &id, entry, hint)?;
-                added.push(id);
-            }
-        }
-    }
-    let backup = if added.is_empty() {
-        None
-    } else {
-        target.save()?
-    };
-
-    if json {
-        let report = json!({
-            "config": target.path,
-            "added": added,
-            "skipped": skipped,
-            "backup": backup,
-        });
-        println!("{}", pretty(&report));
-        return Ok(());
-    }
-    if added.is_empty() {
-        println!("nothing added; {shown_config} is unchanged");
-    } else {
-        let kept = backup
-            .as_ref()
-            .map(|b| format!(" (previous version: {})", b.display()))
-            .unwrap_or_default();
-        println!("added to {shown_config}: {}{kept}", added.join(", "));
-    }
-    for s in &skipped {
-        println!("skipped {}: {}", s.id, s.reason);
-    }
-    if !added.is_empty() {
-        println!("a running evod picks this up within a second; `evoctl status` shows the servers");
-    }
-    Ok(())
-}
-
-/// evo's config file, resolved as evod resolves it.
-fn evo_config_path() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("EVO_CONFIG").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    Ok(config_home()?.join("evo").join("mcp.config.json"))
-}
-
-/// The servers of a client config, `mcpServers` before `servers` (the order
-/// evod reads them in), by id.
-fn servers_in(file: &JsonFile) -> Result<Vec<(String, Value)>, String> {
-    let hint = "import from another file";
-    let mut found = Vec::new();
-    let mut any = false;
-    for key in ["mcpServers", "servers"] {
-        if let Some(servers) = file.servers(key, hint)? {
-            any = true;
-            found.extend(servers.iter().map(|(id, v)| (id.clone(), v.clone())));
-        }
-    }
-    if !any {
-        return Err(format!(
-            "{} has no \"mcpServers\" or \"servers\" object: nothing to import; pass a client's config, e.g. ~/.cursor/mcp.json",
-            file.path.display()
-        ));
-    }
-    Ok(found)
+    canonical(a) == canonical(b)
 }
 
 /// Does this server entry start evo's own shim? In evo's config it would make
 /// evod spawn a shim that connects back to evod; in a client's config next
 /// to another one, the client would see every tool twice.
-fn runs_evo_shim(entry: &Value) -> bool {
+pub fn runs_evo_shim(entry: &Value) -> bool {
     let command = entry.get("command").and_then(Value::as_str).unwrap_or("");
     let args = entry
         .get("args")
@@ -368,10 +255,10 @@ fn runs_evo_shim(entry: &Value) -> bool {
 
 /// A JSON config file as evoctl edits it: where it lives, the bytes it was
 /// read from (for the backup) and the document being edited.
-struct JsonFile {
+pub struct JsonFile {
     /// The file to write. A symlinked config (dotfile managers do that) is
     /// edited where it lives, so the link survives the atomic rename.
-    path: PathBuf,
+    pub path: PathBuf,
     /// `None` when the file does not exist yet.
     original: Option<Vec<u8>>,
     doc: Document,
@@ -381,7 +268,7 @@ impl JsonFile {
     /// Reads `path` (a missing or blank file is an empty object). Refuses a
     /// file that is not a JSON object, saying where and why, and `hint` (what
     /// the person can do instead).
-    fn load(path: &Path, hint: &str) -> Result<JsonFile, String> {
+    pub fn load(path: &Path, hint: &str) -> Result<JsonFile, String> {
         let is_link = path.symlink_metadata().is_ok_and(|m| m.is_symlink());
         let path = match is_link {
             true => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
@@ -396,7 +283,7 @@ impl JsonFile {
     }
 
     /// [`JsonFile::load`] for bytes already read (`None`: no such file).
-    fn parse(path: PathBuf, original: Option<Vec<u8>>, hint: &str) -> Result<JsonFile, String> {
+    pub fn parse(path: PathBuf, original: Option<Vec<u8>>, hint: &str) -> Result<JsonFile, String> {
         let doc = match Document::parse(original.as_deref().unwrap_or_default()) {
             Ok(doc) => doc,
             Err(ParseError::Invalid { error, on_comment }) => {
@@ -427,7 +314,7 @@ impl JsonFile {
     /// The servers under the top-level `key`, if the file has that key.
     /// Refuses when `key` holds something other than an object: replacing it
     /// would lose the person's data.
-    fn servers(&self, key: &str, hint: &str) -> Result<Option<&Map<String, Value>>, String> {
+    pub fn servers(&self, key: &str, hint: &str) -> Result<Option<&Map<String, Value>>, String> {
         self.doc
             .object(key)
             .map_err(|e| self.not_servers(key, e, hint))
@@ -435,7 +322,13 @@ impl JsonFile {
 
     /// Sets server `id` under the top-level `key` (created if missing). An
     /// existing entry is replaced where it stands.
-    fn set_server(&mut self, key: &str, id: &str, entry: Value, hint: &str) -> Result<(), String> {
+    pub fn set_server(
+        &mut self,
+        key: &str,
+        id: &str,
+        entry: Value,
+        hint: &str,
+    ) -> Result<(), String> {
         self.doc
             .set(key, id, entry)
             .map_err(|e| self.not_servers(key, e, hint))
@@ -450,7 +343,7 @@ impl JsonFile {
 
     /// Writes the document back: the previous content to `FILE.bak` first,
     /// then the new content atomically. Returns the backup's path.
-    fn save(&self) -> Result<Option<PathBuf>, String> {
+    pub fn save(&self) -> Result<Option<PathBuf>, String> {
         let bytes = self.doc.to_bytes();
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
