@@ -118,14 +118,29 @@ enum Command {
     /// (with `--socket PATH` when evoctl was given one),
     /// keeping everything else in the file; the previous file is kept as
     /// FILE.bak. A file that is not valid JSON is never overwritten.
+    ///
+    /// With --move, the client's own servers move into evo's config (as
+    /// `evoctl import` copies them, evo's config kept as its .bak) and the
+    /// client keeps only evo, so it reaches them through evo. A server stays
+    /// in the client, saying why, when evo's config has another server under
+    /// its id, or when evo cannot serve it yet (legacy SSE, a VS Code
+    /// ${input:…} prompt): that one is copied to evo's config disabled. A
+    /// running evod reloads and the outcome of each server is shown. Running
+    /// it again changes nothing.
     Setup {
         client: setup::Client,
         /// Show the entry and the file it belongs in; change nothing
-        #[arg(long)]
+        #[arg(long, conflicts_with = "move_servers")]
         print: bool,
         /// The client's config file [default: where the client keeps it]
         #[arg(long, value_name = "PATH")]
         file: Option<PathBuf>,
+        /// Move the client's servers into evo's config too
+        #[arg(long = "move")]
+        move_servers: bool,
+        /// evo's config, for --move [default: $EVO_CONFIG, else $XDG_CONFIG_HOME/evo/mcp.config.json]
+        #[arg(long, value_name = "PATH", requires = "move_servers")]
+        config: Option<PathBuf>,
     },
     /// Copy the servers of an MCP client's config file into evo's config
     ///
@@ -191,12 +206,19 @@ fn main() -> ExitCode {
             client,
             print,
             file,
+            move_servers,
+            config,
         } => {
-            let socket = explicit.as_deref();
-            return local(
-                setup::setup(client, print, file.as_deref(), socket, json),
+            let opts = setup::SetupOptions {
+                print,
+                file: file.as_deref(),
+                socket: explicit.as_deref(),
+                move_servers,
+                config: config.as_deref(),
+                daemon: &socket,
                 json,
-            );
+            };
+            return local(setup::setup(client, opts), json);
         }
         Command::Import { file, config } => {
             return local(

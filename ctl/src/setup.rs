@@ -15,6 +15,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::import::{EvoConfig, Offer, Skipped, print_disabled};
 use crate::jsonedit::{Document, NotAnObject, ParseError};
 use crate::output::pretty;
 use crate::{config_home, home_dir};
@@ -125,22 +126,34 @@ enum SetupAction {
     Unchanged,
 }
 
-/// `evoctl setup CLIENT [--print] [--file PATH]`.
-pub fn setup(
-    client: Client,
-    print: bool,
-    file: Option<&Path>,
-    socket: Option<&Path>,
-    json: bool,
-) -> Result<(), String> {
-    let path = match file {
+/// What `evoctl setup` is asked to do besides writing the evo entry.
+pub struct SetupOptions<'a> {
+    /// Show the entry; write nothing.
+    pub print: bool,
+    /// The client's config file instead of its usual one.
+    pub file: Option<&'a Path>,
+    /// The socket to write into the entry (an explicit `--socket`).
+    pub socket: Option<&'a Path>,
+    /// `--move`: the client's own servers go to evo's config.
+    pub move_servers: bool,
+    /// evo's config for `--move` instead of its usual one.
+    pub config: Option<&'a Path>,
+    /// The socket a running evod listens on, to reload it after `--move`.
+    pub daemon: &'a Path,
+    pub json: bool,
+}
+
+/// `evoctl setup CLIENT [--print] [--file PATH] [--move [--config PATH]]`.
+pub fn setup(client: Client, opts: SetupOptions<'_>) -> Result<(), String> {
+    let json = opts.json;
+    let path = match opts.file {
         Some(p) => p.to_path_buf(),
         None => client.default_path()?,
     };
-    let entry = client.entry(&this_evoctl()?, socket);
+    let entry = client.entry(&this_evoctl()?, opts.socket);
     let key = client.servers_key();
     let snippet = json!({ key: { "evo": entry } });
-    if print {
+    if opts.print {
         if json {
             let report =
                 json!({"client": client.id(), "path": path, "snippet": snippet, "written": false});
@@ -157,29 +170,52 @@ pub fn setup(
         pretty(&snippet)
     );
     let mut file = JsonFile::load(&path, &by_hand)?;
-    let servers = file.servers(key, &by_hand)?;
-    let doubles: Vec<String> = servers
+    let servers: Vec<(String, Value)> = file
+        .servers(key, &by_hand)?
         .into_iter()
         .flatten()
+        .map(|(id, v)| (id.clone(), v.clone()))
+        .collect();
+    let doubles: Vec<String> = servers
+        .iter()
         .filter(|(id, v)| id.as_str() != "evo" && runs_evo_shim(v))
         .map(|(id, _)| id.clone())
         .collect();
-    let action = match servers.and_then(|s| s.get("evo")) {
-        Some(old) if *old == entry => SetupAction::Unchanged,
+    let action = match servers.iter().find(|(id, _)| id == "evo") {
+        Some((_, old)) if *old == entry => SetupAction::Unchanged,
         Some(_) => SetupAction::Updated,
         None => SetupAction::Added,
     };
-    let backup = match action {
-        SetupAction::Unchanged => None,
-        _ => {
-            file.set_server(key, "evo", entry.clone(), &by_hand)?;
-            file.save()?
-        }
+    let moving = match opts.move_servers {
+        true => Some(move_servers(&file, &servers, opts.config)?),
+        false => None,
     };
+    // evo's config first: a server is in both files for a moment, never in
+    // neither. A second run finds it in evo's config, the same, and finishes
+    // the move.
+    let evo_backup = match &moving {
+        Some(m) => m.evo.save()?,
+        None => None,
+    };
+    let moved: &[String] = moving.as_ref().map_or(&[], |m| &m.moved);
+    for id in moved {
+        file.remove_server(key, id, &by_hand)?;
+    }
+    if action != SetupAction::Unchanged {
+        file.set_server(key, "evo", entry.clone(), &by_hand)?;
+    }
+    let backup = match action != SetupAction::Unchanged || !moved.is_empty() {
+        true => file.save()?,
+        false => None,
+    };
+    let pickup = moving
+        .as_ref()
+        .filter(|m| !m.evo.added.is_empty())
+        .map(|m| crate::import::pick_up(opts.daemon, &m.evo));
     let path = &file.path;
 
     if json {
-        let report = json!({
+        let mut report = json!({
             "client": client.id(),
             "path": path,
             "action": action,
@@ -187,6 +223,17 @@ pub fn setup(
             "backup": backup,
             "also_evo": doubles,
         });
+        if let Some(m) = &moving {
+            report["move"] = json!({
+                "config": m.evo.path(),
+                "moved": m.moved,
+                "kept": m.kept,
+                "added": m.evo.added,
+                "disabled": m.evo.disabled,
+                "backup": evo_backup,
+                "evod": pickup,
+            });
+        }
         println!("{}", pretty(&report));
         return Ok(());
     }
@@ -194,13 +241,17 @@ pub fn setup(
         .as_ref()
         .map(|b| format!(" (previous version: {})", b.display()))
         .unwrap_or_default();
+    if let Some(m) = &moving {
+        print_move(m, path, evo_backup.as_deref());
+    }
     match action {
-        SetupAction::Unchanged => {
+        SetupAction::Unchanged if moved.is_empty() => {
             println!(
                 "evo is already set up in {}; nothing changed",
                 path.display()
             )
         }
+        SetupAction::Unchanged => println!("evo stays set up in {}{kept}", path.display()),
         SetupAction::Updated => {
             println!("updated evo in {}{kept}", path.display());
             println!("{}", client.next_step());
@@ -216,7 +267,91 @@ pub fn setup(
             path.display()
         );
     }
+    if let Some(pickup) = &pickup {
+        pickup.print();
+    }
     Ok(())
+}
+
+/// The client's servers on their way to evo's config (`setup --move`).
+struct Move {
+    evo: EvoConfig,
+    /// Taken out of the client's file: evo's config has them, enabled.
+    moved: Vec<String>,
+    /// Left in the client's file, and why.
+    kept: Vec<Skipped>,
+}
+
+/// Offers each of the client's servers (but evo's own entries) to evo's
+/// config. A server is taken out of the client only when evo's config then
+/// holds it and can run it: one evo cannot serve yet is copied disabled and
+/// stays in the client, where it works; one whose id evo's config gives to
+/// another server stays in the client untouched. Nothing is lost, and a
+/// second run changes nothing.
+fn move_servers(
+    client: &JsonFile,
+    servers: &[(String, Value)],
+    config: Option<&Path>,
+) -> Result<Move, String> {
+    let mut evo = EvoConfig::load(config)?;
+    if same_file(&client.path, evo.path()) {
+        return Err(format!(
+            "{} is evo's own config: moving its servers into itself would point evo at evo; pass the client's file with --file",
+            client.path.display()
+        ));
+    }
+    let shown = evo.path().display().to_string();
+    let mut moved = Vec::new();
+    let mut kept = Vec::new();
+    for (id, entry) in servers {
+        if id == "evo" || runs_evo_shim(entry) {
+            continue;
+        }
+        let reason = match evo.offer(id, entry)? {
+            Offer::Added { disabled: None } | Offer::Present { disabled: None } => {
+                moved.push(id.clone());
+                None
+            }
+            Offer::Added {
+                disabled: Some(why),
+            } => Some(format!(
+                "{why}; copied to {shown} disabled, and kept here, where it works"
+            )),
+            Offer::Present {
+                disabled: Some(why),
+            } => Some(format!("{why}; {shown} has it, disabled")),
+            Offer::Conflict => Some(format!(
+                "{shown} already has a different server \"{id}\"; rename one of them and run this again to move it"
+            )),
+            Offer::NotAServer => Some("not a server object".to_string()),
+        };
+        if let Some(reason) = reason {
+            kept.push(Skipped {
+                id: id.clone(),
+                reason,
+            });
+        }
+    }
+    Ok(Move { evo, moved, kept })
+}
+
+fn print_move(m: &Move, client: &Path, evo_backup: Option<&Path>) {
+    let config = m.evo.path().display();
+    let kept_backup = evo_backup
+        .map(|b| format!(" (previous version: {})", b.display()))
+        .unwrap_or_default();
+    if !m.moved.is_empty() {
+        println!("moved to {config}: {}{kept_backup}", m.moved.join(", "));
+    } else {
+        println!("nothing to move from {}", client.display());
+        if evo_backup.is_some() {
+            println!("{config} changed{kept_backup}");
+        }
+    }
+    print_disabled(&m.evo.disabled);
+    for k in &m.kept {
+        println!("kept in {}: {}: {}", client.display(), k.id, k.reason);
+    }
 }
 
 /// Whether two paths name one file (either may not exist yet).
@@ -331,6 +466,14 @@ impl JsonFile {
     ) -> Result<(), String> {
         self.doc
             .set(key, id, entry)
+            .map_err(|e| self.not_servers(key, e, hint))
+    }
+
+    /// Removes server `id` from under the top-level `key`, if it is there.
+    pub fn remove_server(&mut self, key: &str, id: &str, hint: &str) -> Result<(), String> {
+        self.doc
+            .remove(key, id)
+            .map(|_| ())
             .map_err(|e| self.not_servers(key, e, hint))
     }
 

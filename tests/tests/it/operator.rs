@@ -547,6 +547,128 @@ fn import_into_a_running_evod_reports_each_server_as_it_applied() {
     );
 }
 
+/// `setup --move`: the client's servers go to evo's config and the client
+/// keeps evo, plus what could not move (another server under the id in
+/// evo's config, a server evo cannot serve yet); backups of both files; a
+/// running evod reloads; a second run changes nothing.
+#[test]
+fn setup_move_moves_the_clients_servers_and_keeps_what_cannot_move() {
+    let h = Home::new();
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&[]),
+        "git": {"command": "git-mcp-of-my-own"},
+        // An earlier move that stopped before the client was written.
+        "time": fixture_server(&["--name", "time"])
+    }}));
+    let evo_before = std::fs::read_to_string(&d.config).unwrap();
+    let client = h.home().join(".cursor/mcp.json");
+    let client_before = json!({"mcpServers": {
+        "more": fixture_server(&["--name", "more"]),
+        "git": {"command": "uvx", "args": ["mcp-server-git"]},
+        "time": fixture_server(&["--name", "time"]),
+        "old": {"type": "sse", "url": "https://example.invalid/sse"},
+        "also-evo": {"command": "/opt/evoctl", "args": ["shim"]}
+    }, "theme": "dark"});
+    let client_text = serde_json::to_string_pretty(&client_before).unwrap();
+    write(&client, &client_text);
+    let socket = d.socket.to_str().unwrap();
+    let config = d.config.to_str().unwrap();
+    let args = [
+        "--socket", socket, "setup", "cursor", "--move", "--config", config,
+    ];
+
+    let j = h.evoctl_json(&args);
+    let m = &j["move"];
+    assert_eq!(j["action"], "added", "{j}");
+    assert_eq!(m["moved"], json!(["more", "time"]), "{j}");
+    assert_eq!(m["added"], json!(["more", "old"]), "{j}");
+    let kept: Vec<&str> = m["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(kept, ["git", "old"], "{j}");
+    let why = |id: &str| {
+        m["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id)
+            .unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(why("git").contains("different server \"git\""), "{j}");
+    assert!(why("old").contains("legacy SSE"), "{j}");
+    assert_eq!(j["also_evo"], json!(["also-evo"]), "{j}");
+
+    // The client keeps evo and what did not move, and the rest of its file.
+    let after = read_json(&client);
+    let ids: Vec<&String> = after["mcpServers"].as_object().unwrap().keys().collect();
+    assert_eq!(ids, ["git", "old", "also-evo", "evo"], "{after}");
+    assert_eq!(
+        after["mcpServers"]["git"],
+        client_before["mcpServers"]["git"]
+    );
+    assert_eq!(
+        after["mcpServers"]["old"],
+        client_before["mcpServers"]["old"]
+    );
+    assert_eq!(after["theme"], "dark");
+    assert_eq!(
+        std::fs::read_to_string(client.with_file_name("mcp.json.bak")).unwrap(),
+        client_text
+    );
+    // evo's config has the moved server, the one it cannot serve disabled,
+    // and its own "git" untouched; its previous version is kept.
+    let evo = read_json(&d.config);
+    assert_eq!(
+        evo["mcpServers"]["more"],
+        client_before["mcpServers"]["more"]
+    );
+    assert_eq!(
+        evo["mcpServers"]["git"],
+        json!({"command": "git-mcp-of-my-own"})
+    );
+    assert_eq!(evo["mcpServers"]["old"]["disabled"], true);
+    assert_eq!(
+        std::fs::read_to_string(d.config.with_file_name("mcp.config.json.bak")).unwrap(),
+        evo_before
+    );
+    // The running evod took them.
+    let outcome: Vec<(&str, &str)> = m["evod"]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(outcome, [("more", "applied"), ("old", "disabled")], "{j}");
+    d.wait_ready(&["more"]);
+
+    // Again: nothing to do, nothing written.
+    let client_after = std::fs::read_to_string(&client).unwrap();
+    let evo_after = std::fs::read_to_string(&d.config).unwrap();
+    let (code, out, err) = h.evoctl(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nothing to move"), "{out}");
+    assert!(out.contains("nothing changed"), "{out}");
+    assert!(out.contains("kept in ") && out.contains("git: "), "{out}");
+    assert!(!out.contains("evod reloaded"), "{out}");
+    assert_eq!(std::fs::read_to_string(&client).unwrap(), client_after);
+    assert_eq!(std::fs::read_to_string(&d.config).unwrap(), evo_after);
+    assert_eq!(
+        std::fs::read_to_string(client.with_file_name("mcp.json.bak")).unwrap(),
+        client_text,
+        "the backup is the file before the move"
+    );
+
+    // --print writes nothing, so it does not go with --move.
+    let (code, _, err) = h.evoctl(&["setup", "cursor", "--print", "--move"]);
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn import_refuses_invalid_json_in_either_file() {
     let h = Home::new();
