@@ -1,6 +1,6 @@
 //! Edits a JSON file that belongs to someone else, keeping it as they wrote
-//! it: `evoctl setup` and `evoctl import` set one entry in an object of
-//! objects (`mcpServers.evo`), and every other byte of the text stays as it
+//! it: `evoctl setup` and `evoctl import` set (and `setup --move` removes)
+//! entries in an object of objects (`mcpServers.evo`), and every other byte of the text stays as it
 //! was: key order, indentation, line endings, number spellings, a byte-order
 //! mark.
 //!
@@ -43,8 +43,17 @@ pub struct Document {
     text: Vec<u8>,
     root: Map<String, Value>,
     layout: Layout,
-    /// The members set since parsing, as (object key, member key).
-    edits: Vec<(String, String)>,
+    /// The members set or removed since parsing, in order.
+    edits: Vec<Edit>,
+}
+
+/// One change to a member of a top-level object, replayed on the text.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// `root[key][member]` was set (to its value in `root`).
+    Set { key: String, member: String },
+    /// `root[key][member]` was removed.
+    Remove { key: String, member: String },
 }
 
 impl Document {
@@ -100,8 +109,28 @@ impl Document {
         {
             object.insert(member.to_string(), value);
         }
-        self.edits.push((key.to_string(), member.to_string()));
+        self.edits.push(Edit::Set {
+            key: key.to_string(),
+            member: member.to_string(),
+        });
         Ok(())
+    }
+
+    /// Removes `member` from the object under the top-level `key`; the
+    /// members around it keep their order. Returns whether it was there.
+    pub fn remove(&mut self, key: &str, member: &str) -> Result<bool, NotAnObject> {
+        self.object(key)?;
+        let Some(Value::Object(object)) = self.root.get_mut(key) else {
+            return Ok(false);
+        };
+        if object.shift_remove(member).is_none() {
+            return Ok(false);
+        }
+        self.edits.push(Edit::Remove {
+            key: key.to_string(),
+            member: member.to_string(),
+        });
+        Ok(true)
     }
 
     /// The edited text: the original with only the edited members spliced
@@ -118,9 +147,14 @@ impl Document {
         let mut text = std::str::from_utf8(&self.text[if bom { 3 } else { 0 }..])
             .ok()?
             .to_string();
-        for (key, member) in &self.edits {
-            let value = self.root.get(key)?.get(member)?;
-            text = splice::set_member(&text, key, member, value, unit, nl)?;
+        for edit in &self.edits {
+            text = match edit {
+                Edit::Set { key, member } => {
+                    let value = self.root.get(key)?.get(member)?;
+                    splice::set_member(&text, key, member, value, unit, nl)?
+                }
+                Edit::Remove { key, member } => splice::remove_member(&text, key, member)?,
+            };
         }
         // Trusted only if it reads back as exactly the edited document, in
         // the same order.
@@ -277,6 +311,24 @@ mod splice {
             }
             None => insert(text, &servers, id, entry, unit, nl),
         }
+    }
+
+    /// Removes `top[key][id]` from `text` with the separator that went with
+    /// it: the comma and line before it, or for the first member the line
+    /// and comma after it, so its neighbours stay as they were.
+    pub fn remove_member(text: &str, key: &str, id: &str) -> Option<String> {
+        let b = text.as_bytes();
+        let top = object(b, skip_ws(b, 0))?;
+        let servers = object(b, top.member(key)?.value_start)?;
+        let at = servers.members.iter().rposition(|m| m.key == id)?;
+        let this = &servers.members[at];
+        let (start, end) = match (at.checked_sub(1), servers.members.get(at + 1)) {
+            (Some(before), _) => (servers.members[before].value_end, this.value_end),
+            (None, Some(next)) => (this.key_start, next.key_start),
+            // The only member: the object becomes `{}`.
+            (None, None) => (servers.open + 1, servers.close),
+        };
+        Some(replace(text, start, end, ""))
     }
 
     /// Adds `"key": value` as the object's last member.
@@ -677,6 +729,55 @@ mod tests {
             Err(ParseError::Invalid { on_comment, .. }) => assert!(!on_comment),
             other => panic!("{:?}", other.err()),
         }
+    }
+
+    /// Removing a member takes its separator with it and leaves every
+    /// other byte as it was; a missing member changes nothing.
+    #[test]
+    fn removed_members_leave_their_neighbours_alone() {
+        let before = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"a\"},\n    \"b\": 2,\n    \"c\": [3]\n  },\n  \"x\": 1\n}\n";
+        let cases = [
+            (
+                vec!["a"],
+                "{\n  \"mcpServers\": {\n    \"b\": 2,\n    \"c\": [3]\n  },\n  \"x\": 1\n}\n",
+            ),
+            (
+                vec!["b"],
+                "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"a\"},\n    \"c\": [3]\n  },\n  \"x\": 1\n}\n",
+            ),
+            (
+                vec!["c"],
+                "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"a\"},\n    \"b\": 2\n  },\n  \"x\": 1\n}\n",
+            ),
+            (
+                vec!["a", "b", "c"],
+                "{\n  \"mcpServers\": {},\n  \"x\": 1\n}\n",
+            ),
+            (vec!["nope"], before),
+        ];
+        for (ids, after) in cases {
+            let mut doc = Document::parse(before.as_bytes()).unwrap();
+            for id in &ids {
+                assert_eq!(doc.remove("mcpServers", id).unwrap(), *id != "nope");
+            }
+            assert_eq!(String::from_utf8(doc.to_bytes()).unwrap(), after, "{ids:?}");
+        }
+        // A removal and a set in one document, in the order made.
+        let mut doc = Document::parse(before.as_bytes()).unwrap();
+        doc.remove("mcpServers", "b").unwrap();
+        doc.set("mcpServers", "evo", json!({"command": "e"}))
+            .unwrap();
+        let got: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        assert_eq!(
+            got,
+            json!({"mcpServers": {"a": {"command": "a"}, "c": [3], "evo": {"command": "e"}}, "x": 1})
+        );
+        let keys: Vec<&String> = got["mcpServers"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["a", "c", "evo"]);
+        // No such object: nothing to remove.
+        let mut doc = Document::parse(b"{}").unwrap();
+        assert_eq!(doc.remove("mcpServers", "a"), Ok(false));
+        assert_eq!(doc.to_bytes(), b"{}");
     }
 
     /// A key that holds something other than an object is never replaced.

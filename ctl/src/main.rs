@@ -1,6 +1,7 @@
 //! `evoctl`: evo's control CLI, and `evoctl shim`, the stdio entry every MCP
 //! client launches.
 
+mod import;
 mod jsonedit;
 mod output;
 mod service;
@@ -117,19 +118,39 @@ enum Command {
     /// (with `--socket PATH` when evoctl was given one),
     /// keeping everything else in the file; the previous file is kept as
     /// FILE.bak. A file that is not valid JSON is never overwritten.
+    ///
+    /// With --move, the client's own servers move into evo's config (as
+    /// `evoctl import` copies them, evo's config kept as its .bak) and the
+    /// client keeps only evo, so it reaches them through evo. A server stays
+    /// in the client, saying why, when evo's config has another server under
+    /// its id, or when evo cannot serve it yet (legacy SSE, a VS Code
+    /// ${input:…} prompt): that one is copied to evo's config disabled. A
+    /// running evod reloads and the outcome of each server is shown. Running
+    /// it again changes nothing.
     Setup {
         client: setup::Client,
         /// Show the entry and the file it belongs in; change nothing
-        #[arg(long)]
+        #[arg(long, conflicts_with = "move_servers")]
         print: bool,
         /// The client's config file [default: where the client keeps it]
         #[arg(long, value_name = "PATH")]
         file: Option<PathBuf>,
+        /// Move the client's servers into evo's config too
+        #[arg(long = "move")]
+        move_servers: bool,
+        /// evo's config, for --move [default: $EVO_CONFIG, else $XDG_CONFIG_HOME/evo/mcp.config.json]
+        #[arg(long, value_name = "PATH", requires = "move_servers")]
+        config: Option<PathBuf>,
     },
     /// Copy the servers of an MCP client's config file into evo's config
     ///
     /// Reads `mcpServers` and `servers` from FILE; ids evo already has and
-    /// entries that run `evoctl shim` (evo itself) are skipped.
+    /// entries that run `evoctl shim` (evo itself) are skipped. Servers evo
+    /// cannot serve yet (legacy SSE, a VS Code ${input:…} prompt) are written
+    /// with "disabled": true and a "description" saying why and what to do.
+    /// A running evod reloads at once and each server's outcome is shown
+    /// (applied, or failed with the error); without one, the file is read
+    /// when evod starts.
     Import {
         /// A client config file, e.g. ~/.cursor/mcp.json
         file: PathBuf,
@@ -185,15 +206,25 @@ fn main() -> ExitCode {
             client,
             print,
             file,
+            move_servers,
+            config,
         } => {
-            let socket = explicit.as_deref();
-            return local(
-                setup::setup(client, print, file.as_deref(), socket, json),
+            let opts = setup::SetupOptions {
+                print,
+                file: file.as_deref(),
+                socket: explicit.as_deref(),
+                move_servers,
+                config: config.as_deref(),
+                daemon: &socket,
                 json,
-            );
+            };
+            return local(setup::setup(client, opts), json);
         }
         Command::Import { file, config } => {
-            return local(setup::import(&file, config.as_deref(), json), json);
+            return local(
+                import::import(&file, config.as_deref(), &socket, json),
+                json,
+            );
         }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut std::io::stdout());
@@ -286,12 +317,35 @@ pub fn no_daemon_message(socket: &std::path::Path, err: &std::io::Error) -> Stri
     )
 }
 
-/// One request on a fresh control connection: handshake, request, reply. An
-/// error means no daemon answered (exit 3).
-async fn exchange(socket: &Path, request: &CtlRequest) -> Result<CtlReply, String> {
+/// Why a request got no reply (exit 3 for a command that needs one).
+#[derive(Debug)]
+enum Unanswered {
+    /// Nothing accepted the connection at the socket.
+    NoDaemon(String),
+    /// Something accepted it, but the exchange broke off.
+    Broken(String),
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::NoDaemon(e) | Unanswered::Broken(e) => f.write_str(e),
+        }
+    }
+}
+
+/// One request on a fresh control connection: handshake, request, reply.
+async fn exchange(socket: &Path, request: &CtlRequest) -> Result<CtlReply, Unanswered> {
     let conn = evo_proto::paths::connect(socket)
         .await
-        .map_err(|e| no_daemon_message(socket, &e))?;
+        .map_err(|e| Unanswered::NoDaemon(no_daemon_message(socket, &e)))?;
+    exchange_on(conn, request).await.map_err(Unanswered::Broken)
+}
+
+async fn exchange_on(
+    conn: interprocess::local_socket::tokio::Stream,
+    request: &CtlRequest,
+) -> Result<CtlReply, String> {
     #[allow(deprecated)] // owned halves are what we want here
     let (r, mut w) = interprocess::local_socket::traits::tokio::Stream::split(conn);
     let mut reader = BufReader::new(r);
@@ -342,7 +396,7 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"ok": false, "kind": "no_daemon", "error": e})
+                    serde_json::json!({"ok": false, "kind": "no_daemon", "error": e.to_string()})
                 );
             }
             eprintln!("evoctl: {e}");
@@ -393,6 +447,31 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
         follow_refresh(socket, &ids, terminal).await;
     }
     ExitCode::SUCCESS
+}
+
+/// Sends `request` to the daemon at `socket`, if one runs, and waits for its
+/// reply; for commands that otherwise work on files alone (`import`,
+/// `setup --move`). `Ok(None)`: no daemon listens there. `Err`: it refused
+/// the request, or the exchange broke off, and why.
+pub fn ask(socket: &Path, request: &CtlRequest) -> Result<Option<Reply>, String> {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return Err(format!("cannot start evoctl's runtime: {e}")),
+    };
+    match runtime.block_on(exchange(socket, request)) {
+        Err(Unanswered::NoDaemon(_)) => Ok(None),
+        Err(Unanswered::Broken(e)) => Err(e),
+        Ok(reply) if !reply.ok => Err(reply
+            .error
+            .unwrap_or_else(|| "the request was refused".into())),
+        Ok(reply) => match Reply::decode(request, reply.data.unwrap_or_default()) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => Err(format!("unexpected reply from evod: {e}")),
+        },
+    }
 }
 
 /// The daemon's status, or `None` when it did not answer with one.

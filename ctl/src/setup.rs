@@ -8,7 +8,6 @@
 //! [`crate::jsonedit`]), and replaces the file atomically so a client reading
 //! it meanwhile sees the old file or the new one, never half of one.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -16,6 +15,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::import::{EvoConfig, Offer, Skipped, print_disabled};
 use crate::jsonedit::{Document, NotAnObject, ParseError};
 use crate::output::pretty;
 use crate::{config_home, home_dir};
@@ -126,22 +126,34 @@ enum SetupAction {
     Unchanged,
 }
 
-/// `evoctl setup CLIENT [--print] [--file PATH]`.
-pub fn setup(
-    client: Client,
-    print: bool,
-    file: Option<&Path>,
-    socket: Option<&Path>,
-    json: bool,
-) -> Result<(), String> {
-    let path = match file {
+/// What `evoctl setup` is asked to do besides writing the evo entry.
+pub struct SetupOptions<'a> {
+    /// Show the entry; write nothing.
+    pub print: bool,
+    /// The client's config file instead of its usual one.
+    pub file: Option<&'a Path>,
+    /// The socket to write into the entry (an explicit `--socket`).
+    pub socket: Option<&'a Path>,
+    /// `--move`: the client's own servers go to evo's config.
+    pub move_servers: bool,
+    /// evo's config for `--move` instead of its usual one.
+    pub config: Option<&'a Path>,
+    /// The socket a running evod listens on, to reload it after `--move`.
+    pub daemon: &'a Path,
+    pub json: bool,
+}
+
+/// `evoctl setup CLIENT [--print] [--file PATH] [--move [--config PATH]]`.
+pub fn setup(client: Client, opts: SetupOptions<'_>) -> Result<(), String> {
+    let json = opts.json;
+    let path = match opts.file {
         Some(p) => p.to_path_buf(),
         None => client.default_path()?,
     };
-    let entry = client.entry(&this_evoctl()?, socket);
+    let entry = client.entry(&this_evoctl()?, opts.socket);
     let key = client.servers_key();
     let snippet = json!({ key: { "evo": entry } });
-    if print {
+    if opts.print {
         if json {
             let report =
                 json!({"client": client.id(), "path": path, "snippet": snippet, "written": false});
@@ -158,29 +170,52 @@ pub fn setup(
         pretty(&snippet)
     );
     let mut file = JsonFile::load(&path, &by_hand)?;
-    let servers = file.servers(key, &by_hand)?;
-    let doubles: Vec<String> = servers
+    let servers: Vec<(String, Value)> = file
+        .servers(key, &by_hand)?
         .into_iter()
         .flatten()
+        .map(|(id, v)| (id.clone(), v.clone()))
+        .collect();
+    let doubles: Vec<String> = servers
+        .iter()
         .filter(|(id, v)| id.as_str() != "evo" && runs_evo_shim(v))
         .map(|(id, _)| id.clone())
         .collect();
-    let action = match servers.and_then(|s| s.get("evo")) {
-        Some(old) if *old == entry => SetupAction::Unchanged,
+    let action = match servers.iter().find(|(id, _)| id == "evo") {
+        Some((_, old)) if *old == entry => SetupAction::Unchanged,
         Some(_) => SetupAction::Updated,
         None => SetupAction::Added,
     };
-    let backup = match action {
-        SetupAction::Unchanged => None,
-        _ => {
-            file.set_server(key, "evo", entry.clone(), &by_hand)?;
-            file.save()?
-        }
+    let moving = match opts.move_servers {
+        true => Some(move_servers(&file, &servers, opts.config)?),
+        false => None,
     };
+    // evo's config first: a server is in both files for a moment, never in
+    // neither. A second run finds it in evo's config, the same, and finishes
+    // the move.
+    let evo_backup = match &moving {
+        Some(m) => m.evo.save()?,
+        None => None,
+    };
+    let moved: &[String] = moving.as_ref().map_or(&[], |m| &m.moved);
+    for id in moved {
+        file.remove_server(key, id, &by_hand)?;
+    }
+    if action != SetupAction::Unchanged {
+        file.set_server(key, "evo", entry.clone(), &by_hand)?;
+    }
+    let backup = match action != SetupAction::Unchanged || !moved.is_empty() {
+        true => file.save()?,
+        false => None,
+    };
+    let pickup = moving
+        .as_ref()
+        .filter(|m| !m.evo.added.is_empty())
+        .map(|m| crate::import::pick_up(opts.daemon, &m.evo));
     let path = &file.path;
 
     if json {
-        let report = json!({
+        let mut report = json!({
             "client": client.id(),
             "path": path,
             "action": action,
@@ -188,6 +223,17 @@ pub fn setup(
             "backup": backup,
             "also_evo": doubles,
         });
+        if let Some(m) = &moving {
+            report["move"] = json!({
+                "config": m.evo.path(),
+                "moved": m.moved,
+                "kept": m.kept,
+                "added": m.evo.added,
+                "disabled": m.evo.disabled,
+                "backup": evo_backup,
+                "evod": pickup,
+            });
+        }
         println!("{}", pretty(&report));
         return Ok(());
     }
@@ -195,13 +241,17 @@ pub fn setup(
         .as_ref()
         .map(|b| format!(" (previous version: {})", b.display()))
         .unwrap_or_default();
+    if let Some(m) = &moving {
+        print_move(m, path, evo_backup.as_deref());
+    }
     match action {
-        SetupAction::Unchanged => {
+        SetupAction::Unchanged if moved.is_empty() => {
             println!(
                 "evo is already set up in {}; nothing changed",
                 path.display()
             )
         }
+        SetupAction::Unchanged => println!("evo stays set up in {}{kept}", path.display()),
         SetupAction::Updated => {
             println!("updated evo in {}{kept}", path.display());
             println!("{}", client.next_step());
@@ -217,135 +267,107 @@ pub fn setup(
             path.display()
         );
     }
+    if let Some(pickup) = &pickup {
+        pickup.print();
+    }
     Ok(())
 }
 
-/// Why `import` left a server out.
-#[derive(Serialize, Debug)]
-struct Skipped {
-    id: String,
-    reason: String,
+/// The client's servers on their way to evo's config (`setup --move`).
+struct Move {
+    evo: EvoConfig,
+    /// Taken out of the client's file: evo's config has them, enabled.
+    moved: Vec<String>,
+    /// Left in the client's file, and why.
+    kept: Vec<Skipped>,
 }
 
-/// `evoctl import FILE [--config PATH]`.
-pub fn import(source: &Path, config: Option<&Path>, json: bool) -> Result<(), String> {
-    let config_path = match config {
-        Some(p) => p.to_path_buf(),
-        None => evo_config_path()?,
-    };
-    if !source.exists() {
+/// Offers each of the client's servers (but evo's own entries) to evo's
+/// config. A server is taken out of the client only when evo's config then
+/// holds it and can run it: one evo cannot serve yet is copied disabled and
+/// stays in the client, where it works; one whose id evo's config gives to
+/// another server stays in the client untouched. Nothing is lost, and a
+/// second run changes nothing.
+fn move_servers(
+    client: &JsonFile,
+    servers: &[(String, Value)],
+    config: Option<&Path>,
+) -> Result<Move, String> {
+    let mut evo = EvoConfig::load(config)?;
+    if same_file(&client.path, evo.path()) {
         return Err(format!(
-            "{} does not exist; pass a client's config file, e.g. ~/.cursor/mcp.json",
-            source.display()
+            "{} is evo's own config: moving its servers into itself would point evo at evo; pass the client's file with --file",
+            client.path.display()
         ));
     }
-    let found = servers_in(&JsonFile::load(source, "point import at another file")?)?;
-    let hint = "import again once evo's config is readable";
-    let mut target = JsonFile::load(&config_path, hint)?;
-    let shown_config = target.path.display().to_string();
-    let mut existing: HashSet<String> = HashSet::new();
-    for key in ["mcpServers", "servers"] {
-        existing.extend(
-            target
-                .servers(key, hint)?
-                .into_iter()
-                .flatten()
-                .map(|(id, _)| id.clone()),
-        );
-    }
-
-    let mut added: Vec<String> = Vec::new();
-    let mut skipped: Vec<Skipped> = Vec::new();
-    for (id, entry) in found {
-        let reason = if !entry.is_object() {
-            Some("not a server object".to_string())
-        } else if runs_evo_shim(&entry) {
-            Some("runs `evoctl shim`, which is evo itself: importing it would loop".to_string())
-        } else if existing.contains(&id) {
-            Some(format!("already in {shown_config}"))
-        } else if added.contains(&id) {
-            Some(format!(
-                "listed twice in {}; the first was imported",
-                source.display()
-            ))
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => skipped.push(Skipped { id, reason }),
-            None => {
-                target.set_server("mcpServers", &id, entry, hint)?;
-                added.push(id);
+    let shown = evo.path().display().to_string();
+    let mut moved = Vec::new();
+    let mut kept = Vec::new();
+    for (id, entry) in servers {
+        if id == "evo" || runs_evo_shim(entry) {
+            continue;
+        }
+        let reason = match evo.offer(id, entry)? {
+            Offer::Added { disabled: None } | Offer::Present { disabled: None } => {
+                moved.push(id.clone());
+                None
             }
+            Offer::Added {
+                disabled: Some(why),
+            } => Some(format!(
+                "{why}; copied to {shown} disabled, and kept here, where it works"
+            )),
+            Offer::Present {
+                disabled: Some(why),
+            } => Some(format!("{why}; {shown} has it, disabled")),
+            Offer::Conflict => Some(format!(
+                "{shown} already has a different server \"{id}\"; rename one of them and run this again to move it"
+            )),
+            Offer::NotAServer => Some("not a server object".to_string()),
+        };
+        if let Some(reason) = reason {
+            kept.push(Skipped {
+                id: id.clone(),
+                reason,
+            });
         }
     }
-    let backup = if added.is_empty() {
-        None
+    Ok(Move { evo, moved, kept })
+}
+
+fn print_move(m: &Move, client: &Path, evo_backup: Option<&Path>) {
+    let config = m.evo.path().display();
+    let kept_backup = evo_backup
+        .map(|b| format!(" (previous version: {})", b.display()))
+        .unwrap_or_default();
+    if !m.moved.is_empty() {
+        println!("moved to {config}: {}{kept_backup}", m.moved.join(", "));
     } else {
-        target.save()?
+        println!("nothing to move from {}", client.display());
+        if evo_backup.is_some() {
+            println!("{config} changed{kept_backup}");
+        }
+    }
+    print_disabled(&m.evo.disabled);
+    for k in &m.kept {
+        println!("kept in {}: {}: {}", client.display(), k.id, k.reason);
+    }
+}
+
+/// Whether two paths name one file (either may not exist yet).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let canonical = |p: &Path| {
+        std::fs::canonicalize(p)
+            .or_else(|_| std::path::absolute(p))
+            .unwrap_or_else(|_| p.to_path_buf())
     };
-
-    if json {
-        let report = json!({
-            "config": target.path,
-            "added": added,
-            "skipped": skipped,
-            "backup": backup,
-        });
-        println!("{}", pretty(&report));
-        return Ok(());
-    }
-    if added.is_empty() {
-        println!("nothing added; {shown_config} is unchanged");
-    } else {
-        let kept = backup
-            .as_ref()
-            .map(|b| format!(" (previous version: {})", b.display()))
-            .unwrap_or_default();
-        println!("added to {shown_config}: {}{kept}", added.join(", "));
-    }
-    for s in &skipped {
-        println!("skipped {}: {}", s.id, s.reason);
-    }
-    if !added.is_empty() {
-        println!("a running evod picks this up within a second; `evoctl status` shows the servers");
-    }
-    Ok(())
-}
-
-/// evo's config file, resolved as evod resolves it.
-fn evo_config_path() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("EVO_CONFIG").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    Ok(config_home()?.join("evo").join("mcp.config.json"))
-}
-
-/// The servers of a client config, `mcpServers` before `servers` (the order
-/// evod reads them in), by id.
-fn servers_in(file: &JsonFile) -> Result<Vec<(String, Value)>, String> {
-    let hint = "import from another file";
-    let mut found = Vec::new();
-    let mut any = false;
-    for key in ["mcpServers", "servers"] {
-        if let Some(servers) = file.servers(key, hint)? {
-            any = true;
-            found.extend(servers.iter().map(|(id, v)| (id.clone(), v.clone())));
-        }
-    }
-    if !any {
-        return Err(format!(
-            "{} has no \"mcpServers\" or \"servers\" object: nothing to import; pass a client's config, e.g. ~/.cursor/mcp.json",
-            file.path.display()
-        ));
-    }
-    Ok(found)
+    canonical(a) == canonical(b)
 }
 
 /// Does this server entry start evo's own shim? In evo's config it would make
 /// evod spawn a shim that connects back to evod; in a client's config next
 /// to another one, the client would see every tool twice.
-fn runs_evo_shim(entry: &Value) -> bool {
+pub fn runs_evo_shim(entry: &Value) -> bool {
     let command = entry.get("command").and_then(Value::as_str).unwrap_or("");
     let args = entry
         .get("args")
@@ -368,10 +390,10 @@ fn runs_evo_shim(entry: &Value) -> bool {
 
 /// A JSON config file as evoctl edits it: where it lives, the bytes it was
 /// read from (for the backup) and the document being edited.
-struct JsonFile {
+pub struct JsonFile {
     /// The file to write. A symlinked config (dotfile managers do that) is
     /// edited where it lives, so the link survives the atomic rename.
-    path: PathBuf,
+    pub path: PathBuf,
     /// `None` when the file does not exist yet.
     original: Option<Vec<u8>>,
     doc: Document,
@@ -381,7 +403,7 @@ impl JsonFile {
     /// Reads `path` (a missing or blank file is an empty object). Refuses a
     /// file that is not a JSON object, saying where and why, and `hint` (what
     /// the person can do instead).
-    fn load(path: &Path, hint: &str) -> Result<JsonFile, String> {
+    pub fn load(path: &Path, hint: &str) -> Result<JsonFile, String> {
         let is_link = path.symlink_metadata().is_ok_and(|m| m.is_symlink());
         let path = match is_link {
             true => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
@@ -396,7 +418,7 @@ impl JsonFile {
     }
 
     /// [`JsonFile::load`] for bytes already read (`None`: no such file).
-    fn parse(path: PathBuf, original: Option<Vec<u8>>, hint: &str) -> Result<JsonFile, String> {
+    pub fn parse(path: PathBuf, original: Option<Vec<u8>>, hint: &str) -> Result<JsonFile, String> {
         let doc = match Document::parse(original.as_deref().unwrap_or_default()) {
             Ok(doc) => doc,
             Err(ParseError::Invalid { error, on_comment }) => {
@@ -427,7 +449,7 @@ impl JsonFile {
     /// The servers under the top-level `key`, if the file has that key.
     /// Refuses when `key` holds something other than an object: replacing it
     /// would lose the person's data.
-    fn servers(&self, key: &str, hint: &str) -> Result<Option<&Map<String, Value>>, String> {
+    pub fn servers(&self, key: &str, hint: &str) -> Result<Option<&Map<String, Value>>, String> {
         self.doc
             .object(key)
             .map_err(|e| self.not_servers(key, e, hint))
@@ -435,9 +457,23 @@ impl JsonFile {
 
     /// Sets server `id` under the top-level `key` (created if missing). An
     /// existing entry is replaced where it stands.
-    fn set_server(&mut self, key: &str, id: &str, entry: Value, hint: &str) -> Result<(), String> {
+    pub fn set_server(
+        &mut self,
+        key: &str,
+        id: &str,
+        entry: Value,
+        hint: &str,
+    ) -> Result<(), String> {
         self.doc
             .set(key, id, entry)
+            .map_err(|e| self.not_servers(key, e, hint))
+    }
+
+    /// Removes server `id` from under the top-level `key`, if it is there.
+    pub fn remove_server(&mut self, key: &str, id: &str, hint: &str) -> Result<(), String> {
+        self.doc
+            .remove(key, id)
+            .map(|_| ())
             .map_err(|e| self.not_servers(key, e, hint))
     }
 
@@ -450,7 +486,7 @@ impl JsonFile {
 
     /// Writes the document back: the previous content to `FILE.bak` first,
     /// then the new content atomically. Returns the backup's path.
-    fn save(&self) -> Result<Option<PathBuf>, String> {
+    pub fn save(&self) -> Result<Option<PathBuf>, String> {
         let bytes = self.doc.to_bytes();
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)

@@ -42,7 +42,13 @@ pub fn example_arguments(schema: &JsonObject) -> Value {
 /// A worked example call as JSON text: `{"name": tool_name, "arguments": {...}}`,
 /// pretty-printed.
 pub fn example_call(tool_name: &str, schema: &JsonObject) -> String {
-    let call = json!({"name": tool_name, "arguments": example_arguments(schema)});
+    call_text(tool_name, example_arguments(schema))
+}
+
+/// A call of `tool_name` with `arguments` as pretty JSON text, the form
+/// [`example_call`] shows.
+pub fn call_text(tool_name: &str, arguments: Value) -> String {
+    let call = json!({"name": tool_name, "arguments": arguments});
     serde_json::to_string_pretty(&call).expect("a JSON value always serializes")
 }
 

@@ -145,6 +145,11 @@ pub struct Teaching {
     pub closest: Vec<(String, String)>,
     /// The top-level parameters the schema declares, in schema order.
     pub valid_params: Vec<String>,
+    /// The caller's own values that fit a declared top-level parameter, under that parameter's
+    /// name, for the corrected example ([`corrected_arguments`]): values sent under a declared
+    /// name, and values sent under an unknown one moved to the parameter it most plausibly
+    /// meant; converted as repair converts them.
+    pub reusable: Vec<(String, Value)>,
 }
 
 /// Checks `arguments` against `schema`, repairing them if that makes them valid.
@@ -169,6 +174,7 @@ pub fn check(
             ],
             closest: Vec::new(),
             valid_params: schema.valid_params(),
+            reusable: Vec::new(),
         });
     };
     match measure_object(object, 1, &mut 0) {
@@ -178,6 +184,7 @@ pub fn check(
                 problems: vec![Excess::Depth.to_string()],
                 closest: Vec::new(),
                 valid_params: schema.valid_params(),
+                reusable: Vec::new(),
             });
         }
         // Large arguments (a file's content) are checked but not repaired:
@@ -186,10 +193,18 @@ pub fn check(
             if schema.validator.is_valid(arguments) {
                 return Checked::Valid;
             }
+            let doc = schema.doc();
+            let declared = doc.properties(doc.root);
+            let unknown: Vec<String> = object
+                .keys()
+                .filter(|name| !declared.iter().any(|(known, _)| known == name))
+                .cloned()
+                .collect();
             return Checked::Invalid(Teaching {
-                problems: problems(schema, arguments),
+                problems: problems(schema, arguments, &unknown),
                 closest: Vec::new(),
                 valid_params: schema.valid_params(),
+                reusable: Vec::new(),
             });
         }
     }
@@ -205,13 +220,12 @@ pub fn check(
     repair_or_teach(schema, object, arguments, aliases)
 }
 
-/// `arguments` with every rename and coercion repair knows applied, when
-/// that changes something and the result is valid.
-fn repaired(
+/// `arguments` with every rename and coercion repair knows applied, and what was changed.
+fn repair_all(
     schema: &CompiledSchema,
     arguments: &JsonObject,
     aliases: &BTreeMap<String, String>,
-) -> Option<Checked> {
+) -> (JsonObject, Vec<String>) {
     let doc = schema.doc();
     let mut repairer = Repairer {
         doc,
@@ -219,21 +233,41 @@ fn repaired(
     };
     let mut repaired = arguments.clone();
     repairer.repair_object(&mut repaired, doc.root, "", Some(aliases), 1);
-    if repairer.fixes.is_empty() {
-        return None;
+    (repaired, repairer.fixes)
+}
+
+/// `arguments` with every rename and coercion repair knows applied, when
+/// that changes something and the result is valid.
+fn repaired(
+    schema: &CompiledSchema,
+    arguments: &JsonObject,
+    aliases: &BTreeMap<String, String>,
+) -> Option<Checked> {
+    let (repaired, fixes) = repair_all(schema, arguments, aliases);
+    valid_repair(schema, repaired, fixes).ok()
+}
+
+/// A repair, if it changed something and made the arguments valid; else the arguments as
+/// repair left them.
+fn valid_repair(
+    schema: &CompiledSchema,
+    repaired: JsonObject,
+    fixes: Vec<String>,
+) -> Result<Checked, JsonObject> {
+    if fixes.is_empty() {
+        return Err(repaired);
     }
     let repaired = Value::Object(repaired);
-    if !schema.validator.is_valid(&repaired) {
-        return None;
-    }
+    let valid = schema.validator.is_valid(&repaired);
     let Value::Object(arguments) = repaired else {
-        return None;
+        unreachable!("made an object just above")
     };
-    Some(Checked::Repaired {
+    if !valid {
+        return Err(arguments);
+    }
+    Ok(Checked::Repaired {
         arguments,
-        repair: Repair {
-            fixes: repairer.fixes,
-        },
+        repair: Repair { fixes },
     })
 }
 
@@ -244,18 +278,101 @@ fn repair_or_teach(
     value: &Value,
     aliases: &BTreeMap<String, String>,
 ) -> Checked {
-    if let Some(fixed) = repaired(schema, arguments, aliases) {
-        return fixed;
-    }
-    let problems = problems(schema, value);
-    let mut closest = Vec::new();
+    let (fixed, fixes) = repair_all(schema, arguments, aliases);
+    let fixed = match valid_repair(schema, fixed, fixes) {
+        Ok(repaired) => return repaired,
+        Err(fixed) => fixed,
+    };
     let doc = schema.doc();
-    suggest_object(doc, arguments, doc.root, "", Some(aliases), &mut closest);
+    let mut closest = Vec::new();
+    let mut unknown = Vec::new();
+    suggest_object(
+        doc,
+        arguments,
+        doc.root,
+        "",
+        Some(aliases),
+        &mut closest,
+        &mut unknown,
+    );
+    let reuse = reusable_values(doc, &fixed);
+    // An unknown name given a place only by the value it carries still
+    // gets a pointer to that place.
+    for (from, to) in reuse.moved {
+        if !closest.iter().any(|(sent, _)| *sent == from) {
+            closest.push((from, to));
+        }
+    }
     Checked::Invalid(Teaching {
-        problems,
+        problems: problems(schema, value, &unknown),
         closest,
         valid_params: schema.valid_params(),
+        reusable: reuse.values,
     })
+}
+
+/// The example arguments `example` (made from the schema) with the caller's reusable values in
+/// place of made-up ones, each kept only where the schema then accepts it; in schema order.
+pub fn corrected_arguments(schema: &CompiledSchema, teaching: &Teaching, example: Value) -> Value {
+    let Value::Object(example) = example else {
+        return example;
+    };
+    if teaching.reusable.is_empty() {
+        return Value::Object(example);
+    }
+    let doc = schema.doc();
+    let order: Vec<&str> = doc
+        .properties(doc.root)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let build = |kept: &[&(String, Value)]| -> Value {
+        let mut arguments = JsonObject::new();
+        for name in &order {
+            if let Some((_, value)) = kept.iter().find(|(reused, _)| reused == name) {
+                arguments.insert((*name).to_string(), value.clone());
+            } else if let Some(value) = example.get(*name) {
+                arguments.insert((*name).to_string(), value.clone());
+            }
+        }
+        for (name, value) in &example {
+            if !arguments.contains_key(name) {
+                arguments.insert(name.clone(), value.clone());
+            }
+        }
+        Value::Object(arguments)
+    };
+    let mut kept: Vec<&(String, Value)> = teaching.reusable.iter().collect();
+    // Each round drops the values the schema refuses where they stand; the
+    // made-up value comes back there. Errors elsewhere (a made-up value the
+    // generator got wrong) are not the caller's.
+    let mut arguments = build(&kept);
+    for _ in 0..teaching.reusable.len() {
+        let refused: Vec<String> = schema
+            .validator
+            .iter_errors(&arguments)
+            .take(MAX_ERRORS_READ)
+            .filter_map(|error| match error.instance_path().segments().next() {
+                Some(LocationSegment::Property(name)) => Some(name.to_string()),
+                _ => None,
+            })
+            .collect();
+        let before = kept.len();
+        kept.retain(|(name, _)| !refused.contains(name));
+        if kept.len() == before {
+            break;
+        }
+        arguments = build(&kept);
+    }
+    // A value refused through another parameter (`dependentRequired`, `if`/`then`) is not
+    // worth an example that fails where the schema's own passes.
+    if !schema.validator.is_valid(&arguments) {
+        let made_up = Value::Object(example);
+        if schema.validator.is_valid(&made_up) {
+            return made_up;
+        }
+    }
+    arguments
 }
 
 /// The `isError` text: what was wrong in plain words, the closest valid parameter names, the
@@ -930,9 +1047,163 @@ mod tests {
             problems: vec!["x".into()],
             closest: vec![],
             valid_params: vec![],
+            reusable: vec![],
         };
         let text = teaching_text("t", &bare, &object(json!({"type": "object"})), "");
         assert!(text.contains("declares no parameters") && !text.contains("example"));
+    }
+
+    /// mcp-server-time's two tools, as published: extra names allowed.
+    fn time_schemas() -> (Value, Value) {
+        let tz = json!({"type": "string", "description": "IANA timezone name"});
+        (
+            json!({"type": "object", "properties": {"timezone": tz}, "required": ["timezone"]}),
+            json!({"type": "object", "properties": {
+                "source_timezone": tz, "time": {"type": "string"}, "target_timezone": tz
+            }, "required": ["source_timezone", "time", "target_timezone"]}),
+        )
+    }
+
+    /// Every name the schema does not declare is named, also where the schema lets extra
+    /// names pass, and also below the top level; each once.
+    #[test]
+    fn every_unknown_name_is_named() {
+        let (current, _) = time_schemas();
+        let Checked::Invalid(teaching) = check(
+            &compiled(current),
+            &json!({"tz": "Europe/Paris", "fmt": "iso"}),
+            &no_aliases(),
+        ) else {
+            panic!("expected Invalid");
+        };
+        assert_eq!(
+            teaching.problems,
+            [
+                "missing required parameter 'timezone' (string)",
+                "unknown parameter 'tz'",
+                "unknown parameter 'fmt'",
+            ]
+        );
+        // `tz` is too short to be a near miss of anything; its value points it at the one
+        // unset required string.
+        assert_eq!(
+            teaching.closest,
+            [("tz".to_string(), "timezone".to_string())]
+        );
+        let nested = compiled(json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "options": {"type": "object", "properties": {"deep": {"type": "boolean"}}}},
+            "required": ["n"]
+        }));
+        let Checked::Invalid(teaching) = check(
+            &nested,
+            &json!({"n": "x", "options": {"colr": 1, "deep": true}, "zzz": [], "yyy": null}),
+            &no_aliases(),
+        ) else {
+            panic!("expected Invalid");
+        };
+        assert_eq!(
+            teaching.problems,
+            [
+                r#"'n' must be an integer, got "x""#,
+                "unknown parameter 'zzz'",
+                "unknown parameter 'yyy'",
+                "unknown parameter 'options.colr'",
+            ]
+        );
+        // Where the schema refuses extra names too, each is still named once.
+        let strict = compiled(files_schema());
+        let Checked::Invalid(teaching) =
+            check(&strict, &json!({"zzz": 1, "yyy": 2}), &no_aliases())
+        else {
+            panic!("expected Invalid");
+        };
+        let unknown: Vec<&String> = teaching
+            .problems
+            .iter()
+            .filter(|p| p.starts_with("unknown"))
+            .collect();
+        assert_eq!(
+            unknown,
+            ["unknown parameter 'zzz'", "unknown parameter 'yyy'"]
+        );
+    }
+
+    /// The corrected example keeps the caller's values where their type fits a parameter they
+    /// plausibly meant, and falls back to the schema's example elsewhere; it always validates.
+    #[test]
+    fn corrected_examples_reuse_the_callers_values() {
+        let (current, convert) = time_schemas();
+        let add = json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]});
+        let mixed = json!({"type": "object", "properties": {
+            "text": {"type": "string"}, "count": {"type": "integer"},
+            "log_level": {"enum": ["debug", "info", "error"]}
+        }, "required": ["text", "count"]});
+        let sorted = json!({"type": "object", "properties": {
+            "order": {"type": "string", "enum": ["asc", "desc"]}, "query": {"type": "string"}
+        }, "required": ["order"], "additionalProperties": false});
+        // (schema, sent, the example's arguments; None: the schema's own example)
+        #[rustfmt::skip]
+        let cases = [
+            (&current, json!({"tz": "Europe/Paris"}), Some(json!({"timezone": "Europe/Paris"}))),
+            // A near miss that repair would not guess at still finds its parameter.
+            (&current, json!({"zone": "UTC", "x": 1}), Some(json!({"timezone": "UTC"}))),
+            (&convert, json!({"from": "Europe/Paris", "at": "10:00", "to": "Asia/Tokyo"}),
+                Some(json!({"source_timezone": "Europe/Paris", "time": "10:00", "target_timezone": "Asia/Tokyo"}))),
+            // Types decide: 5 goes to the integer, "hi" to the string, whatever the order;
+            // a valid optional value is kept as sent.
+            (&mixed, json!({"n": 5, "words": "hi", "log_level": "info"}),
+                Some(json!({"text": "hi", "count": 5, "log_level": "info"}))),
+            // Converted as repair converts: "7" is the integer 7.
+            (&mixed, json!({"body": "hi", "num": "7"}), Some(json!({"text": "hi", "count": 7}))),
+            // A value of no fitting type stays out; the other one is kept.
+            (&add, json!({"x": "many", "y": 2}), Some(json!({"a": 2}))),
+            // Fits the type, not the enum: the schema's value instead, and the valid one kept.
+            (&sorted, json!({"sort": "up", "query": "q"}), Some(json!({"query": "q"}))),
+            (&current, json!({"n": {"a": 1}}), None),
+        ];
+        for (schema, sent, reused) in cases {
+            let compiled = compiled(schema.clone());
+            let Checked::Invalid(teaching) = check(&compiled, &sent, &no_aliases()) else {
+                panic!("{sent}: expected Invalid");
+            };
+            let made_up = crate::example::example_arguments(&object(schema.clone()));
+            let example = corrected_arguments(&compiled, &teaching, made_up.clone());
+            assert!(
+                compiled.validator.is_valid(&example),
+                "{sent}: the example must be valid: {example}"
+            );
+            match reused {
+                None => assert_eq!(example, made_up, "{sent}"),
+                Some(reused) => {
+                    for (name, value) in reused.as_object().unwrap() {
+                        assert_eq!(&example[name], value, "{sent}: {name} in {example}");
+                    }
+                    // The rest is the schema's own example; no unknown name is carried over.
+                    for (name, value) in example.as_object().unwrap() {
+                        if reused.get(name).is_none() {
+                            assert_eq!(Some(value), made_up.get(name), "{sent}: {name}");
+                        }
+                    }
+                }
+            }
+        }
+        // The made-up value is back where the caller's was refused.
+        let compiled = compiled(sorted.clone());
+        let Checked::Invalid(teaching) = check(&compiled, &json!({"sort": "up"}), &no_aliases())
+        else {
+            panic!("expected Invalid");
+        };
+        assert_eq!(teaching.reusable, [("order".to_string(), json!("up"))]);
+        let example = corrected_arguments(
+            &compiled,
+            &teaching,
+            crate::example::example_arguments(&object(sorted)),
+        );
+        assert!(
+            matches!(example["order"].as_str(), Some("asc" | "desc")),
+            "{example}"
+        );
     }
 
     #[test]
@@ -966,8 +1237,19 @@ mod tests {
                     continue;
                 };
                 compiled_count += 1;
+                let made_up = crate::example::example_arguments(input);
                 for arguments in odd_arguments(&schema) {
-                    let _ = check_obj(&schema, &arguments, &no_aliases());
+                    if let Checked::Invalid(teaching) =
+                        check_obj(&schema, &arguments, &no_aliases())
+                    {
+                        let example = corrected_arguments(&schema, &teaching, made_up.clone());
+                        // Never worse than the schema's own example.
+                        assert!(
+                            !schema.validator.is_valid(&made_up)
+                                || schema.validator.is_valid(&example),
+                            "{name}: {arguments:?} gave {example}"
+                        );
+                    }
                 }
             }
         }

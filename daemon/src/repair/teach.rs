@@ -2,28 +2,41 @@
 
 use super::*;
 
-/// The validation errors of `instance`, in plain words: missing parameters first, unknown
-/// ones last, duplicates dropped, at most [`MAX_PROBLEMS`] plus a line counting the rest.
-pub(super) fn problems(schema: &CompiledSchema, instance: &Value) -> Vec<String> {
+/// The validation errors of `instance`, in plain words, and every name in `unknown` (sent
+/// names the schema does not declare, dotted below the top level) even where the schema lets
+/// it pass: a call that fails anyway must not leave `tz` unmentioned because extra names are
+/// allowed. Missing parameters first, unknown ones last, duplicates dropped, at most
+/// [`MAX_PROBLEMS`] plus a line counting the rest.
+pub(super) fn problems(
+    schema: &CompiledSchema,
+    instance: &Value,
+    unknown: &[String],
+) -> Vec<String> {
     let doc = schema.doc();
     let mut ranked: Vec<(u8, String)> = Vec::new();
     let mut more = 0usize;
     let mut read_all = true;
+    let mut add = |problem: (u8, String), ranked: &mut Vec<(u8, String)>| {
+        if ranked.iter().any(|(_, known)| *known == problem.1) {
+            return;
+        }
+        if ranked.len() < MAX_PROBLEMS {
+            ranked.push(problem);
+        } else {
+            more += 1;
+        }
+    };
     for (read, error) in schema.validator.iter_errors(instance).enumerate() {
         if read == MAX_ERRORS_READ {
             read_all = false;
             break;
         }
         for problem in describe(doc, &error) {
-            if ranked.iter().any(|(_, known)| *known == problem.1) {
-                continue;
-            }
-            if ranked.len() < MAX_PROBLEMS {
-                ranked.push(problem);
-            } else {
-                more += 1;
-            }
+            add(problem, &mut ranked);
         }
+    }
+    for name in unknown {
+        add((RANK_UNKNOWN, unknown_parameter(name)), &mut ranked);
     }
     ranked.sort_by_key(|(rank, _)| *rank);
     let mut problems: Vec<String> = ranked.into_iter().map(|(_, text)| text).collect();
@@ -81,12 +94,7 @@ pub(super) fn describe(doc: SchemaDoc<'_>, error: &ValidationError<'_>) -> Vec<(
         ValidationErrorKind::AdditionalProperties { unexpected }
         | ValidationErrorKind::UnevaluatedProperties { unexpected } => unexpected
             .iter()
-            .map(|name| {
-                (
-                    RANK_UNKNOWN,
-                    format!("unknown parameter '{}'", join(&path, name)),
-                )
-            })
+            .map(|name| (RANK_UNKNOWN, unknown_parameter(&join(&path, name))))
             .collect(),
         ValidationErrorKind::FalseSchema if !path.is_empty() => {
             vec![(RANK_UNKNOWN, format!("parameter '{path}' is not allowed"))]
@@ -186,6 +194,11 @@ pub(super) fn describe(doc: SchemaDoc<'_>, error: &ValidationError<'_>) -> Vec<(
     }
 }
 
+/// The problem line for a sent name the schema does not declare (`options.colr`).
+fn unknown_parameter(path: &str) -> String {
+    format!("unknown parameter '{path}'")
+}
+
 pub(super) fn plural(count: u64, noun: &str) -> String {
     match (count, noun) {
         (1, _) => noun.to_string(),
@@ -243,8 +256,9 @@ pub(super) fn show(value: &Value) -> String {
     cut
 }
 
-/// Adds to `closest` the names in `object` (at `path`) that `schema` does not declare, each
-/// with the declared names nearest to it, then does the same inside declared members.
+/// Adds to `unknown` the names in `object` (at `path`) that `schema` does not declare, and to
+/// `closest` each of them with the declared names nearest to it, then does the same inside
+/// declared members.
 pub(super) fn suggest_object<'s>(
     doc: SchemaDoc<'s>,
     object: &JsonObject,
@@ -252,12 +266,14 @@ pub(super) fn suggest_object<'s>(
     path: &str,
     aliases: Option<&BTreeMap<String, String>>,
     closest: &mut Vec<(String, String)>,
+    unknown: &mut Vec<String>,
 ) {
     let declared = doc.properties(schema);
     for name in object.keys() {
         if declared.iter().any(|(known, _)| known == name) {
             continue;
         }
+        unknown.push(join(path, name));
         let mut names: Vec<&str> = Vec::new();
         if let Some(target) = aliases.and_then(|aliases| alias_for(aliases, name)) {
             names.push(target);
@@ -274,7 +290,7 @@ pub(super) fn suggest_object<'s>(
     }
     for (name, value) in object {
         if let Some((_, property)) = declared.iter().find(|(known, _)| known == name) {
-            suggest_value(doc, value, property, &join(path, name), closest);
+            suggest_value(doc, value, property, &join(path, name), closest, unknown);
         }
     }
 }
@@ -285,13 +301,15 @@ pub(super) fn suggest_value<'s>(
     schema: &'s Value,
     path: &str,
     closest: &mut Vec<(String, String)>,
+    unknown: &mut Vec<String>,
 ) {
     match value {
-        Value::Object(object) => suggest_object(doc, object, schema, path, None, closest),
+        Value::Object(object) => suggest_object(doc, object, schema, path, None, closest, unknown),
         Value::Array(items) => {
             if let Some(item_schema) = doc.items(schema) {
                 for (index, item) in items.iter().enumerate() {
-                    suggest_value(doc, item, item_schema, &format!("{path}[{index}]"), closest);
+                    let at = format!("{path}[{index}]");
+                    suggest_value(doc, item, item_schema, &at, closest, unknown);
                 }
             }
         }
@@ -324,4 +342,82 @@ pub(super) fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>)
         .take(MAX_SUGGESTIONS)
         .map(|(_, candidate)| candidate)
         .collect()
+}
+
+/// The caller's values worth keeping in a corrected example.
+pub(super) struct Reuse {
+    /// By the top-level parameter each fits.
+    pub(super) values: Vec<(String, Value)>,
+    /// The unknown names moved to a parameter on the way: (sent name, parameter).
+    pub(super) moved: Vec<(String, String)>,
+}
+
+/// The caller's values worth keeping in a corrected example.
+///
+/// `fixed` is the call as repair left it (renamed and converted where it could be). A value
+/// under a declared name is kept where its type fits. A value under a name still unknown goes
+/// to the free declared parameter it most plausibly meant: the nearest names (as the closest
+/// names are chosen), then the required parameters still unset, in schema order; the first
+/// whose type the value has, else the first repair would convert it to. So
+/// `{"tz": "Europe/Paris"}` fills a lone required `timezone` string, three unknown names fill
+/// three unset required parameters in order, and `5` goes to an unset integer before a string.
+/// Nothing here is forwarded: it only shapes the example, which is checked against the schema
+/// before it is shown.
+pub(super) fn reusable_values(doc: SchemaDoc<'_>, fixed: &JsonObject) -> Reuse {
+    let declared = doc.properties(doc.root);
+    let required: Vec<&str> = doc
+        .root
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let schema_of = |name: &str| {
+        declared
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, property)| *property)
+    };
+    // The value as it fits `name`: as sent, or (when `convert`) as repair converts it.
+    let fitted = |value: &Value, name: &str, convert: bool| -> Option<Value> {
+        match doc.types(schema_of(name)?) {
+            None => Some(value.clone()),
+            Some(types) if types.admits(value) => Some(value.clone()),
+            Some(types) if convert => coerce(value, types, 2).map(|(coerced, _)| coerced),
+            Some(_) => None,
+        }
+    };
+    let mut reusable: Vec<(String, Value)> = Vec::new();
+    let mut moved = Vec::new();
+    for (name, value) in fixed {
+        if let Some(value) = fitted(value, name, true) {
+            reusable.push((name.clone(), value));
+        }
+    }
+    for (name, value) in fixed {
+        if schema_of(name).is_some() {
+            continue;
+        }
+        let free: Vec<&str> = declared
+            .iter()
+            .map(|(known, _)| *known)
+            .filter(|known| {
+                !fixed.contains_key(*known) && !reusable.iter().any(|(r, _)| r == known)
+            })
+            .collect();
+        let mut candidates = nearest(name, free.iter().copied());
+        candidates.extend(free.iter().filter(|known| required.contains(known)));
+        let found = [false, true].into_iter().find_map(|convert| {
+            candidates
+                .iter()
+                .find_map(|target| Some((*target, fitted(value, target, convert)?)))
+        });
+        if let Some((target, value)) = found {
+            reusable.push((target.to_string(), value));
+            moved.push((name.clone(), target.to_string()));
+        }
+    }
+    Reuse {
+        values: reusable,
+        moved,
+    }
 }

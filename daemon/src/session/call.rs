@@ -314,7 +314,13 @@ impl SessionServer {
                 }
                 Checked::Invalid(teaching) => {
                     let failures = self.breaker_do(|b| b.failed(&entry.name, key));
-                    let example = example::example_call(&entry.name, &entry.tool.input_schema);
+                    // The caller's own values where they fit, made-up ones elsewhere.
+                    let arguments = repair::corrected_arguments(
+                        schema,
+                        &teaching,
+                        example::example_arguments(&entry.tool.input_schema),
+                    );
+                    let example = example::call_text(&entry.name, arguments);
                     let mut text = repair::teaching_text(
                         &entry.name,
                         &teaching,

@@ -308,3 +308,76 @@ fn odd_schemas_and_hostile_arguments_break_nothing() {
     assert!(e && text.contains("nested"), "{text}");
     assert_eq!(c.call_text("fx_echo", json!({"text": "ok"})).0, "ok");
 }
+
+/// The example call in a teaching error, parsed: its `arguments`.
+fn corrected_example(text: &str) -> Value {
+    let start = text
+        .find("Corrected example call:\n")
+        .unwrap_or_else(|| panic!("no example in: {text}"))
+        + "Corrected example call:\n".len();
+    let end = text[start..]
+        .find("\n\nInput schema:")
+        .map_or(text.len(), |i| start + i);
+    let call: Value = serde_json::from_str(&text[start..end])
+        .unwrap_or_else(|e| panic!("example is not JSON ({e}): {text}"));
+    call["arguments"].clone()
+}
+
+/// Names a caller made up (`tz` for mcp-server-time's `timezone`, recorded
+/// as published) are all named, and the corrected example carries the
+/// caller's own values under the names the tool declares, so following it
+/// works: the call it shows reaches the child and succeeds.
+#[test]
+fn teaching_names_every_unknown_parameter_and_reuses_the_callers_values() {
+    let d = Daemon::start(&json!({"mcpServers": {"time": replayed("time")}}));
+    d.wait_ready(&["time"]);
+    let mut c = d.legacy_session();
+    let (text, is_error) = c.call_text(
+        "time_get_current_time",
+        json!({"tz": "Europe/Paris", "fmt": "iso"}),
+    );
+    assert!(is_error, "{text}");
+    for needle in [
+        "missing required parameter 'timezone' (string)",
+        "unknown parameter 'tz'",
+        "unknown parameter 'fmt'",
+        "'tz': did you mean timezone?",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let example = corrected_example(&text);
+    assert_eq!(example, json!({"timezone": "Europe/Paris"}), "{text}");
+    let (answer, is_error) = c.call_text("time_get_current_time", example);
+    assert!(!is_error, "the example works: {answer}");
+    assert!(answer.contains("Europe/Paris"), "{answer}");
+
+    // Three made-up names for three required parameters: in order.
+    let (text, is_error) = c.call_text(
+        "time_convert_time",
+        json!({"from": "Europe/Paris", "at": "16:30", "to": "Asia/Tokyo"}),
+    );
+    assert!(is_error, "{text}");
+    for name in ["from", "at", "to"] {
+        assert!(
+            text.contains(&format!("unknown parameter '{name}'")),
+            "{name}: {text}"
+        );
+    }
+    let example = corrected_example(&text);
+    assert_eq!(
+        example,
+        json!({"source_timezone": "Europe/Paris", "time": "16:30", "target_timezone": "Asia/Tokyo"}),
+        "{text}"
+    );
+    let (answer, is_error) = c.call_text("time_convert_time", example);
+    assert!(!is_error && answer.contains("Asia/Tokyo"), "{answer}");
+
+    // A value of no fitting type is not carried over: the example is the
+    // schema's own.
+    let (text, _) = c.call_text("time_get_current_time", json!({"tz": {"name": "x"}}));
+    let example = corrected_example(&text);
+    assert!(
+        example["timezone"].is_string() && example["timezone"] != "x",
+        "{text}"
+    );
+}

@@ -36,7 +36,9 @@ impl Home {
             .env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.config())
             .env_remove("EVO_CONFIG")
-            .env_remove("EVO_SOCKET")
+            // No daemon there (unless a test starts one): never the
+            // machine's own evod.
+            .env("EVO_SOCKET", self.dir.path().join("run/evod.sock"))
             .output()
             .expect("run evoctl");
         outcome(out)
@@ -366,6 +368,305 @@ fn import_adds_new_servers_and_skips_existing_ids_and_evo_itself() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("nothing added"), "{out}");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+}
+
+/// Entries evo cannot serve are written disabled, saying why; with no evod
+/// running, the output says the file is read at the next start.
+#[test]
+fn import_writes_what_evo_cannot_serve_disabled_and_says_why() {
+    let h = Home::new();
+    let source = h.home().join(".config/Code/User/mcp.json");
+    write(
+        &source,
+        &json!({
+            "inputs": [{"id": "gh_token", "type": "promptString", "password": true}],
+            "servers": {
+                "fs": {"type": "stdio", "command": "npx", "args": ["-y", "fs"]},
+                "old": {"type": "sse", "url": "https://example.invalid/sse"},
+                "events": {"url": "https://example.invalid/v1/sse"},
+                "gh": {"type": "http", "url": "https://example.invalid/mcp",
+                       "headers": {"Authorization": "Bearer ${input:gh_token}"}}
+            }
+        })
+        .to_string(),
+    );
+    let j = h.evoctl_json(&["import", source.to_str().unwrap()]);
+    assert_eq!(j["added"], json!(["fs", "old", "events", "gh"]), "{j}");
+    let disabled: Vec<&str> = j["disabled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(disabled, ["old", "events", "gh"], "{j}");
+    assert_eq!(j["evod"]["running"], false, "{j}");
+
+    let config = h.config().join("evo/mcp.config.json");
+    let after = read_json(&config);
+    let servers = &after["mcpServers"];
+    assert_eq!(
+        servers["fs"],
+        json!({"type": "stdio", "command": "npx", "args": ["-y", "fs"]})
+    );
+    for id in ["old", "events", "gh"] {
+        assert_eq!(servers[id]["disabled"], true, "{id}: {after}");
+        let description = servers[id]["description"].as_str().unwrap();
+        assert!(
+            description.starts_with("imported disabled: "),
+            "{id}: {description}"
+        );
+    }
+    assert!(
+        servers["old"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("legacy SSE"),
+        "{after}"
+    );
+    let gh = servers["gh"]["description"].as_str().unwrap();
+    let env_file = h.config().join("evo/env");
+    for needle in [
+        "${input:gh_token}",
+        "VS Code prompt",
+        env_file.to_str().unwrap(),
+        "remove \"disabled\"",
+    ] {
+        assert!(gh.contains(needle), "{needle:?} in {gh}");
+    }
+    // The values are kept as written, for the person to finish.
+    assert_eq!(
+        servers["gh"]["headers"]["Authorization"],
+        "Bearer ${input:gh_token}"
+    );
+
+    // The human output names each one and why, and what happens next.
+    let config_text = std::fs::read_to_string(&config).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    let (code, out, err) = h.evoctl(&["import", source.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("imported disabled: old: evo does not serve legacy SSE servers yet"),
+        "{out}"
+    );
+    assert!(
+        out.contains("imported disabled: gh: ${input:gh_token}"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no evod is running") && out.contains("when it starts"),
+        "{out}"
+    );
+    assert!(!out.contains("picks this up"), "{out}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
+}
+
+/// With evod running, import reloads it and reports, per server, what the
+/// reload did: applied, failed with the loader's error, or disabled (and a
+/// disabled entry's `description` draws no warning).
+#[test]
+fn import_into_a_running_evod_reports_each_server_as_it_applied() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let source = d.dir.path().join("cursor.json");
+    write(
+        &source,
+        &json!({"mcpServers": {
+            "more": fixture_server(&["--name", "more"]),
+            "broken": {"command": "x", "env": {"TOKEN": "${EVO_TEST_SURELY_UNSET}"}},
+            "old": {"type": "sse", "url": "https://example.invalid/sse"}
+        }})
+        .to_string(),
+    );
+    let args = [
+        "import",
+        source.to_str().unwrap(),
+        "--config",
+        d.config.to_str().unwrap(),
+    ];
+    let (code, out, err) = d.ctl(&args);
+    assert_eq!(code, 0, "{err}\n{}", d.log_text());
+    assert!(out.contains("evod reloaded"), "{out}");
+    assert!(out.contains("  more: applied ("), "{out}");
+    assert!(
+        out.contains("  broken: failed: ") && out.contains("EVO_TEST_SURELY_UNSET"),
+        "{out}"
+    );
+    assert!(out.contains("  old: disabled"), "{out}");
+    d.wait_ready(&["fx", "more"]);
+    let status = d.ctl_json(&["status"]);
+    assert_eq!(server(&status, "old").unwrap()["state"], "disabled");
+    assert!(
+        !d.log_text().contains("unknown key 'description'"),
+        "{}",
+        d.log_text()
+    );
+
+    // --json: the same facts, as keys. The reload came from import itself,
+    // so the answer is there at once, not "within a second".
+    std::fs::write(
+        &d.config,
+        serde_json::to_vec_pretty(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap(),
+    )
+    .unwrap();
+    let j = d.ctl_json(&args);
+    let evod = &j["evod"];
+    assert_eq!(evod["running"], true, "{j}");
+    assert_eq!(evod["reloaded"], true, "{j}");
+    let outcome = |id: &str| {
+        evod["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not reported: {j}"))
+            .clone()
+    };
+    assert_eq!(outcome("more")["outcome"], "applied", "{j}");
+    assert_eq!(outcome("broken")["outcome"], "failed", "{j}");
+    assert!(
+        outcome("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("EVO_TEST_SURELY_UNSET"),
+        "{j}"
+    );
+    assert_eq!(outcome("old")["outcome"], "disabled", "{j}");
+
+    // An evod that reads another file is not reloaded, and says so.
+    let other = d.dir.path().join("other.json");
+    let (code, out, _) = d.ctl(&[
+        "import",
+        source.to_str().unwrap(),
+        "--config",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("has not taken these servers") && out.contains(d.config.to_str().unwrap()),
+        "{out}"
+    );
+}
+
+/// `setup --move`: the client's servers go to evo's config and the client
+/// keeps evo, plus what could not move (another server under the id in
+/// evo's config, a server evo cannot serve yet); backups of both files; a
+/// running evod reloads; a second run changes nothing.
+#[test]
+fn setup_move_moves_the_clients_servers_and_keeps_what_cannot_move() {
+    let h = Home::new();
+    let d = Daemon::start(&json!({"mcpServers": {
+        "fx": fixture_server(&[]),
+        "git": {"command": "git-mcp-of-my-own"},
+        // An earlier move that stopped before the client was written.
+        "time": fixture_server(&["--name", "time"])
+    }}));
+    let evo_before = std::fs::read_to_string(&d.config).unwrap();
+    let client = h.home().join(".cursor/mcp.json");
+    let client_before = json!({"mcpServers": {
+        "more": fixture_server(&["--name", "more"]),
+        "git": {"command": "uvx", "args": ["mcp-server-git"]},
+        "time": fixture_server(&["--name", "time"]),
+        "old": {"type": "sse", "url": "https://example.invalid/sse"},
+        "also-evo": {"command": "/opt/evoctl", "args": ["shim"]}
+    }, "theme": "dark"});
+    let client_text = serde_json::to_string_pretty(&client_before).unwrap();
+    write(&client, &client_text);
+    let socket = d.socket.to_str().unwrap();
+    let config = d.config.to_str().unwrap();
+    let args = [
+        "--socket", socket, "setup", "cursor", "--move", "--config", config,
+    ];
+
+    let j = h.evoctl_json(&args);
+    let m = &j["move"];
+    assert_eq!(j["action"], "added", "{j}");
+    assert_eq!(m["moved"], json!(["more", "time"]), "{j}");
+    assert_eq!(m["added"], json!(["more", "old"]), "{j}");
+    let kept: Vec<&str> = m["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(kept, ["git", "old"], "{j}");
+    let why = |id: &str| {
+        m["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id)
+            .unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(why("git").contains("different server \"git\""), "{j}");
+    assert!(why("old").contains("legacy SSE"), "{j}");
+    assert_eq!(j["also_evo"], json!(["also-evo"]), "{j}");
+
+    // The client keeps evo and what did not move, and the rest of its file.
+    let after = read_json(&client);
+    let ids: Vec<&String> = after["mcpServers"].as_object().unwrap().keys().collect();
+    assert_eq!(ids, ["git", "old", "also-evo", "evo"], "{after}");
+    assert_eq!(
+        after["mcpServers"]["git"],
+        client_before["mcpServers"]["git"]
+    );
+    assert_eq!(
+        after["mcpServers"]["old"],
+        client_before["mcpServers"]["old"]
+    );
+    assert_eq!(after["theme"], "dark");
+    assert_eq!(
+        std::fs::read_to_string(client.with_file_name("mcp.json.bak")).unwrap(),
+        client_text
+    );
+    // evo's config has the moved server, the one it cannot serve disabled,
+    // and its own "git" untouched; its previous version is kept.
+    let evo = read_json(&d.config);
+    assert_eq!(
+        evo["mcpServers"]["more"],
+        client_before["mcpServers"]["more"]
+    );
+    assert_eq!(
+        evo["mcpServers"]["git"],
+        json!({"command": "git-mcp-of-my-own"})
+    );
+    assert_eq!(evo["mcpServers"]["old"]["disabled"], true);
+    assert_eq!(
+        std::fs::read_to_string(d.config.with_file_name("mcp.config.json.bak")).unwrap(),
+        evo_before
+    );
+    // The running evod took them.
+    let outcome: Vec<(&str, &str)> = m["evod"]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(outcome, [("more", "applied"), ("old", "disabled")], "{j}");
+    d.wait_ready(&["more"]);
+
+    // Again: nothing to do, nothing written.
+    let client_after = std::fs::read_to_string(&client).unwrap();
+    let evo_after = std::fs::read_to_string(&d.config).unwrap();
+    let (code, out, err) = h.evoctl(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nothing to move"), "{out}");
+    assert!(out.contains("nothing changed"), "{out}");
+    assert!(out.contains("kept in ") && out.contains("git: "), "{out}");
+    assert!(!out.contains("evod reloaded"), "{out}");
+    assert_eq!(std::fs::read_to_string(&client).unwrap(), client_after);
+    assert_eq!(std::fs::read_to_string(&d.config).unwrap(), evo_after);
+    assert_eq!(
+        std::fs::read_to_string(client.with_file_name("mcp.json.bak")).unwrap(),
+        client_text,
+        "the backup is the file before the move"
+    );
+
+    // --print writes nothing, so it does not go with --move.
+    let (code, _, err) = h.evoctl(&["setup", "cursor", "--print", "--move"]);
+    assert_eq!(code, 2, "{err}");
 }
 
 #[test]
