@@ -117,6 +117,9 @@ pub fn render(
             } else {
                 format!("ERROR: {}", s.config.error.as_deref().unwrap_or_default())
             };
+            if let Some(why) = &s.daemon.guard_error {
+                println!("WARNING: {why}");
+            }
             println!("config {}: {cfg}", s.config.path);
             if !s.permissions.ok {
                 println!(

@@ -28,7 +28,7 @@ use process::{ChildProcess, StderrTail};
 
 pub mod io;
 pub mod link;
-mod process;
+pub(crate) mod process;
 
 /// How long a child may take to start, initialise and list its tools (a cold
 /// `npx` or `uvx` start downloads packages first).
