@@ -282,6 +282,55 @@ pub struct ChildTransport {
     /// The server's link: its id names it in warnings, and its progress
     /// routes are followed here.
     link: Arc<crate::child::link::ServerLink>,
+    probe: Probe,
+}
+
+/// rmcp's `server/discover` probe, until the child answers it. rmcp waits
+/// 10 s for the answer, then falls back to `initialize` on the same
+/// connection. A child that was merely slow (a cold `npx`) reads both and
+/// answers both, the probe first, and rmcp took that answer for a wrong
+/// answer to `initialize` and dropped the connection (the child then died of
+/// EPIPE writing its next line, and was restarted, as slow as before). So an
+/// answer to a probe that `initialize` has since replaced is taken off the
+/// stream here.
+#[derive(Default)]
+struct Probe {
+    id: Option<rmcp::model::RequestId>,
+    /// `initialize` was sent while the probe was unanswered.
+    abandoned: bool,
+}
+
+impl Probe {
+    /// Notes a request on its way to the child.
+    fn sent(&mut self, item: &TxJsonRpcMessage<RoleClient>) {
+        let rmcp::model::JsonRpcMessage::Request(request) = item else {
+            return;
+        };
+        match request.request.method() {
+            "server/discover" => {
+                self.id = Some(request.id.clone());
+                self.abandoned = false;
+            }
+            "initialize" if self.id.is_some() => self.abandoned = true,
+            _ => {}
+        }
+    }
+
+    /// Whether `msg` is the late answer to an abandoned probe (to be
+    /// dropped); any answer to the probe ends the watch.
+    fn is_late_answer(&mut self, msg: &RxJsonRpcMessage<RoleClient>) -> bool {
+        let Some(probe) = &self.id else { return false };
+        let answers = match msg {
+            rmcp::model::JsonRpcMessage::Response(r) => &r.id == probe,
+            rmcp::model::JsonRpcMessage::Error(e) => e.id.as_ref() == Some(probe),
+            _ => false,
+        };
+        if !answers {
+            return false;
+        }
+        self.id = None;
+        std::mem::take(&mut self.abandoned)
+    }
 }
 
 impl ChildTransport {
@@ -302,6 +351,7 @@ impl ChildTransport {
                 lines: LineReader::new(BufReader::new(stdout), max_line),
                 calls: calls.clone(),
                 link,
+                probe: Probe::default(),
             },
             calls,
         )
@@ -315,6 +365,7 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.probe.sent(&item);
         let writer = self.calls.writer.clone();
         async move { write_line(&writer, &item, STDIN_CLOSED).await }
     }
@@ -370,6 +421,9 @@ impl Transport<RoleClient> for ChildTransport {
                 return Some(msg);
             }
             match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
+                Ok(msg) if self.probe.is_late_answer(&msg) => {
+                    tracing::info!(server = %self.link.id, "the child answered the server/discover probe after evod had fallen back to initialize; ignoring that answer");
+                }
                 Ok(msg) => return Some(msg),
                 // Children print garbage too (seen in published servers).
                 Err(e) => {
