@@ -133,7 +133,20 @@ fn spawn_guard() -> std::io::Result<(Child, ChildStdin)> {
     }
     let mut child = cmd.spawn()?;
     match child.stdin.take() {
-        Some(pipe) => Ok((child, pipe)),
+        Some(pipe) => {
+            use std::os::fd::AsRawFd;
+            // A write never blocks evod: a full pipe (a guard that stopped
+            // reading) fails the write instead, and the guard is given up.
+            // SAFETY: fcntl on a descriptor we own; it only sets status flags.
+            unsafe {
+                let fd = pipe.as_raw_fd();
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                }
+            }
+            Ok((child, pipe))
+        }
         None => {
             let _ = child.kill();
             let _ = child.wait();
@@ -166,8 +179,9 @@ fn send(line: &str) {
     let State::Running { child, pipe } = &mut *state else {
         return;
     };
-    // A line is far below PIPE_BUF, so it is written whole; the guard reads
-    // as fast as evod spawns, so a full pipe means it is stuck.
+    // A line is far below PIPE_BUF, so it is written whole or not at all;
+    // the guard reads as fast as evod spawns, so a full pipe means it is
+    // stuck.
     if let Err(e) = pipe.write_all(line.as_bytes()) {
         let why = match child.try_wait() {
             Ok(Some(status)) => format!("the guard process exited ({status})"),
