@@ -122,6 +122,9 @@ pub fn render(
                 age(s.daemon.uptime_s),
                 s.daemon.tools
             );
+            if let Some(why) = &s.daemon.guard_error {
+                println!("WARNING: {why}");
+            }
             for line in file_health("config", &s.config, true) {
                 println!("{line}");
             }

@@ -6,7 +6,8 @@
 //! [`breaker`], [`permissions`], [`approvals`]. I/O glue: [`control`] serves
 //! the control socket, [`transport`] frames a session's MCP lines,
 //! [`childio`] is a stdio child's transport, [`watch`] watches the config
-//! files, [`activation`] takes a systemd-passed socket.
+//! files, [`activation`] takes a systemd-passed socket, [`guard`] is the process
+//! that ends the children's process groups if evod is killed.
 
 pub mod activation;
 pub mod approvals;
@@ -20,6 +21,7 @@ pub mod control;
 pub mod disclosure;
 pub mod envfile;
 pub mod example;
+pub mod guard;
 pub mod jsonkeys;
 pub mod lines;
 pub mod names;

@@ -126,6 +126,13 @@ fn init_logging(format: &str) {
 }
 
 fn main() -> std::process::ExitCode {
+    // The guard is this binary run again (see evo_daemon::guard).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == evo_daemon::guard::GUARD_ARG)
+    {
+        return evo_daemon::guard::run();
+    }
     let args = Args::parse();
     // Before any thread starts: it edits the environment.
     #[cfg(unix)]
@@ -138,6 +145,8 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    // Before the first child is spawned, and before threads and sockets.
+    evo_daemon::guard::start();
     // Actors run on the system thread; MCP I/O on one tokio worker. Measured
     // against 2 workers and a single thread for everything (evo-bench, see
     // ARCHITECTURE.md): one worker has the fewest cross-thread wakeups on the
@@ -172,7 +181,10 @@ fn main() -> std::process::ExitCode {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
     }
-    if let Err(e) = system.run() {
+    let ran = system.run();
+    // The children are ended (or evod failed to run): the guard may go.
+    evo_daemon::guard::bye();
+    if let Err(e) = ran {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
     }

@@ -201,6 +201,10 @@ pub struct DaemonInfo {
     pub socket: String,
     pub uptime_s: u64,
     pub tools: usize,
+    /// Why evod has no guard process (it ends the children's process groups
+    /// if evod is killed); `None` while the guard runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard_error: Option<String>,
 }
 
 /// One configured server as `evoctl status` shows it.

@@ -30,7 +30,7 @@ mod gate;
 pub mod io;
 pub mod link;
 mod probe;
-mod process;
+pub(crate) mod process;
 
 pub use gate::StartGate;
 
@@ -444,7 +444,13 @@ impl ChildServer {
         let fut = tokio::time::timeout(self.spec.start_timeout, connect);
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             if !act.phase.is_run(generation) {
-                return; // a stale start: dropping its client closes it
+                // A stale start (dropping its client closes it). Its child
+                // may have exited first, with only an exit status on record:
+                // the handshake's own error says more.
+                if let Ok(Err(e)) = &res {
+                    tracing::info!(server = %act.spec.id, generation, "an ended start had failed: {e}");
+                }
+                return;
             }
             let Ok(res) = res else {
                 return act.start_timed_out(generation, ctx);

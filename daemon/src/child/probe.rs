@@ -90,8 +90,8 @@ where
                 return Some(message);
             }
             if self.is_late_answer(&message) {
-                tracing::debug!(
-                    "dropped a late answer to the server/discover probe (initialize was sent instead)"
+                tracing::info!(
+                    "the child answered the server/discover probe after evod had fallen back to initialize; ignoring that answer"
                 );
                 continue;
             }

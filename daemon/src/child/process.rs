@@ -1,6 +1,7 @@
 //! A stdio child's process: spawned in its own process group, set to die with
-//! the daemon, reaped by a task of its own, and ended the same way on every
-//! path ([`ChildProcess::terminate`]).
+//! the daemon, registered with the [guard](crate::guard), reaped by a task
+//! of its own (which ends the group as soon as its leader exits), and ended
+//! the same way on every path ([`ChildProcess::terminate`]).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -68,8 +69,48 @@ const REAP_WAIT: Duration = Duration::from_secs(5);
 /// [`kill`](Self::kill) do.
 pub struct ChildProcess {
     pid: u32,
+    group: Arc<Group>,
     /// Turns true once the leader has exited and been reaped.
     exited: watch::Receiver<bool>,
+}
+
+/// A child's process group, whose id is its leader's pid. It is signalled
+/// only while the leader is unreaped: until then the id cannot have been
+/// given to another process, after that it may have been. Once the leader
+/// has exited the group is ended (SIGKILL, whatever is left of it) and
+/// forgotten by the guard, still before the leader is reaped.
+struct Group {
+    pgid: u32,
+    ended: Mutex<bool>,
+}
+
+impl Group {
+    fn new(pgid: u32) -> Group {
+        crate::guard::register(pgid);
+        Group {
+            pgid,
+            ended: Mutex::new(false),
+        }
+    }
+
+    /// Sends `signal` to the group unless it has been ended.
+    fn signal(&self, signal: i32) {
+        let ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        if !*ended {
+            signal_group(self.pgid, signal);
+        }
+    }
+
+    /// The leader has exited (and is not yet reaped): SIGKILL to what is
+    /// left of its tree, and the guard is told the group is gone.
+    fn end(&self) {
+        let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        if !*ended {
+            signal_group(self.pgid, libc::SIGKILL);
+            crate::guard::unregister(self.pgid);
+            *ended = true;
+        }
+    }
 }
 
 /// The process and pipes of a freshly spawned stdio child.
@@ -97,12 +138,13 @@ impl ChildProcess {
     /// been reaped. Every stop path ends a child through this.
     pub async fn terminate(self, grace: Duration, server: &str) {
         if !*self.exited.borrow() {
-            signal_group(self.pid, libc::SIGTERM);
+            self.group.signal(libc::SIGTERM);
             if !self.exits_within(grace).await {
                 tracing::warn!(server = %server, pid = self.pid, "child ignored SIGTERM for {} ms; killing its process group", grace.as_millis());
             }
         }
-        signal_group(self.pid, libc::SIGKILL);
+        // A leader that exited had its group killed before it was reaped.
+        self.group.signal(libc::SIGKILL);
         if !self.exits_within(REAP_WAIT).await {
             tracing::warn!(server = %server, pid = self.pid, "child was sent SIGKILL but has not exited yet");
         }
@@ -111,7 +153,7 @@ impl ChildProcess {
     /// Ends the tree at once (the child crashed or broke its connection:
     /// nothing to be graceful with).
     pub fn kill(self) {
-        signal_group(self.pid, libc::SIGKILL);
+        self.group.signal(libc::SIGKILL);
     }
 }
 
@@ -149,10 +191,11 @@ pub fn spawn(
         #[cfg(target_os = "linux")]
         {
             // SAFETY: getpid is async-signal-safe; the hook below only calls
-            // prctl, getppid and _exit, which are too.
+            // close_range or fcntl, prctl, getppid and _exit, which are too.
             let daemon_pid = unsafe { libc::getpid() };
             unsafe {
                 cmd.pre_exec(move || {
+                    stdio_only_after_exec();
                     // Die with the daemon, even when it is SIGKILLed.
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                         return Err(std::io::Error::last_os_error());
@@ -182,23 +225,35 @@ pub fn spawn(
         tail.clear();
         log_stderr(spec.id.clone(), stderr, tail.clone());
     }
+    let group = Arc::new(Group::new(pid));
     let (tx, exited) = watch::channel(false);
-    reap(child, tx, on_exit);
+    reap(child, group.clone(), tx, on_exit);
     Ok(Spawned {
-        process: ChildProcess { pid, exited },
+        process: ChildProcess { pid, group, exited },
         stdin,
         stdout,
     })
 }
 
-/// Waits for the child's exit, then says so.
+/// Waits for the leader's exit, ends its group (whichever way the leader
+/// went: a crash, a signal, EOF, nothing of its tree outlives it), reaps it,
+/// then says so.
 fn reap(
     mut child: tokio::process::Child,
+    group: Arc<Group>,
     exited: watch::Sender<bool>,
     on_exit: impl FnOnce(String) + Send + 'static,
 ) {
     tokio::spawn(async move {
+        let unreaped = leader_exited(group.pgid).await;
+        if unreaped {
+            group.end();
+        }
         let status = child.wait().await;
+        if !unreaped {
+            // No pidfd: the id was free for a moment before this SIGKILL.
+            group.end();
+        }
         let _ = exited.send(true);
         on_exit(match status {
             Ok(s) => describe_exit(s),
@@ -270,6 +325,86 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrT
         }
         report(dropped);
     });
+}
+
+/// Highest descriptor marked close-on-exec one by one where close_range
+/// cannot do it (kernels before 5.11, other Unixes).
+const FD_SWEEP_LIMIT: i32 = 4096;
+
+/// For a `pre_exec` hook: marks every descriptor above stderr close-on-exec,
+/// so the new program starts with its stdio and nothing else. evod opens its
+/// own descriptors close-on-exec, but it may have inherited some that are
+/// not from whoever started it (a terminal's, a test runner's pipes), and
+/// those would reach every child and the guard. Only async-signal-safe
+/// calls.
+#[cfg(unix)]
+pub(crate) fn stdio_only_after_exec() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on
+        // descriptors; it touches no memory of ours.
+        let marked = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_long,
+                libc::c_long::from(u32::MAX),
+                libc::c_long::from(libc::CLOSE_RANGE_CLOEXEC),
+            )
+        };
+        if marked == 0 {
+            return;
+        }
+    }
+    for fd in 3..FD_SWEEP_LIMIT {
+        // SAFETY: fcntl F_SETFD only sets the descriptor's flags; on a
+        // descriptor that is not open it fails with EBADF.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Waits until the leader `pid` has exited without reaping it (a pidfd turns
+/// readable then). False when that cannot be watched (no pidfd: an old
+/// kernel, not Linux); the caller then learns of the exit by reaping.
+#[cfg(target_os = "linux")]
+async fn leader_exited(pid: u32) -> bool {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // (or -1); it touches no memory of ours.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_open,
+            libc::c_long::from(pid),
+            0 as libc::c_long,
+        )
+    };
+    let Ok(fd) = i32::try_from(fd) else {
+        return false;
+    };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: pidfd_open just returned this descriptor; nothing else owns it.
+    // Like every descriptor evod opens it is close-on-exec (pidfds are).
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the OwnedFd is moved into the AsyncFd, which alone owns it
+    // until it is dropped: the descriptor stays open and the same.
+    let registered = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    };
+    let Ok(fd) = registered else {
+        return false;
+    };
+    fd.readable().await.is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn leader_exited(_pid: u32) -> bool {
+    false
 }
 
 #[cfg(unix)]

@@ -151,6 +151,7 @@ impl Supervisor {
             socket: self.opts.socket_path.display().to_string(),
             uptime_s: self.started.elapsed().as_secs(),
             tools: snapshot.tools.len(),
+            guard_error: crate::guard::problem(),
         };
         Box::pin(async move {
             let cat = catalog.send(CatalogStatus).await.unwrap_or_default();

@@ -147,7 +147,8 @@ fn invalid_calls_teach_and_repeated_failures_are_refused() {
 
 #[test]
 fn a_missing_session_id_is_filled_and_the_result_says_so() {
-    let s = setup(json!({}));
+    // Results up to 4 MiB pass whole (the 3 MiB echo below).
+    let s = setup(json!({"limits": {"max_result_bytes": 4 << 20}}));
     let mut c = s.d.legacy_session();
     let r = c.call("fx_whoami", json!({}));
     let sessions = s.d.ctl_json(&["sessions"]);

@@ -471,3 +471,44 @@ fn child_logs_reach_sessions_that_asked() {
         "a session that did not ask gets no logs"
     );
 }
+
+/// A child that answers nothing for longer than rmcp's `server/discover`
+/// probe waits (10 s; a cold `npx` on a busy machine) gets `initialize`
+/// after the probe; it then answers both, the probe first. That late answer
+/// must not fail the start: evod used to drop the connection on it, the
+/// child died writing its next line (`write EPIPE` from npx servers) and
+/// was restarted. Both eras: a legacy server answers the probe with an
+/// error, a 2026-07-28 one with a result.
+#[test]
+fn a_child_slower_than_the_discover_probe_starts_on_its_first_try() {
+    let dir = TempDir::new("slowprobe");
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        json!([{"name": "one", "inputSchema": {"type": "object"}}]).to_string(),
+    )
+    .unwrap();
+    let script = repo_root().join("tests/fixtures/raw_server.py");
+    let d = Daemon::start(&json!({"mcpServers": {
+        "legacy": {
+            "command": "sh",
+            "args": ["-c", "sleep 11; exec python3 \"$0\" \"$1\"",
+                     script.to_string_lossy(), tools.to_string_lossy()],
+        },
+        "modern": fixture_server(&["--delay-start-ms", "11000"]),
+    }}));
+    let s = d.wait_ready(&["legacy", "modern"]);
+    for id in ["legacy", "modern"] {
+        let v = server(&s, id).unwrap();
+        assert_eq!(
+            v["restarts"],
+            0,
+            "{id} was restarted: {v}\nlog:\n{}",
+            d.log_text()
+        );
+    }
+    assert!(!d.log_text().contains("child is down"), "{}", d.log_text());
+    let mut c = d.legacy_session();
+    assert_eq!(c.call_text("legacy_one", json!({})).0, "one");
+    assert_eq!(c.call_text("modern_echo", json!({"text": "hi"})).0, "hi");
+}
