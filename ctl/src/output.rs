@@ -193,6 +193,17 @@ pub fn render(
                     names.join(", ")
                 );
             }
+            if !s.annotations_relied_on.is_empty() {
+                let relied: Vec<String> = s
+                    .annotations_relied_on
+                    .iter()
+                    .map(|r| format!("{} ({}: {} tools)", r.server, r.rule, r.tools))
+                    .collect();
+                println!(
+                    "\npermissions rely on these servers' own annotations (their claims, unchecked): {}",
+                    relied.join(", ")
+                );
+            }
             // The child's own words about a failure, where the cause is.
             for v in s.servers.iter().filter(|v| !v.stderr_tail.is_empty()) {
                 println!("\n{} ({}), last lines of its stderr:", v.id, v.state);

@@ -24,6 +24,9 @@
 //! - Patterns are exposed tool names, optionally with `*` (any run, possibly empty) and `?`
 //!   (one character). Within one map the most specific pattern wins: an exact name beats any
 //!   glob; among globs, more literal characters win; a tie goes to the one written first.
+//! - Annotation keys `@destructive`, `@read_only`, `@idempotent` and `@open_world` match tools
+//!   by what their annotations claim ([`Hints`]), below exact names and globs in specificity;
+//!   among them the first written wins. Annotations are the server's own, untrusted word.
 //! - Permissions are `allow`, `deny` or `require_approval`, in any letter case.
 //! - Fatal ([`PermissionsError`]): unreadable file, invalid YAML (with line and column), an
 //!   invalid pattern, an unknown permission, or an active role (`active_role` or `EVO_ROLE`) that
@@ -110,6 +113,101 @@ impl<'de> Deserialize<'de> for Permission {
 pub struct Decision {
     pub permission: Permission,
     pub source: String,
+    /// The annotation rule that decided it (`@read_only`), if one did: the
+    /// server's own claim was relied on.
+    pub annotation: Option<Annotation>,
+}
+
+/// What a tool's annotations claim about it, with the MCP defaults for
+/// absent hints: not read-only, destructive, not idempotent, open world.
+/// `destructiveHint` and `idempotentHint` mean something only for a tool
+/// that is not read-only: a read-only tool is neither destructive nor
+/// anything but idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+impl Default for Hints {
+    /// A tool that says nothing about itself.
+    fn default() -> Self {
+        Hints::of(None, None, None, None)
+    }
+}
+
+impl Hints {
+    /// From the four hints as a tool gives them.
+    pub fn of(
+        read_only: Option<bool>,
+        destructive: Option<bool>,
+        idempotent: Option<bool>,
+        open_world: Option<bool>,
+    ) -> Hints {
+        let read_only = read_only.unwrap_or(false);
+        Hints {
+            read_only,
+            destructive: !read_only && destructive.unwrap_or(true),
+            idempotent: read_only || idempotent.unwrap_or(false),
+            open_world: open_world.unwrap_or(true),
+        }
+    }
+
+    /// From an rmcp tool's annotations.
+    pub fn of_tool(tool: &rmcp::model::Tool) -> Hints {
+        match &tool.annotations {
+            None => Hints::default(),
+            Some(a) => Hints::of(
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint,
+            ),
+        }
+    }
+
+    fn claims(self, annotation: Annotation) -> bool {
+        match annotation {
+            Annotation::Destructive => self.destructive,
+            Annotation::ReadOnly => self.read_only,
+            Annotation::Idempotent => self.idempotent,
+            Annotation::OpenWorld => self.open_world,
+        }
+    }
+}
+
+/// A rule key that matches by annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Annotation {
+    Destructive,
+    ReadOnly,
+    Idempotent,
+    OpenWorld,
+}
+
+impl Annotation {
+    const ALL: [Annotation; 4] = [
+        Annotation::Destructive,
+        Annotation::ReadOnly,
+        Annotation::Idempotent,
+        Annotation::OpenWorld,
+    ];
+
+    /// Its key in `permissions.yml`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Annotation::Destructive => "@destructive",
+            Annotation::ReadOnly => "@read_only",
+            Annotation::Idempotent => "@idempotent",
+            Annotation::OpenWorld => "@open_world",
+        }
+    }
+
+    fn parse(key: &str) -> Option<Annotation> {
+        Annotation::ALL.into_iter().find(|a| a.key() == key)
+    }
 }
 
 /// The permission settings that come from the environment rather than the file.
@@ -336,70 +434,81 @@ impl Permissions {
     /// The decision for a tool that also answers to a former name (`also`):
     /// the stricter of the two (deny over approval over allow), so a rule
     /// written for either name holds; `tool`'s decides a tie.
-    pub fn decide_either(&self, tool: &str, also: Option<&str>) -> Decision {
+    pub fn decide_either(&self, tool: &str, also: Option<&str>, hints: Hints) -> Decision {
         let strictness = |p: Permission| match p {
             Permission::Allow => 0,
             Permission::RequireApproval => 1,
             Permission::Deny => 2,
         };
-        let decision = self.decide(tool);
-        match also.map(|name| self.decide(name)) {
+        let decision = self.decide_with(tool, hints);
+        match also.map(|name| self.decide_with(name, hints)) {
             Some(other) if strictness(other.permission) > strictness(decision.permission) => other,
             _ => decision,
         }
     }
 
-    /// Decides the permission of the tool exposed as `tool`.
+    /// Decides the permission of the tool exposed as `tool`, for a tool
+    /// that says nothing about itself (see [`Permissions::decide_with`]).
     pub fn decide(&self, tool: &str) -> Decision {
+        self.decide_with(tool, Hints::default())
+    }
+
+    /// Decides the permission of the tool exposed as `tool` whose
+    /// annotations claim `hints`.
+    pub fn decide_with(&self, tool: &str, hints: Hints) -> Decision {
         if let Some(reason) = &self.unusable {
             return Decision {
                 permission: Permission::Deny,
                 source: reason.clone(),
+                annotation: None,
             };
         }
         if let Some(role) = &self.role
-            && let Some((pattern, permission)) = role.overrides.lookup(tool)
+            && let Some(found) = role.overrides.lookup(tool, hints)
         {
             return Decision {
-                permission,
-                source: format!("role '{}' override '{pattern}'", role.name),
+                permission: found.permission,
+                source: format!("role '{}' override '{}'", role.name, found.pattern),
+                annotation: found.annotation,
             };
         }
-        if let Some((pattern, permission)) = self.rules.lookup(tool) {
+        if let Some(found) = self.rules.lookup(tool, hints) {
             return Decision {
-                permission,
-                source: format!("rule '{pattern}'"),
+                permission: found.permission,
+                source: format!("rule '{}'", found.pattern),
+                annotation: found.annotation,
             };
         }
+        let (permission, source) = self.default_decision();
+        Decision {
+            permission,
+            source,
+            annotation: None,
+        }
+    }
+
+    /// What no pattern decided: the role's default, or the file's.
+    fn default_decision(&self) -> (Permission, String) {
         match &self.role {
             Some(ActiveRole {
                 name,
                 default: Some(permission),
                 ..
-            }) => Decision {
-                permission: *permission,
-                source: format!("role '{name}' default"),
-            },
-            Some(ActiveRole { name, .. }) if self.default_deny => Decision {
-                permission: Permission::Deny,
-                source: format!("role '{name}' has no default_permission; EVO_DEFAULT_DENY"),
-            },
-            Some(ActiveRole { name, .. }) => Decision {
-                permission: Permission::Allow,
-                source: format!("role '{name}' default (unset: allow)"),
-            },
-            None if self.default_deny => Decision {
-                permission: Permission::Deny,
-                source: "EVO_DEFAULT_DENY".to_owned(),
-            },
-            None if self.from_file => Decision {
-                permission: Permission::Allow,
-                source: "default (no matching rule)".to_owned(),
-            },
-            None => Decision {
-                permission: Permission::Allow,
-                source: "default (no permissions file)".to_owned(),
-            },
+            }) => (*permission, format!("role '{name}' default")),
+            Some(ActiveRole { name, .. }) if self.default_deny => (
+                Permission::Deny,
+                format!("role '{name}' has no default_permission; EVO_DEFAULT_DENY"),
+            ),
+            Some(ActiveRole { name, .. }) => (
+                Permission::Allow,
+                format!("role '{name}' default (unset: allow)"),
+            ),
+            None if self.default_deny => (Permission::Deny, "EVO_DEFAULT_DENY".to_owned()),
+            None if self.from_file => (Permission::Allow, "default (no matching rule)".to_owned()),
+            None => (
+                Permission::Allow,
+                "default (no permissions file)".to_owned(),
+            ),
         }
     }
 
@@ -460,12 +569,21 @@ fn one_line(text: &str) -> String {
 }
 
 /// One map of patterns to permissions (`rules`, or a role's `overrides`), ready for lookups:
-/// exact names hashed, globs in the order they are tried.
+/// exact names hashed, globs in the order they are tried, then annotation keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct PatternMap {
     exact: HashMap<String, Permission>,
     /// Most literal characters first; ties keep file order (the sort is stable).
     globs: Vec<Glob>,
+    /// `@read_only` and the like, in file order.
+    annotations: Vec<(Annotation, Permission)>,
+}
+
+/// The pattern that decided, and how.
+struct Found<'a> {
+    pattern: &'a str,
+    permission: Permission,
+    annotation: Option<Annotation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -485,6 +603,20 @@ impl PatternMap {
         for (pattern, value) in entries {
             let line = pattern.referenced.line();
             let pattern = pattern.value.as_str();
+            if let Some(key) = pattern.strip_prefix('@') {
+                let Some(annotation) = Annotation::parse(pattern) else {
+                    let known: Vec<&str> = Annotation::ALL.iter().map(|a| a.key()).collect();
+                    return Err(format!(
+                        "{context}: unknown annotation key '@{key}' at line {line}; the annotation keys are {}",
+                        known.join(", ")
+                    ));
+                };
+                let permission = parse_permission(&format!("{context}: '{pattern}'"), value)?;
+                if !map.annotations.iter().any(|(a, _)| *a == annotation) {
+                    map.annotations.push((annotation, permission));
+                }
+                continue;
+            }
             if let Err(problem) = check_pattern(pattern) {
                 return Err(format!(
                     "{context}: invalid pattern '{pattern}' at line {line}: {problem}"
@@ -506,15 +638,34 @@ impl PatternMap {
         Ok(map)
     }
 
-    /// The winning pattern for `tool` and its permission.
-    fn lookup<'a>(&'a self, tool: &'a str) -> Option<(&'a str, Permission)> {
+    /// The winning pattern for `tool` (whose annotations claim `hints`).
+    fn lookup<'a>(&'a self, tool: &'a str, hints: Hints) -> Option<Found<'a>> {
         if let Some(&permission) = self.exact.get(tool) {
-            return Some((tool, permission));
+            return Some(Found {
+                pattern: tool,
+                permission,
+                annotation: None,
+            });
         }
-        self.globs
+        if let Some(glob) = self
+            .globs
             .iter()
             .find(|glob| glob_matches(&glob.pattern, tool))
-            .map(|glob| (glob.pattern.as_str(), glob.permission))
+        {
+            return Some(Found {
+                pattern: &glob.pattern,
+                permission: glob.permission,
+                annotation: None,
+            });
+        }
+        self.annotations
+            .iter()
+            .find(|(a, _)| hints.claims(*a))
+            .map(|&(annotation, permission)| Found {
+                pattern: annotation.key(),
+                permission,
+                annotation: Some(annotation),
+            })
     }
 }
 
@@ -737,7 +888,10 @@ mod tests {
             &PermissionEnv::default(),
         )
         .unwrap();
-        let either = |tool, also| p.decide_either(tool, Some(also)).permission;
+        let either = |tool, also| {
+            p.decide_either(tool, Some(also), Hints::default())
+                .permission
+        };
         assert_eq!(either("git_push", "git_git_push"), Permission::Deny);
         assert_eq!(
             either("git_log", "git_git_log"),
@@ -750,7 +904,8 @@ mod tests {
         );
         assert_eq!(either("git_diff", "git_git_diff"), Permission::Allow);
         assert_eq!(
-            p.decide_either("git_push", None).permission,
+            p.decide_either("git_push", None, Hints::default())
+                .permission,
             Permission::Allow
         );
     }
@@ -763,7 +918,72 @@ mod tests {
         Decision {
             permission,
             source: source.to_owned(),
+            annotation: None,
         }
+    }
+
+    #[test]
+    fn absent_hints_take_the_mcp_defaults() {
+        let silent = Hints::default();
+        assert!(!silent.read_only && silent.destructive && !silent.idempotent && silent.open_world);
+        // A read-only tool is neither destructive nor anything but idempotent,
+        // whatever its other hints say.
+        let reader = Hints::of(Some(true), Some(true), Some(false), Some(false));
+        assert!(reader.read_only && !reader.destructive && reader.idempotent && !reader.open_world);
+        let careful = Hints::of(Some(false), Some(false), Some(true), None);
+        assert!(!careful.destructive && careful.idempotent && careful.open_world);
+    }
+
+    #[test]
+    fn annotation_rules_rank_below_names_and_globs() {
+        let p = parse(
+            "roles:\n  agent:\n    default_permission: deny\n    overrides:\n      \"@read_only\": allow\n      fs_read_secret: deny\nactive_role: agent\nrules:\n  \"@destructive\": require_approval\n  \"@open_world\": deny\n  \"fs_*\": allow\n",
+            &PermissionEnv::default(),
+        )
+        .unwrap();
+        let reader = Hints::of(Some(true), None, None, Some(false));
+        let writer = Hints::of(Some(false), Some(true), None, Some(false));
+        let silent = Hints::default();
+        let d = p.decide_with("web_fetch", reader);
+        assert_eq!(
+            (d.permission, d.source.as_str(), d.annotation),
+            (
+                Allow,
+                "role 'agent' override '@read_only'",
+                Some(Annotation::ReadOnly)
+            )
+        );
+        // An exact name beats the annotation, in the same map.
+        assert_eq!(p.decide_with("fs_read_secret", reader).permission, Deny);
+        // The role's overrides come first, then rules: a glob beats an
+        // annotation there too.
+        let d = p.decide_with("fs_write", writer);
+        assert_eq!((d.permission, d.annotation), (Allow, None), "{d:?}");
+        let d = p.decide_with("db_drop", writer);
+        assert_eq!(
+            (d.permission, d.source.as_str()),
+            (RequireApproval, "rule '@destructive'")
+        );
+        // A tool that says nothing is treated as destructive; the first
+        // matching annotation key in file order decides.
+        assert_eq!(p.decide_with("x_run", silent).permission, RequireApproval);
+        let open = Hints::of(Some(false), Some(false), None, Some(true));
+        assert_eq!(p.decide_with("x_search", open).permission, Deny);
+    }
+
+    #[test]
+    fn unknown_annotation_keys_are_refused_naming_the_known_ones() {
+        let err = parse(
+            "rules:\n  \"@dangerous\": deny\n",
+            &PermissionEnv::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("unknown annotation key '@dangerous' at line 2")
+                && err.contains("@destructive, @read_only, @idempotent, @open_world"),
+            "{err}"
+        );
     }
 
     use Permission::{Allow, Deny, RequireApproval};

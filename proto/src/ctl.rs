@@ -175,6 +175,9 @@ pub struct StatusReport {
     /// (`git_log`, not `git_git_log`; the doubled form still routes).
     #[serde(default)]
     pub shortened: Vec<Shortened>,
+    /// Servers whose annotations a permissions rule relies on.
+    #[serde(default)]
+    pub annotations_relied_on: Vec<AnnotationReliance>,
 }
 
 /// A session as messages name it: `s3 (dave)` when it has a name, else `s3`.
@@ -470,6 +473,23 @@ pub struct ToolLine {
     pub score: Option<f64>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hot: bool,
+    /// `evoctl list`: its effective permission (`allow`,
+    /// `require_approval`) and the rule that decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
+/// A permissions rule that decides by a server's annotations (its own
+/// claims about its tools, which evo cannot check), and how many of that
+/// server's tools it decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnnotationReliance {
+    pub server: String,
+    /// `@read_only`, `@destructive`, `@idempotent` or `@open_world`.
+    pub rule: String,
+    pub tools: usize,
 }
 
 /// `evoctl list --json`.

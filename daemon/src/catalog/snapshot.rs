@@ -9,6 +9,7 @@ use rmcp::model::Tool;
 use crate::child::link::ServerLink;
 use crate::config::ServerSpec;
 use crate::names;
+use crate::permissions::Permission;
 use crate::schema;
 
 /// One proxied tool as the catalog exposes it.
@@ -55,6 +56,11 @@ pub struct Snapshot {
     pub denied: HashMap<String, String>,
     /// Tools each call of which a person approves, with the rule.
     pub needs_approval: HashMap<String, String>,
+    /// Each listed tool's permission and the rule that decided it.
+    pub decided: HashMap<String, (Permission, String)>,
+    /// Rules that decided by a server's annotations (its own, untrusted
+    /// claims): per server and rule, how many tools.
+    pub relied_on: Vec<evo_proto::ctl::AnnotationReliance>,
     /// Servers that have listed no tools yet: while one is still starting,
     /// a call naming a tool evo does not know waits for it.
     pub unlisted: Vec<Arc<ServerLink>>,
@@ -148,6 +154,8 @@ impl Snapshot {
         use crate::permissions::Permission;
         let mut denied = HashMap::new();
         let mut needs_approval = HashMap::new();
+        let mut decided = HashMap::new();
+        let mut relied_on: Vec<evo_proto::ctl::AnnotationReliance> = Vec::new();
         let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut also: HashMap<String, usize> = HashMap::new();
@@ -176,7 +184,22 @@ impl Snapshot {
                 // Resolved once per snapshot, never per call. A rule written
                 // for the doubled name still applies (the stricter wins), so
                 // a shortened name never loosens a permissions file.
-                let decision = permissions.decide_either(&entry.name, entry.also.as_deref());
+                let hints = crate::permissions::Hints::of_tool(&entry.tool);
+                let decision = permissions.decide_either(&entry.name, entry.also.as_deref(), hints);
+                if let Some(annotation) = decision.annotation {
+                    let (server, rule) = (&entry.server.id, annotation.key());
+                    match relied_on
+                        .iter_mut()
+                        .find(|r| &r.server == server && r.rule == rule)
+                    {
+                        Some(r) => r.tools += 1,
+                        None => relied_on.push(evo_proto::ctl::AnnotationReliance {
+                            server: server.clone(),
+                            rule: rule.to_string(),
+                            tools: 1,
+                        }),
+                    }
+                }
                 match decision.permission {
                     Permission::Deny => {
                         if let Some(doubled) = &entry.also {
@@ -186,10 +209,11 @@ impl Snapshot {
                         continue;
                     }
                     Permission::RequireApproval => {
-                        needs_approval.insert(entry.name.clone(), decision.source);
+                        needs_approval.insert(entry.name.clone(), decision.source.clone());
                     }
                     Permission::Allow => {}
                 }
+                decided.insert(entry.name.clone(), (decision.permission, decision.source));
                 index.insert(entry.name.clone(), tools.len());
                 if let Some(doubled) = &entry.also {
                     also.insert(doubled.clone(), tools.len());
@@ -228,6 +252,8 @@ impl Snapshot {
             capabilities,
             denied,
             needs_approval,
+            decided,
+            relied_on,
             unlisted,
         }
     }

@@ -246,6 +246,24 @@ fn repaired_tool_list(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<Role
                 changed = true;
             }
         }
+        // Hints are booleans; one of another type (seen: "yes") is no
+        // claim at all, and the MCP default applies.
+        if let Some(annotations) = tool.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.retain(|field, value| {
+                let wrong = match field.as_str() {
+                    "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint" => {
+                        !value.is_boolean()
+                    }
+                    "title" => !value.is_string(),
+                    _ => false,
+                };
+                if wrong {
+                    tracing::warn!(server, tool = %name, field = %field, "annotation of the wrong type ignored (the MCP default applies)");
+                    changed = true;
+                }
+                !wrong
+            });
+        }
         for field in ["title", "description"] {
             if tool.get(field).is_some_and(|v| !v.is_string()) {
                 tracing::warn!(server, tool = %name, field, "not a string; dropped");

@@ -230,6 +230,7 @@ impl Supervisor {
                         })
                     })
                     .collect(),
+                annotations_relied_on: snapshot.relied_on.clone(),
             }))
         })
     }
@@ -290,15 +291,12 @@ impl Supervisor {
 
     fn list(&self, session: Option<String>, all: bool) -> ResponseFuture<CtlReply> {
         let snapshot = self.snapshot.load_full();
-        let line = |e: &crate::catalog::snapshot::ToolEntry| ctl::ToolLine {
-            name: e.name.clone(),
-            summary: e.summary.clone(),
-            domain: e.domain.clone(),
-            score: None,
-            hot: e.hot,
-        };
         if all {
-            let tools = snapshot.tools.iter().map(|e| line(e)).collect();
+            let tools = snapshot
+                .tools
+                .iter()
+                .map(|e| tool_line(&snapshot, e))
+                .collect();
             return Box::pin(async move {
                 CtlReply::data(Reply::Tools(ctl::ToolList {
                     session: None,
@@ -325,12 +323,15 @@ impl Supervisor {
                     name: t.name.to_string(),
                     summary: crate::schema::summary(t.description.as_deref()),
                     domain: "evo".into(),
-                    score: None,
                     hot: true,
+                    permission: Some("allow".into()),
+                    rule: Some("native tool".into()),
+                    ..Default::default()
                 })
                 .collect();
             tools.extend(
-                session::visible_entries(&snapshot, info.mode, &activated).map(|e| line(e)),
+                session::visible_entries(&snapshot, info.mode, &activated)
+                    .map(|e| tool_line(&snapshot, e)),
             );
             CtlReply::data(Reply::Tools(ctl::ToolList {
                 session: Some(target.id),
@@ -338,6 +339,24 @@ impl Supervisor {
                 tools,
             }))
         })
+    }
+}
+
+/// A listed tool as `evoctl list` shows it, with its permission and the
+/// rule that decided it.
+fn tool_line(
+    snapshot: &crate::catalog::snapshot::Snapshot,
+    e: &crate::catalog::snapshot::ToolEntry,
+) -> ctl::ToolLine {
+    let decision = snapshot.decided.get(&e.name);
+    ctl::ToolLine {
+        name: e.name.clone(),
+        summary: e.summary.clone(),
+        domain: e.domain.clone(),
+        hot: e.hot,
+        permission: decision.map(|(p, _)| p.as_str().to_string()),
+        rule: decision.map(|(_, rule)| rule.clone()),
+        ..Default::default()
     }
 }
 
@@ -372,6 +391,7 @@ impl Handler<Ctl> for Supervisor {
                             domain: h.entry.domain.clone(),
                             score: Some((h.score as f64 * 100.0).round() / 100.0),
                             hot: h.entry.hot,
+                            ..Default::default()
                         })
                         .collect(),
                     reason: outcome.reason,

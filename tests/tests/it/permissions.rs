@@ -245,3 +245,110 @@ fn held_calls_pass_once_after_evoctl_approve() {
     assert_eq!((code, out.trim()), (0, "no calls waiting for approval"));
     assert_eq!(d.ctl_json(&["approvals"]), json!({"approvals": []}));
 }
+
+#[test]
+fn rules_by_annotation_follow_what_each_tool_claims() {
+    let dir = TempDir::new("annot");
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        json!([
+            {"name": "reader", "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": true}},
+            {"name": "writer", "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": false, "destructiveHint": true}},
+            {"name": "silent", "inputSchema": {"type": "object"}},
+            {"name": "careful", "inputSchema": {"type": "object"},
+             "annotations": {"destructiveHint": false, "title": "Careful"}},
+            {"name": "liar", "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": "yes"}}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/raw_server.py");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"raw": {
+            "command": "python3",
+            "args": [script.to_string_lossy(), tools.to_string_lossy()]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("permissions.yml"),
+        "active_role: agent\nroles:\n  agent:\n    default_permission: deny\n    overrides:\n      \"@read_only\": allow\n      \"@destructive\": require_approval\n",
+    )
+    .unwrap();
+    let d = Daemon::start_raw(dir, cfg, &[], &[]);
+    d.wait_ready(&["raw"]);
+
+    let listed = d.ctl_json(&["list", "--all"]);
+    let of = |name: &str| {
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| (t["permission"].clone(), t["rule"].clone()))
+    };
+    let rule = |r: &str| json!(format!("role 'agent' override '{r}'"));
+    assert_eq!(of("raw_reader"), Some((json!("allow"), rule("@read_only"))));
+    assert_eq!(
+        of("raw_writer"),
+        Some((json!("require_approval"), rule("@destructive")))
+    );
+    // Saying nothing counts as destructive; so does a hint of the wrong
+    // type, which is ignored with a warning.
+    assert_eq!(
+        of("raw_silent"),
+        Some((json!("require_approval"), rule("@destructive")))
+    );
+    assert_eq!(
+        of("raw_liar"),
+        Some((json!("require_approval"), rule("@destructive")))
+    );
+    // Claims neither: the role's default denies it, so it is not listed.
+    assert_eq!(of("raw_careful"), None, "{listed}");
+    assert!(
+        d.log_text()
+            .contains("annotation of the wrong type ignored"),
+        "{}",
+        d.log_text()
+    );
+
+    // Status names the servers whose own claims the rules rely on.
+    let s = d.ctl_json(&["status"]);
+    let relied = s["annotations_relied_on"].as_array().unwrap();
+    assert!(
+        relied.contains(&json!({"server": "raw", "rule": "@read_only", "tools": 1}))
+            && relied.contains(&json!({"server": "raw", "rule": "@destructive", "tools": 3})),
+        "{s}"
+    );
+    let (_, out, _) = d.ctl(&["status"]);
+    assert!(out.contains("raw (@destructive: 3 tools)"), "{out}");
+
+    // Through a session: the reader runs, the writer waits for a person,
+    // the careful one is refused.
+    let mut c = d.legacy_session();
+    assert_eq!(
+        c.call_text("raw_reader", json!({})),
+        ("reader".to_string(), false)
+    );
+    let (text, e) = c.call_text("raw_writer", json!({}));
+    assert!(e && text.contains("evoctl approve "), "{text}");
+    let id = approval_id(&text);
+    let (code, out, err) = d.ctl(&["approve", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        c.call_text("raw_writer", json!({})),
+        ("writer".to_string(), false)
+    );
+    let (text, e) = c.call_text("raw_careful", json!({}));
+    assert!(
+        e && text.contains("denied") && text.contains("role 'agent' default"),
+        "{text}"
+    );
+}
