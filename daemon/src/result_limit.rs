@@ -21,19 +21,31 @@ const NOTE_ROOM: usize = 600;
 
 /// The serialized size of `value` in bytes, without building the text.
 pub fn json_size(value: &impl serde::Serialize) -> usize {
-    struct Count(usize);
+    json_size_within(value, usize::MAX).unwrap_or(usize::MAX)
+}
+
+/// The serialized size of `value` if it is at most `cap` bytes; `None`
+/// (found out after at most `cap` bytes of work) if it is larger.
+pub fn json_size_within(value: &impl serde::Serialize, cap: usize) -> Option<usize> {
+    struct Count {
+        n: usize,
+        cap: usize,
+    }
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
+            self.n += buf.len();
+            if self.n > self.cap {
+                return Err(std::io::Error::other("over the cap"));
+            }
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    let mut count = Count { n: 0, cap };
+    serde_json::to_writer(&mut count, value).ok()?;
+    Some(count.n)
 }
 
 /// `result` within `limit` bytes. `size` is its size as the child sent it,
@@ -45,10 +57,14 @@ pub fn limit(
     size: Option<usize>,
     server: &str,
 ) -> CallToolResult {
-    let size = size.unwrap_or_else(|| json_size(&result));
-    if size <= limit {
-        return result;
-    }
+    let size = match size {
+        Some(size) if size <= limit => return result,
+        Some(size) => size,
+        None => match json_size_within(&result, limit) {
+            Some(_) => return result,
+            None => json_size(&result),
+        },
+    };
     // Cut with a budget; escapes can make the result larger than the raw
     // bytes kept, so shrink the budget until the whole fits. Only what is
     // kept is copied: a 10 MiB result is not cloned.
@@ -75,8 +91,7 @@ fn fits(block: &ContentBlock, left: usize) -> Option<usize> {
     if raw > left {
         return None;
     }
-    let size = json_size(block);
-    (size <= left).then_some(size)
+    json_size_within(block, left)
 }
 
 fn cut(
@@ -95,12 +110,13 @@ fn cut(
     // dropped, as the text usually says the same.
     let mut structured_content = None;
     if let Some(structured) = &result.structured_content {
-        let size = json_size(structured);
-        if size <= budget / 2 {
-            left -= size;
-            structured_content = Some(structured.clone());
-        } else {
-            dropped.push(format!("structuredContent ({})", bytes(size)));
+        match json_size_within(structured, budget / 2) {
+            Some(size) => {
+                left -= size;
+                structured_content = Some(structured.clone());
+            }
+            // Not measured whole: a huge one would cost more than the cut.
+            None => dropped.push(format!("structuredContent (over {})", bytes(budget / 2))),
         }
     }
     for block in &result.content {

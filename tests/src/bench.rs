@@ -1,6 +1,7 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
-//! then run `target/release/evo-bench [--quick]`. `--converge [--sizes 30,60]`
+//! then run `target/release/evo-bench [--quick]`. `--results` times cutting
+//! large results. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -590,6 +591,64 @@ fn discovery_benchmarks() {
     println!("|---|---|");
 }
 
+/// Cutting large results to `limits.max_result_bytes` (1 MiB), in process:
+/// the time `result_limit::limit` takes, by result size and shape.
+fn result_limit_benchmarks() {
+    use evo_daemon::result_limit::{json_size, limit};
+    use rmcp::model::{CallToolResult, ContentBlock};
+    let mib = 1usize << 20;
+    let shapes: Vec<(&str, CallToolResult)> = vec![
+        (
+            "100 KiB text (under the limit)",
+            CallToolResult::success(vec![ContentBlock::text("x".repeat(100 << 10))]),
+        ),
+        (
+            "10 MiB text",
+            CallToolResult::success(vec![ContentBlock::text("x".repeat(10 * mib))]),
+        ),
+        ("10 MiB text, escapes and multi-byte", {
+            let text: String = "line \"é\"\n".repeat(10 * mib / 10);
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        }),
+        ("10 MiB text + 10 MiB structuredContent", {
+            let mut r = CallToolResult::success(vec![ContentBlock::text("x".repeat(10 * mib))]);
+            r.structured_content = Some(json!({"rows": vec!["row"; 2 * mib]}));
+            r
+        }),
+    ];
+    println!(
+        "| result | size known (direct path) | size measured (rmcp path) | freeing the parsed result alone (for scale) |"
+    );
+    println!("|---|---|---|---|");
+    for (label, result) in shapes {
+        let size = json_size(&result);
+        let mut known = Vec::new();
+        let mut measured = Vec::new();
+        let mut freeing = Vec::new();
+        for _ in 0..15 {
+            let r = result.clone();
+            let t = Instant::now();
+            drop(r);
+            freeing.push(t.elapsed());
+            let r = result.clone();
+            let t = Instant::now();
+            let cut = limit(r, mib, Some(size), "bench");
+            known.push(t.elapsed());
+            assert!(json_size(&cut) <= mib.max(size.min(mib)));
+            let r = result.clone();
+            let t = Instant::now();
+            let _ = limit(r, mib, None, "bench");
+            measured.push(t.elapsed());
+        }
+        println!(
+            "| {label} | {:.2} ms | {:.2} ms | {:.2} ms |",
+            median(&mut known).as_secs_f64() * 1e3,
+            median(&mut measured).as_secs_f64() * 1e3,
+            median(&mut freeing).as_secs_f64() * 1e3
+        );
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     if std::env::args().any(|a| a == "--correction") {
@@ -625,6 +684,10 @@ fn main() {
         }
         times.sort();
         println!("median {} µs", us(percentile(&times, 0.5)));
+        return;
+    }
+    if args.iter().any(|a| a == "--results") {
+        result_limit_benchmarks();
         return;
     }
     if args.iter().any(|a| a == "--converge") {
