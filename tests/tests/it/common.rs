@@ -161,6 +161,15 @@ pub fn fixture_server(extra_args: &[&str]) -> Value {
     json!({"command": fixture().to_string_lossy(), "args": extra_args})
 }
 
+/// A config entry for `tests/fixtures/raw_server.py` (a server written
+/// without an SDK) serving `tools` verbatim; the list is written into `dir`.
+pub fn raw_server(dir: &TempDir, tools: &Value) -> Value {
+    let file = dir.path().join("tools.json");
+    std::fs::write(&file, tools.to_string()).unwrap();
+    let script = repo_root().join("tests/fixtures/raw_server.py");
+    json!({"command": "python3", "args": [script.to_string_lossy(), file.to_string_lossy()]})
+}
+
 /// A running evod with its own socket, config, cache and log.
 pub struct Daemon {
     pub dir: TempDir,

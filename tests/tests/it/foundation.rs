@@ -1,7 +1,7 @@
 //! The foundation, end to end through real processes: evod, evoctl shim and
 //! fixture children. Legacy mode lists every tool.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -212,25 +212,18 @@ fn bad_servers_fail_alone_with_errors_naming_them() {
 #[test]
 fn tools_with_bad_schemas_are_fixed_not_fatal() {
     let dir = TempDir::new("raw");
-    let tools = dir.path().join("tools.json");
-    std::fs::write(
-        &tools,
-        json!([
+    let raw = raw_server(
+        &dir,
+        &json!([
             {"name": "good", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}},
             {"name": "stringly", "inputSchema": "string"},
             {"name": "nothing"},
             {"name": "nulled", "inputSchema": null, "annotations": 7, "description": ["x"]},
             {"inputSchema": {"type": "object"}},
             "not a tool"
-        ])
-        .to_string(),
-    )
-    .unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/raw_server.py");
-    let d = Daemon::start(&json!({"mcpServers": {"raw": {
-        "command": "python3",
-        "args": [script.to_string_lossy(), tools.to_string_lossy()]
-    }}}));
+        ]),
+    );
+    let d = Daemon::start(&json!({"mcpServers": {"raw": raw}}));
     let s = d.wait_ready(&["raw"]);
     assert_eq!(server(&s, "raw").unwrap()["tools"], 4, "{s}");
     let mut c = d.legacy_session();

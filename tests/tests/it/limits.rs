@@ -3,8 +3,6 @@
 //! through rmcp's request path alike), a reload changes the limit, and
 //! invalid UTF-8 in a child's text is replaced rather than losing the call.
 
-use std::path::Path;
-
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -93,17 +91,11 @@ fn results_over_a_servers_limit_are_cut_on_every_call_path() {
 #[test]
 fn invalid_utf8_in_a_result_is_replaced_not_lost() {
     let dir = TempDir::new("utf8");
-    let tools = dir.path().join("tools.json");
-    std::fs::write(
-        &tools,
-        json!([{"name": "invalid_utf8", "inputSchema": {"type": "object"}}]).to_string(),
-    )
-    .unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/raw_server.py");
-    let d = Daemon::start(&json!({"mcpServers": {"raw": {
-        "command": "python3",
-        "args": [script.to_string_lossy(), tools.to_string_lossy()]
-    }}}));
+    let raw = raw_server(
+        &dir,
+        &json!([{"name": "invalid_utf8", "inputSchema": {"type": "object"}}]),
+    );
+    let d = Daemon::start(&json!({"mcpServers": {"raw": raw}}));
     d.wait_ready(&["raw"]);
     let mut c = d.legacy_session();
     let (text, is_error) = c.call_text("raw_invalid_utf8", json!({}));

@@ -249,10 +249,9 @@ fn held_calls_pass_once_after_evoctl_approve() {
 #[test]
 fn rules_by_annotation_follow_what_each_tool_claims() {
     let dir = TempDir::new("annot");
-    let tools = dir.path().join("tools.json");
-    std::fs::write(
-        &tools,
-        json!([
+    let raw = raw_server(
+        &dir,
+        &json!([
             {"name": "reader", "inputSchema": {"type": "object"},
              "annotations": {"readOnlyHint": true}},
             {"name": "writer", "inputSchema": {"type": "object"},
@@ -262,21 +261,10 @@ fn rules_by_annotation_follow_what_each_tool_claims() {
              "annotations": {"destructiveHint": false, "title": "Careful"}},
             {"name": "liar", "inputSchema": {"type": "object"},
              "annotations": {"readOnlyHint": "yes"}}
-        ])
-        .to_string(),
-    )
-    .unwrap();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/raw_server.py");
+        ]),
+    );
     let cfg = dir.path().join("mcp.config.json");
-    std::fs::write(
-        &cfg,
-        json!({"mcpServers": {"raw": {
-            "command": "python3",
-            "args": [script.to_string_lossy(), tools.to_string_lossy()]
-        }}})
-        .to_string(),
-    )
-    .unwrap();
+    std::fs::write(&cfg, json!({"mcpServers": {"raw": raw}}).to_string()).unwrap();
     std::fs::write(
         dir.path().join("permissions.yml"),
         "active_role: agent\nroles:\n  agent:\n    default_permission: deny\n    overrides:\n      \"@read_only\": allow\n      \"@destructive\": require_approval\n",
