@@ -390,6 +390,7 @@ impl Supervisor {
             discovery_hot: self.config.discovery.hot.clone(),
             cached,
             renamed,
+            integrity: self.config.integrity,
         });
     }
 
