@@ -13,6 +13,7 @@ mod correction;
 mod discovery;
 mod foundation;
 mod hostile;
+mod integrity;
 mod operator;
 mod permissions;
 mod reference;
