@@ -59,10 +59,11 @@ impl Definition {
     pub fn from_json(json: &Value) -> Definition {
         let json = canonical(json);
         let text = serde_json::to_string(&json).unwrap_or_default();
-        let hash = Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let mut hash = String::with_capacity(64);
+        for b in Sha256::digest(text.as_bytes()) {
+            use std::fmt::Write;
+            let _ = write!(hash, "{b:02x}");
+        }
         Definition { hash, json }
     }
 

@@ -314,11 +314,13 @@ impl Handler<SetServers> for Catalog {
                 );
             }
         }
+        let mut kept = std::collections::HashSet::new();
         self.slots = msg
             .servers
             .into_iter()
             .map(|(spec, link)| match old.remove(&spec.id) {
                 Some(prev) if prev.spec.hash == spec.hash => {
+                    kept.insert(spec.id.clone());
                     let unchanged = *prev.spec == *spec
                         && Arc::ptr_eq(&prev.link, &link)
                         && self.discovery_hot == msg.discovery_hot;
@@ -361,11 +363,16 @@ impl Handler<SetServers> for Catalog {
             })
             .collect();
         self.discovery_hot = msg.discovery_hot;
-        self.integrity = msg.integrity;
         // Cached lists are checked like live ones: a change that reached
-        // the cache before a restart is still held after it.
+        // the cache before a restart is still held after it. A server kept
+        // with its list (same config hash) was checked when the list came,
+        // unless the mode changed since.
+        let mode_changed = self.integrity != msg.integrity;
+        self.integrity = msg.integrity;
         for i in 0..self.slots.len() {
-            self.check_integrity(i);
+            if mode_changed || !kept.contains(&self.slots[i].spec.id) {
+                self.check_integrity(i);
+            }
         }
         self.publish();
     }

@@ -343,3 +343,28 @@ fn a_tool_that_changes_on_every_list_is_held_once_and_its_drift_counted() {
         "logged once: {log}"
     );
 }
+
+#[test]
+fn switching_the_mode_on_reload_shows_or_hides_a_changed_tool_at_once() {
+    let (d, rug) = start(None);
+    let mut c = d.legacy_session();
+    pull_the_rug(&mut c, &rug);
+    d.wait_status("fx_echo quarantined", |s| !quarantined(s).is_empty());
+    for (mode, listed) in [("warn", true), ("pin", false)] {
+        let seen = c.list_changed_count();
+        std::fs::write(&d.config, config(&rug, Some(mode)).to_string()).unwrap();
+        let (code, _, err) = d.ctl(&["reload"]);
+        assert_eq!(code, 0, "{err}");
+        c.await_list_changed(seen);
+        assert_eq!(
+            c.tool_names().contains(&"fx_echo".to_string()),
+            listed,
+            "{mode}"
+        );
+        let s = d.ctl_json(&["status"]);
+        assert_eq!(
+            (s["integrity"].as_str(), quarantined(&s).len()),
+            (Some(mode), 1)
+        );
+    }
+}
