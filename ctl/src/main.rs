@@ -100,6 +100,26 @@ enum Command {
     Deny { id: String },
     /// Calls waiting for approval
     Approvals,
+    /// Show how quarantined tools changed: pinned and current definitions
+    ///
+    /// A unified diff of each tool's pinned definition against the one its
+    /// server lists now (canonical JSON: name, title, description,
+    /// inputSchema, outputSchema, annotations). `--json` has both whole.
+    /// Read the new text before `evoctl trust`: it came from the server.
+    Diff {
+        server: String,
+        /// Only this tool (exposed or upstream name)
+        tool: Option<String>,
+    },
+    /// Accept the new definitions of a server's quarantined tools
+    ///
+    /// They become the pins, and the tools are listed again at once
+    /// (sessions are told their tool lists changed).
+    Trust {
+        server: String,
+        /// Only this tool (exposed or upstream name)
+        tool: Option<String>,
+    },
     /// Markdown reference of every tool
     Docs {
         #[arg(long, value_name = "FILE")]
@@ -299,6 +319,8 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         Command::Approve { id } => CtlRequest::Approve { id },
         Command::Deny { id } => CtlRequest::Deny { id },
         Command::Approvals => CtlRequest::Approvals,
+        Command::Diff { server, tool } => CtlRequest::Diff { server, tool },
+        Command::Trust { server, tool } => CtlRequest::Trust { server, tool },
         Command::Docs { out } => return (CtlRequest::Docs, out),
         Command::Stop => CtlRequest::Stop,
         Command::Shim { .. }

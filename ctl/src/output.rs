@@ -211,6 +211,9 @@ pub fn render(
                     println!("  {line}");
                 }
             }
+            for line in integrity_lines(s) {
+                println!("{line}");
+            }
             println!("\n{} session(s)", s.sessions.len());
             if !s.duplicates.is_empty() {
                 println!("\nduplicate tool names (first in config order wins):");
@@ -325,6 +328,21 @@ pub fn render(
             }
         }
         Reply::Tool(t) => print!("{}", t.text),
+        Reply::Diff(d) => {
+            for t in &d.tools {
+                println!(
+                    "{} {} ({}): changed {}; drift {}",
+                    d.server,
+                    t.tool,
+                    t.name,
+                    t.changed.join(", "),
+                    t.drift
+                );
+                print!("{}", t.diff);
+                println!();
+            }
+            println!("{}", d.message);
+        }
         Reply::Action(r) => {
             println!("{}", r.message);
             for (label, list) in [
@@ -343,6 +361,36 @@ pub fn render(
         }
     }
     Ok(())
+}
+
+/// `evoctl status`'s lines about tools whose definition changed since
+/// pinned: held (`integrity: pin`) or only shown (`warn`), with what to run.
+fn integrity_lines(s: &StatusReport) -> Vec<String> {
+    use evo_proto::ctl::IntegrityMode;
+    if s.quarantined.is_empty() {
+        return Vec::new();
+    }
+    let head = match s.integrity {
+        IntegrityMode::Pin => {
+            "quarantined tools (definition changed since pinned; hidden, calls refused):"
+        }
+        _ => "tools whose definition changed since pinned (integrity: warn; still usable):",
+    };
+    let mut lines = vec![String::new(), head.to_string()];
+    for q in &s.quarantined {
+        lines.push(format!(
+            "  {} {} ({}): changed {}; drift {}",
+            q.server,
+            q.tool,
+            q.name,
+            q.changed.join(", "),
+            q.drift
+        ));
+    }
+    lines.push(
+        "`evoctl diff SERVER TOOL` shows a change; `evoctl trust SERVER TOOL` accepts it".into(),
+    );
+    lines
 }
 
 /// Where a refresh stands, for the line `evoctl refresh` keeps updating.

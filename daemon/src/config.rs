@@ -71,6 +71,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "cache",
     "limits",
     "env_file",
+    "integrity",
     "$schema",
 ];
 const SERVER_KEYS: &[&str] = &[
@@ -128,6 +129,8 @@ pub struct Config {
     pub discovery: DiscoverySettings,
     pub cache: CacheSettings,
     pub limits: Limits,
+    /// `integrity`: what a changed tool definition does (`pin` by default).
+    pub integrity: crate::integrity::IntegrityMode,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,
@@ -815,6 +818,9 @@ fn parse_root_value(
     if let Some(value) = present(root, "limits") {
         config.limits = parse_limits(value, &mut warnings).map_err(invalid)?;
     }
+    if let Some(value) = present(root, "integrity") {
+        config.integrity = parse_integrity(value, &mut warnings);
+    }
 
     let mut seen = HashSet::new();
     for section in ["mcpServers", "servers"] {
@@ -997,6 +1003,25 @@ fn parse_cache(value: &Value, warnings: &mut Warnings<'_>) -> Result<CacheSettin
         };
     }
     Ok(settings)
+}
+
+/// `integrity`: `pin`, `warn` or `off`. A value that is none of them is a
+/// warning and leaves the default, `pin`: a typo never turns the check off.
+fn parse_integrity(value: &Value, warnings: &mut Warnings<'_>) -> crate::integrity::IntegrityMode {
+    use crate::integrity::IntegrityMode;
+    match value.as_str().and_then(IntegrityMode::parse) {
+        Some(mode) => mode,
+        None => {
+            warnings.push(
+                &["integrity"],
+                format!(
+                    "integrity: expected \"pin\", \"warn\" or \"off\", found {}; using \"pin\"",
+                    describe(value)
+                ),
+            );
+            IntegrityMode::Pin
+        }
+    }
 }
 
 fn parse_limits(value: &Value, warnings: &mut Warnings<'_>) -> Result<Limits, String> {
@@ -1807,6 +1832,34 @@ mod tests {
         );
         // The line of the entry that is ignored (the one under `servers`).
         assert_eq!(config.warnings[0].line, Some(2));
+    }
+
+    #[test]
+    fn integrity_is_pin_unless_warn_or_off_is_written() {
+        use crate::integrity::IntegrityMode;
+        assert_eq!(parse_ok("{}").integrity, IntegrityMode::Pin);
+        for (text, mode) in [
+            (r#"{"integrity": "warn"}"#, IntegrityMode::Warn),
+            (r#"{"integrity": " OFF "}"#, IntegrityMode::Off),
+            (r#"{"integrity": "pin"}"#, IntegrityMode::Pin),
+        ] {
+            let config = parse_ok(text);
+            assert_eq!(
+                (config.integrity, config.warnings.len()),
+                (mode, 0),
+                "{text}"
+            );
+        }
+        for text in [r#"{"integrity": "of"}"#, r#"{"integrity": false}"#] {
+            let config = parse_ok(text);
+            assert_eq!(config.integrity, IntegrityMode::Pin, "{text}");
+            assert!(
+                messages(&config)[0]
+                    .starts_with("integrity: expected \"pin\", \"warn\" or \"off\""),
+                "{:?}",
+                messages(&config)
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
 //! Pure modules (values in, values out): [`config`], [`envfile`],
 //! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
-//! [`breaker`], [`permissions`], [`approvals`]. I/O glue: [`control`] serves
+//! [`breaker`], [`permissions`], [`approvals`], [`integrity`]. I/O glue: [`control`] serves
 //! the control socket, [`transport`] frames a session's MCP lines,
 //! [`childio`] is a stdio child's transport, [`watch`] watches the config
 //! files, [`activation`] takes a systemd-passed socket, [`guard`] is the process
@@ -22,6 +22,7 @@ pub mod disclosure;
 pub mod envfile;
 pub mod example;
 pub mod guard;
+pub mod integrity;
 pub mod jsonkeys;
 pub mod lines;
 pub mod names;

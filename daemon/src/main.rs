@@ -214,6 +214,10 @@ async fn run(mut opts: DaemonOptions, inherited: Option<Inherited>) -> Result<()
     let refresher = Refresher::new(&opts.cache_dir).start();
     let catalog = Catalog::new(snapshot.clone())
         .with_persistence(refresher.clone().recipient())
+        .with_pins(
+            evo_daemon::integrity::PinBook::load(&opts.cache_dir),
+            refresher.clone().recipient(),
+        )
         .start();
     let stop = StopSignal::new();
     let supervisor =

@@ -19,6 +19,7 @@ const WRITE_DEBOUNCE: Duration = Duration::from_millis(300);
 enum Payload {
     Catalog(Vec<CachedServer>),
     Named(BTreeMap<String, BTreeSet<String>>),
+    Pins(crate::integrity::PinFile),
 }
 
 impl Payload {
@@ -29,6 +30,7 @@ impl Payload {
                 servers: servers.clone(),
             }),
             Payload::Named(named) => serde_json::to_vec_pretty(named),
+            Payload::Pins(pins) => serde_json::to_vec_pretty(pins),
         }
     }
 }
@@ -37,6 +39,7 @@ impl Payload {
 pub struct Refresher {
     catalog_path: PathBuf,
     sessions_path: PathBuf,
+    pins_path: PathBuf,
     /// The newest unwritten payload per file.
     pending: HashMap<PathBuf, Payload>,
     /// Files being written now; a newer payload waits for the write to end,
@@ -50,9 +53,19 @@ impl Refresher {
         Refresher {
             catalog_path: cache_dir.join("catalog.json"),
             sessions_path: cache_dir.join("sessions.json"),
+            pins_path: cache_dir.join(crate::integrity::PINS_FILE),
             pending: HashMap::new(),
             in_flight: HashSet::new(),
             scheduled: false,
+        }
+    }
+
+    /// Writes `payload` to `path` now, or as soon as the write under way
+    /// ends (see [`Written`]).
+    fn write_now(&mut self, path: PathBuf, payload: Payload, ctx: &mut Context<Self>) {
+        self.pending.insert(path.clone(), payload);
+        if !self.in_flight.contains(&path) {
+            self.write(path, ctx);
         }
     }
 
@@ -129,10 +142,23 @@ impl Handler<PersistNamed> for Refresher {
     /// one small file, and it must survive even a daemon killed right after.
     fn handle(&mut self, msg: PersistNamed, ctx: &mut Context<Self>) {
         let path = self.sessions_path.clone();
-        self.pending.insert(path.clone(), Payload::Named(msg.0));
-        if !self.in_flight.contains(&path) {
-            self.write(path, ctx);
-        }
+        self.write_now(path, Payload::Named(msg.0), ctx);
+    }
+}
+
+/// The tool pins, to persist.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PersistPins(pub crate::integrity::PinFile);
+
+impl Handler<PersistPins> for Refresher {
+    type Result = ();
+    /// Written at once, like named sessions: a pin or a quarantine must not
+    /// be lost to a daemon killed right after it (the catalog cache, written
+    /// later, could then hold a changed list with no pin to compare it to).
+    fn handle(&mut self, msg: PersistPins, ctx: &mut Context<Self>) {
+        let path = self.pins_path.clone();
+        self.write_now(path, Payload::Pins(msg.0), ctx);
     }
 }
 
@@ -145,7 +171,8 @@ impl Handler<Written> for Refresher {
     type Result = ();
     fn handle(&mut self, msg: Written, ctx: &mut Context<Self>) {
         self.in_flight.remove(&msg.0);
-        if self.pending.contains_key(&msg.0) && msg.0 == self.sessions_path {
+        let at_once = msg.0 == self.sessions_path || msg.0 == self.pins_path;
+        if self.pending.contains_key(&msg.0) && at_once {
             self.write(msg.0, ctx);
         } else if self.pending.contains_key(&msg.0) && !self.scheduled {
             self.scheduled = true;

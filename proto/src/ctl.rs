@@ -55,6 +55,19 @@ pub enum CtlRequest {
     Approvals,
     Docs,
     Stop,
+    /// Old and new definitions of a server's quarantined (or, under
+    /// `integrity: warn`, changed) tools; `tool` is an exposed or upstream name.
+    Diff {
+        server: String,
+        #[serde(default)]
+        tool: Option<String>,
+    },
+    /// Accept the new definitions of a server's changed tools (or of one).
+    Trust {
+        server: String,
+        #[serde(default)]
+        tool: Option<String>,
+    },
 }
 
 impl CtlRequest {
@@ -136,6 +149,8 @@ pub enum Reply {
     Action(ActionReport),
     /// `docs`: the Markdown reference.
     Docs(String),
+    /// `diff`.
+    Diff(DiffReport),
 }
 
 impl Reply {
@@ -156,8 +171,10 @@ impl Reply {
             | CtlRequest::Refresh { .. }
             | CtlRequest::Approve { .. }
             | CtlRequest::Deny { .. }
-            | CtlRequest::Stop => Reply::Action(from_value(data)?),
+            | CtlRequest::Stop
+            | CtlRequest::Trust { .. } => Reply::Action(from_value(data)?),
             CtlRequest::Docs => Reply::Docs(from_value(data)?),
+            CtlRequest::Diff { .. } => Reply::Diff(from_value(data)?),
         })
     }
 }
@@ -178,6 +195,96 @@ pub struct StatusReport {
     /// Servers whose annotations a permissions rule relies on.
     #[serde(default)]
     pub annotations_relied_on: Vec<AnnotationReliance>,
+    /// The `integrity` setting in force.
+    #[serde(default)]
+    pub integrity: IntegrityMode,
+    /// Tools whose definition changed since evo pinned it: hidden and
+    /// refused under `integrity: pin`, listed but shown here under `warn`.
+    /// Empty under `off`.
+    #[serde(default)]
+    pub quarantined: Vec<QuarantinedTool>,
+}
+
+/// A tool whose definition differs from the one evo pinned.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuarantinedTool {
+    /// The server's id.
+    pub server: String,
+    /// The tool's name at that server.
+    pub tool: String,
+    /// Its exposed name.
+    pub name: String,
+    /// The definition's fields that changed since it was pinned (MCP
+    /// names: `description`, `inputSchema`, …), never their new text.
+    pub changed: Vec<String>,
+    /// How many lists since then brought a definition unlike the one
+    /// before (a child that changes it on every list counts up).
+    pub drift: u32,
+}
+
+/// `integrity` in the config: what evo does when a pinned tool's
+/// definition changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IntegrityMode {
+    /// Quarantine the tool: hidden and refused until `evoctl trust`.
+    #[default]
+    Pin,
+    /// Log it and show it in `evoctl status`; the tool stays usable.
+    Warn,
+    /// Record nothing, check nothing.
+    Off,
+}
+
+impl IntegrityMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrityMode::Pin => "pin",
+            IntegrityMode::Warn => "warn",
+            IntegrityMode::Off => "off",
+        }
+    }
+
+    /// Case-insensitive, surrounding whitespace ignored.
+    pub fn parse(value: &str) -> Option<IntegrityMode> {
+        [IntegrityMode::Pin, IntegrityMode::Warn, IntegrityMode::Off]
+            .into_iter()
+            .find(|m| value.trim().eq_ignore_ascii_case(m.as_str()))
+    }
+}
+
+impl fmt::Display for IntegrityMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `evoctl diff --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiffReport {
+    pub server: String,
+    /// One entry per changed tool asked about; empty when none differs.
+    pub tools: Vec<ToolDiff>,
+    /// What was found, in words (why `tools` is empty, when it is).
+    pub message: String,
+}
+
+/// One tool's pinned and current definitions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolDiff {
+    /// The tool's name at its server.
+    pub tool: String,
+    /// Its exposed name.
+    pub name: String,
+    pub changed: Vec<String>,
+    pub drift: u32,
+    /// The pinned definition: canonical JSON (sorted keys) of name, title,
+    /// description, inputSchema, outputSchema, annotations.
+    pub old: Value,
+    /// The definition the server lists now, in the same form.
+    pub new: Value,
+    /// A unified diff of the two, pretty-printed.
+    pub diff: String,
 }
 
 /// A session as messages name it: `s3 (dave)` when it has a name, else `s3`.
@@ -571,6 +678,9 @@ pub struct ActionReport {
     /// Entries that cannot be used (reload): each names its server and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// Tools whose new definitions were accepted (`trust`), as `server:tool`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted: Vec<String>,
 }
 
 /// One call held until a person approves or denies it.
@@ -819,6 +929,86 @@ mod tests {
             serde_json::to_string(&server).unwrap(),
             r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null}"#
         );
+    }
+
+    /// `status --json`'s integrity keys (documented in README), and the
+    /// requests and reply of `diff`/`trust`.
+    #[test]
+    fn integrity_keeps_its_keys() {
+        let held = QuarantinedTool {
+            server: "fx".into(),
+            tool: "echo".into(),
+            name: "fx_echo".into(),
+            changed: vec!["description".into()],
+            drift: 2,
+        };
+        assert_eq!(
+            serde_json::to_string(&held).unwrap(),
+            r#"{"server":"fx","tool":"echo","name":"fx_echo","changed":["description"],"drift":2}"#
+        );
+        let status = serde_json::to_value(StatusReport::default()).unwrap();
+        assert_eq!(status["integrity"], "pin");
+        assert_eq!(status["quarantined"], serde_json::json!([]));
+        // A daemon from before integrity still reads.
+        let mut old = status.clone();
+        if let Some(o) = old.as_object_mut() {
+            o.remove("integrity");
+            o.remove("quarantined");
+        }
+        assert_eq!(
+            serde_json::from_value::<StatusReport>(old)
+                .unwrap()
+                .integrity,
+            IntegrityMode::Pin
+        );
+        for (mode, name) in [
+            (IntegrityMode::Pin, "pin"),
+            (IntegrityMode::Warn, "warn"),
+            (IntegrityMode::Off, "off"),
+        ] {
+            assert_eq!(serde_json::to_value(mode).unwrap(), name);
+            assert_eq!(IntegrityMode::parse(&name.to_uppercase()), Some(mode));
+        }
+        assert_eq!(IntegrityMode::parse("pinned"), None);
+        let diff = CtlRequest::Diff {
+            server: "fx".into(),
+            tool: Some("echo".into()),
+        };
+        let line = serde_json::to_string(&diff).unwrap();
+        assert_eq!(line, r#"{"cmd":"diff","server":"fx","tool":"echo"}"#);
+        assert_eq!(CtlRequest::parse(line.as_bytes()).unwrap(), diff);
+        assert_eq!(
+            CtlRequest::parse(br#"{"cmd":"trust","server":"fx"}"#).unwrap(),
+            CtlRequest::Trust {
+                server: "fx".into(),
+                tool: None
+            }
+        );
+        let report = DiffReport {
+            server: "fx".into(),
+            tools: vec![ToolDiff {
+                tool: "echo".into(),
+                name: "fx_echo".into(),
+                changed: vec!["description".into()],
+                drift: 1,
+                old: serde_json::json!({"description": "a"}),
+                new: serde_json::json!({"description": "b"}),
+                diff: "--- a\n+++ b\n".into(),
+            }],
+            message: "m".into(),
+        };
+        let data = serde_json::to_value(Reply::Diff(report.clone())).unwrap();
+        assert_eq!(
+            data["tools"][0]
+                .as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>()),
+            Some(
+                ["tool", "name", "changed", "drift", "old", "new", "diff"]
+                    .map(String::from)
+                    .to_vec()
+            )
+        );
+        assert_eq!(Reply::decode(&diff, data).unwrap(), Reply::Diff(report));
     }
 
     #[test]

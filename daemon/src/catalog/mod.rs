@@ -2,7 +2,7 @@
 //! names, applies the collision policy, and publishes immutable [`Snapshot`]s
 //! that sessions read through an `ArcSwap` without a round trip.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use rmcp::model::Tool;
 
 use crate::config::ServerSpec;
+use crate::integrity::{Event, IntegrityMode, PinBook};
 
 pub mod snapshot;
 
@@ -29,6 +30,9 @@ struct ServerSlot {
     live: Option<usize>,
     cached: Option<usize>,
     fetched_at: Option<SystemTime>,
+    /// Tools whose definition changed since pinned (upstream name → the
+    /// fields that changed), as the pins had them after the last list.
+    changed: BTreeMap<String, Vec<String>>,
 }
 
 /// The Catalog actor. See the module docs.
@@ -45,7 +49,14 @@ pub struct Catalog {
     acks: Vec<tokio::sync::oneshot::Sender<()>>,
     publish_scheduled: bool,
     permissions: Arc<crate::permissions::Permissions>,
+    /// Each server's tool pins; checked when lists arrive, never per call.
+    pins: PinBook,
+    integrity: IntegrityMode,
+    persist_pins: Option<Recipient<crate::refresher::PersistPins>>,
 }
+
+/// Nothing is held: what servers' quarantine lists are under `warn`/`off`.
+static NONE_HELD: BTreeMap<String, Vec<String>> = BTreeMap::new();
 
 impl Catalog {
     pub fn new(published: Arc<ArcSwap<Snapshot>>) -> Catalog {
@@ -60,6 +71,59 @@ impl Catalog {
             acks: Vec::new(),
             publish_scheduled: false,
             permissions: Default::default(),
+            pins: PinBook::default(),
+            integrity: IntegrityMode::default(),
+            persist_pins: None,
+        }
+    }
+
+    /// The pins read from the cache directory, and where changes go.
+    pub fn with_pins(
+        mut self,
+        pins: PinBook,
+        to: Recipient<crate::refresher::PersistPins>,
+    ) -> Catalog {
+        self.pins = pins;
+        self.persist_pins = Some(to);
+        self
+    }
+
+    /// Checks slot `i`'s tools against their pins (pinning what is new),
+    /// logs what that found, and records which tools changed. Runs when a
+    /// list arrives (from the child or the cache); its cost is a hash per
+    /// tool, on the catalog's thread.
+    fn check_integrity(&mut self, i: usize) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        if self.integrity == IntegrityMode::Off {
+            slot.changed.clear();
+            return;
+        }
+        let id = slot.spec.id.clone();
+        let events = self.pins.observe(
+            &id,
+            &slot.spec.hash.to_string(),
+            &slot.tools,
+            crate::cache::unix_secs(SystemTime::now()),
+        );
+        let exposed = |tool: &str| crate::names::exposed_name(&slot.spec.prefix, tool);
+        for event in &events {
+            log_integrity_event(&id, event, self.integrity, &exposed);
+        }
+        slot.changed = self
+            .pins
+            .changes(&id)
+            .map(|(tool, c)| (tool.to_owned(), c.fields.clone()))
+            .collect();
+        if !events.is_empty() {
+            self.save_pins();
+        }
+    }
+
+    fn save_pins(&self) {
+        if let Some(to) = &self.persist_pins {
+            to.do_send(crate::refresher::PersistPins(self.pins.to_file()));
         }
     }
 
@@ -109,6 +173,11 @@ impl Catalog {
                 spec: &s.spec,
                 link: &s.link,
                 entries: &s.entries,
+                held: if self.integrity == IntegrityMode::Pin {
+                    &s.changed
+                } else {
+                    &NONE_HELD
+                },
             })
             .collect();
         let snapshot = Arc::new(Snapshot::build(self.version, &servers, &self.permissions));
@@ -216,6 +285,8 @@ pub struct SetServers {
     /// Renamed servers, new id -> old id: their tools carry over under the
     /// new prefix until the child re-lists them.
     pub renamed: HashMap<String, String>,
+    /// The config's `integrity`.
+    pub integrity: IntegrityMode,
 }
 
 /// A server's tool list as the cache file had it.
@@ -243,11 +314,13 @@ impl Handler<SetServers> for Catalog {
                 );
             }
         }
+        let mut kept = std::collections::HashSet::new();
         self.slots = msg
             .servers
             .into_iter()
             .map(|(spec, link)| match old.remove(&spec.id) {
                 Some(prev) if prev.spec.hash == spec.hash => {
+                    kept.insert(spec.id.clone());
                     let unchanged = *prev.spec == *spec
                         && Arc::ptr_eq(&prev.link, &link)
                         && self.discovery_hot == msg.discovery_hot;
@@ -273,6 +346,7 @@ impl Handler<SetServers> for Catalog {
                         source: ToolSource::Cache,
                         live: None,
                         fetched_at: Some(c.fetched_at),
+                        changed: BTreeMap::new(),
                     },
                     None => ServerSlot {
                         spec,
@@ -283,11 +357,23 @@ impl Handler<SetServers> for Catalog {
                         live: None,
                         cached: None,
                         fetched_at: None,
+                        changed: BTreeMap::new(),
                     },
                 },
             })
             .collect();
         self.discovery_hot = msg.discovery_hot;
+        // Cached lists are checked like live ones: a change that reached
+        // the cache before a restart is still held after it. A server kept
+        // with its list (same config hash) was checked when the list came,
+        // unless the mode changed since.
+        let mode_changed = self.integrity != msg.integrity;
+        self.integrity = msg.integrity;
+        for i in 0..self.slots.len() {
+            if mode_changed || !kept.contains(&self.slots[i].spec.id) {
+                self.check_integrity(i);
+            }
+        }
         self.publish();
     }
 }
@@ -318,9 +404,10 @@ impl Handler<ToolsDiscovered> for Catalog {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, msg: ToolsDiscovered, ctx: &mut Context<Self>) -> Self::Result {
         let done = || -> ResponseFuture<()> { Box::pin(async {}) };
-        let Some(slot) = self.slots.iter_mut().find(|s| s.spec.id == msg.server) else {
+        let Some(i) = self.slots.iter().position(|s| s.spec.id == msg.server) else {
             return done();
         };
+        let slot = &mut self.slots[i];
         slot.live = Some(msg.tools.len());
         slot.fetched_at = Some(SystemTime::now());
         if msg.tools.is_empty() && !slot.tools.is_empty() {
@@ -337,6 +424,7 @@ impl Handler<ToolsDiscovered> for Catalog {
         slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
         slot.tools = msg.tools;
         slot.source = ToolSource::Live;
+        self.check_integrity(i);
         self.persist();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.acks.push(tx);
@@ -383,5 +471,246 @@ impl Handler<CatalogStatus> for Catalog {
                 })
                 .collect(),
         )
+    }
+}
+
+/// Logs what a check of a server's list against its pins found. A change is
+/// logged once, when first seen; a held tool that changes again is logged
+/// at debug level only (a child that changes it on every list would flood
+/// the log), its drift counter in `evoctl status` telling the rest.
+fn log_integrity_event(
+    server: &str,
+    event: &Event,
+    mode: IntegrityMode,
+    exposed: &dyn Fn(&str) -> String,
+) {
+    match event {
+        Event::NewServer { tools } => {
+            tracing::info!(
+                server,
+                tools,
+                "first list of this server: its tool definitions are pinned"
+            );
+        }
+        Event::Repinned { tools, released } if *released > 0 => {
+            tracing::warn!(
+                server,
+                tools,
+                released,
+                "the server's config changed (upgraded or edited), so its tools were re-pinned and its quarantined tools released: integrity guards against a server changing under the same config, not against your own edits"
+            );
+        }
+        Event::Repinned { tools, .. } => {
+            tracing::info!(
+                server,
+                tools,
+                "the server's config changed (upgraded or edited), so its tools were re-pinned without quarantine"
+            );
+        }
+        Event::NewTools(names) => {
+            tracing::info!(server, tools = %names.join(", "), "new tools of a known server: pinned");
+        }
+        Event::Changed { tool, fields } => {
+            let name = exposed(tool);
+            let changed = fields.join(", ");
+            match mode {
+                IntegrityMode::Pin => {
+                    tracing::warn!(server, tool = %tool, name = %name, changed = %changed, "a pinned tool's definition changed: quarantined (hidden from lists and search, calls refused); `evoctl diff {server} {tool}` shows the change, `evoctl trust {server} {tool}` accepts it")
+                }
+                IntegrityMode::Warn => {
+                    tracing::warn!(server, tool = %tool, name = %name, changed = %changed, "a pinned tool's definition changed; integrity is `warn`, so it stays usable; `evoctl diff {server} {tool}` shows the change, `evoctl trust {server} {tool}` accepts it")
+                }
+                IntegrityMode::Off => {}
+            }
+        }
+        Event::Drifted { tool, drift } => {
+            tracing::debug!(server, tool = %tool, drift, "a changed tool's definition changed again");
+        }
+    }
+}
+
+/// A server's tool that `evoctl diff`/`trust` named, as its upstream name:
+/// the exposed name, the doubled form, or the upstream name itself.
+fn resolve_tool(pins: &PinBook, spec: &ServerSpec, wanted: &str) -> Option<String> {
+    pins.tools(&spec.id)
+        .find(|t| {
+            *t == wanted
+                || crate::names::exposed_name(&spec.prefix, t) == wanted
+                || crate::names::doubled_name(&spec.prefix, t).as_deref() == Some(wanted)
+        })
+        .map(str::to_owned)
+}
+
+/// A refusal of `evoctl diff`/`trust`: its kind and the message.
+pub type IntegrityRefusal = (evo_proto::ctl::ErrorKind, String);
+
+impl Catalog {
+    /// The slot of `server` and the upstream name `tool` means, or why not.
+    fn integrity_target(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+    ) -> Result<(usize, Option<String>), IntegrityRefusal> {
+        use evo_proto::ctl::ErrorKind;
+        let Some(i) = self.slots.iter().position(|s| s.spec.id == server) else {
+            return Err((
+                ErrorKind::UnknownServer,
+                format!("no server '{server}'; `evoctl status` lists them"),
+            ));
+        };
+        let Some(wanted) = tool else {
+            return Ok((i, None));
+        };
+        match resolve_tool(&self.pins, &self.slots[i].spec, wanted) {
+            Some(t) => Ok((i, Some(t))),
+            None => Err((
+                ErrorKind::UnknownTool,
+                format!(
+                    "server '{server}' has no pinned tool '{wanted}'; give its exposed or its upstream name (`evoctl status` lists quarantined tools)"
+                ),
+            )),
+        }
+    }
+}
+
+/// `evoctl status`: the integrity setting and the tools whose definition
+/// changed since pinned.
+#[derive(Message)]
+#[rtype(result = "(IntegrityMode, Vec<evo_proto::ctl::QuarantinedTool>)")]
+pub struct IntegrityStatus;
+
+impl Handler<IntegrityStatus> for Catalog {
+    type Result = MessageResult<IntegrityStatus>;
+    fn handle(&mut self, _: IntegrityStatus, _: &mut Context<Self>) -> Self::Result {
+        if self.integrity == IntegrityMode::Off {
+            return MessageResult((IntegrityMode::Off, Vec::new()));
+        }
+        let held = self
+            .slots
+            .iter()
+            .flat_map(|s| {
+                self.pins
+                    .changes(&s.spec.id)
+                    .map(|(tool, c)| evo_proto::ctl::QuarantinedTool {
+                        server: s.spec.id.clone(),
+                        tool: tool.to_owned(),
+                        name: crate::names::exposed_name(&s.spec.prefix, tool),
+                        changed: c.fields.clone(),
+                        drift: c.drift,
+                    })
+            })
+            .collect();
+        MessageResult((self.integrity, held))
+    }
+}
+
+/// `evoctl diff SERVER [TOOL]`.
+#[derive(Message)]
+#[rtype(result = "Result<evo_proto::ctl::DiffReport, IntegrityRefusal>")]
+pub struct DiffTools {
+    pub server: String,
+    pub tool: Option<String>,
+}
+
+impl Handler<DiffTools> for Catalog {
+    type Result = Result<evo_proto::ctl::DiffReport, IntegrityRefusal>;
+    fn handle(&mut self, msg: DiffTools, _: &mut Context<Self>) -> Self::Result {
+        let (i, only) = self.integrity_target(&msg.server, msg.tool.as_deref())?;
+        let spec = &self.slots[i].spec;
+        let server = &spec.id;
+        let tools: Vec<evo_proto::ctl::ToolDiff> = self
+            .pins
+            .changes(server)
+            .filter(|(tool, _)| only.as_deref().is_none_or(|o| o == *tool))
+            .filter_map(|(tool, change)| {
+                let pin = self.pins.pin(server, tool)?;
+                Some(evo_proto::ctl::ToolDiff {
+                    tool: tool.to_owned(),
+                    name: crate::names::exposed_name(&spec.prefix, tool),
+                    changed: change.fields.clone(),
+                    drift: change.drift,
+                    old: pin.pinned.json.clone(),
+                    new: change.seen.json.clone(),
+                    diff: crate::integrity::unified_diff(
+                        &pin.pinned,
+                        &change.seen,
+                        &format!("{server} {tool} (pinned)"),
+                        &format!("{server} {tool} (listed now)"),
+                    ),
+                })
+            })
+            .collect();
+        let message = match (tools.len(), &only) {
+            (0, Some(t)) => format!("{server} {t}: the definition matches its pin"),
+            (0, None) => format!("no tool of {server} changed since it was pinned"),
+            (n, _) => {
+                let names: Vec<&str> = tools.iter().map(|t| t.tool.as_str()).collect();
+                let state = match self.integrity {
+                    IntegrityMode::Pin => "quarantined",
+                    IntegrityMode::Warn => "still usable (integrity: warn)",
+                    IntegrityMode::Off => "not checked (integrity: off)",
+                };
+                format!(
+                    "{n} tool(s) of {server} changed since pinned, {state}: {}; `evoctl trust {server} TOOL` accepts the new definition",
+                    names.join(", ")
+                )
+            }
+        };
+        Ok(evo_proto::ctl::DiffReport {
+            server: server.clone(),
+            tools,
+            message,
+        })
+    }
+}
+
+/// `evoctl trust SERVER [TOOL]`: the new definitions become the pins, and
+/// the tools are listed again at once.
+#[derive(Message)]
+#[rtype(result = "Result<evo_proto::ctl::ActionReport, IntegrityRefusal>")]
+pub struct TrustTools {
+    pub server: String,
+    pub tool: Option<String>,
+}
+
+impl Handler<TrustTools> for Catalog {
+    type Result = Result<evo_proto::ctl::ActionReport, IntegrityRefusal>;
+    fn handle(&mut self, msg: TrustTools, _: &mut Context<Self>) -> Self::Result {
+        let (i, only) = self.integrity_target(&msg.server, msg.tool.as_deref())?;
+        let server = self.slots[i].spec.id.clone();
+        let trusted = self.pins.trust(
+            &server,
+            only.as_deref(),
+            crate::cache::unix_secs(SystemTime::now()),
+        );
+        if trusted.is_empty() {
+            let message = match only {
+                Some(t) => format!("nothing to trust: {server} {t} matches its pin"),
+                None => {
+                    format!("nothing to trust: no tool of {server} changed since it was pinned")
+                }
+            };
+            return Ok(evo_proto::ctl::ActionReport {
+                message,
+                ..Default::default()
+            });
+        }
+        tracing::info!(server = %server, tools = %trusted.join(", "), "a person trusted the new tool definitions; they are pinned and listed again");
+        self.save_pins();
+        let slot = &mut self.slots[i];
+        slot.changed = self
+            .pins
+            .changes(&server)
+            .map(|(tool, c)| (tool.to_owned(), c.fields.clone()))
+            .collect();
+        self.publish();
+        Ok(evo_proto::ctl::ActionReport {
+            message: format!(
+                "trusted the new definition of {} of {server}: pinned and listed again",
+                trusted.join(", ")
+            ),
+            trusted: trusted.iter().map(|t| format!("{server}:{t}")).collect(),
+            ..Default::default()
+        })
     }
 }

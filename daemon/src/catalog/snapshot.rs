@@ -1,7 +1,7 @@
 //! The immutable view of the merged catalog that the Catalog publishes and
 //! sessions, search and disclosure read: [`Snapshot`] and its [`ToolEntry`]s.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rmcp::model::Tool;
@@ -31,6 +31,9 @@ pub struct ToolEntry {
     pub tool: Tool,
     /// Configured parameter aliases for this tool: wrong name → right name.
     pub aliases: std::collections::BTreeMap<String, String>,
+    /// A hash of `tool` as listed: sessions compare it to tell a changed
+    /// definition (a new description) from an unchanged one.
+    pub fingerprint: u64,
     /// The input validator, compiled on first use and kept with the entry
     /// (entries outlive snapshots while their tool is unchanged); `None` when
     /// the schema cannot be compiled and calls go unchecked.
@@ -61,6 +64,9 @@ pub struct Snapshot {
     /// Rules that decided by a server's annotations (its own, untrusted
     /// claims): per server and rule, how many tools.
     pub relied_on: Vec<evo_proto::ctl::AnnotationReliance>,
+    /// Quarantined tools (absent from `tools`): their definition changed
+    /// since evo pinned it (`integrity: pin`). By exposed (and doubled) name.
+    pub quarantined: HashMap<String, Quarantined>,
     /// Servers that have listed no tools yet: while one is still starting,
     /// a call naming a tool evo does not know waits for it.
     pub unlisted: Vec<Arc<ServerLink>>,
@@ -101,6 +107,7 @@ impl Snapshot {
             .iter()
             .map(|spec| Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None)))
             .collect();
+        let held = BTreeMap::new();
         let entries: Vec<Vec<Arc<ToolEntry>>> = specs
             .iter()
             .zip(&links)
@@ -114,6 +121,7 @@ impl Snapshot {
                 spec,
                 link,
                 entries,
+                held: &held,
             })
             .collect();
         Snapshot::build(version, &views, permissions)
@@ -134,11 +142,13 @@ impl Snapshot {
         self.unlisted.iter().any(|l| l.state().is_starting())
     }
 
-    /// Why `name` may not be called, when permissions deny it.
+    /// Why `name` may not be called, when permissions deny it or it is
+    /// quarantined.
     pub fn refusal(&self, name: &str) -> Option<String> {
-        self.denied.get(name).map(|rule| {
+        let denied = self.denied.get(name).map(|rule| {
             format!("'{name}' is denied by the permissions ({rule}); ask the person who runs evo to allow it in permissions.yml")
-        })
+        });
+        denied.or_else(|| self.quarantined.get(name).map(Quarantined::refusal))
     }
 
     /// Merges each server's entries, in config order: the first
@@ -160,15 +170,21 @@ impl Snapshot {
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut also: HashMap<String, usize> = HashMap::new();
         let mut duplicates: Vec<evo_proto::ctl::Duplicate> = Vec::new();
+        let mut quarantined: HashMap<String, Quarantined> = HashMap::new();
         for server in servers {
             for entry in server.entries {
                 let native = crate::native::NAMES.contains(&entry.name.as_str());
-                if native || index.contains_key(&entry.name) {
-                    let kept = match index.get(&entry.name) {
-                        Some(&i) if !native => {
-                            format!("{}:{}", tools[i].server.id, tools[i].upstream)
-                        }
-                        _ => crate::native::OWNER.to_string(),
+                // A quarantined tool keeps its name: a later registration
+                // never takes over the calls meant for it.
+                if native
+                    || index.contains_key(&entry.name)
+                    || quarantined.contains_key(&entry.name)
+                {
+                    let kept = match (index.get(&entry.name), quarantined.get(&entry.name)) {
+                        _ if native => crate::native::OWNER.to_string(),
+                        (Some(&i), _) => format!("{}:{}", tools[i].server.id, tools[i].upstream),
+                        (None, Some(q)) => format!("{}:{}", q.server, q.tool),
+                        (None, None) => crate::native::OWNER.to_string(),
                     };
                     let origin = format!("{}:{}", entry.server.id, entry.upstream);
                     match duplicates.iter_mut().find(|d| d.name == entry.name) {
@@ -179,6 +195,19 @@ impl Snapshot {
                             skipped: vec![origin],
                         }),
                     }
+                    continue;
+                }
+                if let Some(fields) = server.held.get(&entry.upstream) {
+                    let held = Quarantined {
+                        name: entry.name.clone(),
+                        server: entry.server.id.clone(),
+                        tool: entry.upstream.clone(),
+                        fields: fields.clone(),
+                    };
+                    if let Some(doubled) = &entry.also {
+                        quarantined.insert(doubled.clone(), held.clone());
+                    }
+                    quarantined.insert(entry.name.clone(), held);
                     continue;
                 }
                 // Resolved once per snapshot, never per call. A rule written
@@ -242,6 +271,7 @@ impl Snapshot {
         };
         // A doubled name never shadows another tool's own name.
         also.retain(|name, _| !index.contains_key(name));
+        quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
         Snapshot {
             version,
             tools,
@@ -254,8 +284,42 @@ impl Snapshot {
             needs_approval,
             decided,
             relied_on,
+            quarantined,
             unlisted,
         }
+    }
+}
+
+/// A tool held back because its definition changed since evo pinned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    /// The exposed name.
+    pub name: String,
+    pub server: String,
+    /// The tool's name at its server.
+    pub tool: String,
+    /// The pinned fields that changed ([`crate::integrity::FIELDS`] names).
+    pub fields: Vec<String>,
+}
+
+impl Quarantined {
+    /// The answer to a call or a description of it: names the server, the
+    /// tool and the fields that changed, never their new text (it is
+    /// untrusted), and what a person can do.
+    pub fn refusal(&self) -> String {
+        let Quarantined {
+            name,
+            server,
+            tool,
+            fields,
+        } = self;
+        format!(
+            "'{name}' is quarantined: server '{server}' changed the definition of its tool '{tool}' \
+             ({} changed) after evo pinned it, so evo hides the tool and refuses calls to it until a \
+             person reviews the change. A person can see it with `evoctl diff {server} {tool}` and \
+             accept it with `evoctl trust {server} {tool}`.",
+            fields.join(", ")
+        )
     }
 }
 
@@ -334,7 +398,14 @@ impl ToolEntry {
         let mut tool = upstream.clone();
         tool.name = name.clone().into();
         tool.input_schema = input_schema;
+        let fingerprint = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_vec(&tool).unwrap_or_default().hash(&mut h);
+            h.finish()
+        };
         ToolEntry {
+            fingerprint,
             summary: schema::summary(upstream.description.as_deref()),
             name,
             also: names::doubled_name(&spec.prefix, &upstream.name),
@@ -390,6 +461,8 @@ pub struct ServerTools<'a> {
     pub spec: &'a ServerSpec,
     pub link: &'a Arc<ServerLink>,
     pub entries: &'a [Arc<ToolEntry>],
+    /// Quarantined tools by upstream name, with the fields that changed.
+    pub held: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
@@ -555,6 +628,73 @@ mod tests {
         assert_eq!(names(&before), ["a_t"]);
         assert_eq!(names(&after), ["b_t"]);
         assert_eq!(after.get("b_t").map(|e| e.upstream.as_str()), Some("t"));
+    }
+
+    /// A held tool is absent from the list and its name refuses calls,
+    /// naming the fields, and a later server's tool of the same name does
+    /// not take the calls meant for it.
+    #[test]
+    fn quarantined_tools_are_hidden_refused_and_keep_their_name() {
+        let text = json!({"mcpServers": {"a": {"command": "x", "prefix": "p"},
+                                          "b": {"command": "x", "prefix": "p"}}})
+        .to_string();
+        let specs = crate::config::parse(&text, std::path::Path::new("t.json"), &|_| None)
+            .expect("test config parses")
+            .servers;
+        let links: Vec<Arc<ServerLink>> = specs
+            .iter()
+            .map(|s| Arc::new(ServerLink::new(s.id.clone(), s.timeout, None)))
+            .collect();
+        let a = entries_for(
+            &specs[0],
+            &links[0],
+            &[tool("read", false), tool("ok", false)],
+            &[],
+        );
+        let b = entries_for(&specs[1], &links[1], &[tool("read", false)], &[]);
+        let held: BTreeMap<String, Vec<String>> =
+            [("read".to_string(), vec!["description".to_string()])].into();
+        let none = BTreeMap::new();
+        let servers = [
+            ServerTools {
+                spec: &specs[0],
+                link: &links[0],
+                entries: &a,
+                held: &held,
+            },
+            ServerTools {
+                spec: &specs[1],
+                link: &links[1],
+                entries: &b,
+                held: &none,
+            },
+        ];
+        let s = Snapshot::build(1, &servers, &Default::default());
+        assert_eq!(names(&s), ["p_ok"]);
+        assert!(s.get("p_read").is_none());
+        let refusal = s.refusal("p_read").unwrap_or_default();
+        for part in [
+            "quarantined",
+            "server 'a'",
+            "tool 'read'",
+            "(description changed)",
+            "evoctl diff a read",
+            "evoctl trust a read",
+        ] {
+            assert!(refusal.contains(part), "{part}: {refusal}");
+        }
+        assert!(
+            !refusal.contains("Does read"),
+            "never the new text: {refusal}"
+        );
+        assert_eq!(s.duplicates.len(), 1);
+        assert_eq!(
+            (
+                s.duplicates[0].kept.as_str(),
+                s.duplicates[0].skipped.as_slice()
+            ),
+            ("a:read", &["b:read".to_string()][..])
+        );
     }
 
     #[test]

@@ -234,6 +234,7 @@ impl SessionServer {
             let snapshot = self.snapshot.load_full();
             let settled = snapshot.get(name).is_some()
                 || snapshot.denied.contains_key(name)
+                || snapshot.quarantined.contains_key(name)
                 || !(snapshot.version == 0 || snapshot.still_listing());
             if settled || Instant::now() >= deadline || ctx.ct.is_cancelled() {
                 return snapshot;

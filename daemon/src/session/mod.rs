@@ -122,9 +122,11 @@ pub struct Session {
     listeners: Vec<SubscriptionSink>,
     supervisor: Addr<Supervisor>,
     snapshot: Arc<ArcSwap<Snapshot>>,
-    /// Names visible at the last list_changed (or start), to tell whether a
-    /// catalog change touched this session.
-    visible: Vec<String>,
+    /// The proxied tools visible at the last list_changed (or start), by
+    /// name and definition fingerprint, to tell whether a catalog change
+    /// touched this session: a tool added, removed or redefined (a changed
+    /// description included).
+    visible: Vec<(String, u64)>,
 }
 
 impl Session {
@@ -153,10 +155,10 @@ impl Session {
         s
     }
 
-    /// Exposed names of the proxied tools this session lists.
-    fn visible_names(&self, snapshot: &Snapshot) -> Vec<String> {
+    /// The proxied tools this session lists: exposed name and fingerprint.
+    fn visible_names(&self, snapshot: &Snapshot) -> Vec<(String, u64)> {
         visible_entries(snapshot, self.mode, &self.activated)
-            .map(|e| e.name.clone())
+            .map(|e| (e.name.clone(), e.fingerprint))
             .collect()
     }
 

@@ -92,9 +92,10 @@ impl SessionServer {
             return text_result(text, false);
         }
         let snapshot = self.snapshot.load_full();
-        match snapshot.get(name) {
-            Some(entry) => text_result(disclosure::describe_tool(entry), false),
-            None => text_result(unknown_tool_message(&snapshot, name, Asker::Agent), true),
+        match (snapshot.get(name), snapshot.quarantined.get(name)) {
+            (Some(entry), _) => text_result(disclosure::describe_tool(entry), false),
+            (None, Some(held)) => text_result(held.refusal(), true),
+            (None, None) => text_result(unknown_tool_message(&snapshot, name, Asker::Agent), true),
         }
     }
 

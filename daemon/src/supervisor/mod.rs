@@ -394,6 +394,7 @@ impl Supervisor {
             discovery_hot: self.config.discovery.hot.clone(),
             cached,
             renamed,
+            integrity: self.config.integrity,
         });
     }
 

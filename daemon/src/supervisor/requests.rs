@@ -155,6 +155,10 @@ impl Supervisor {
         };
         Box::pin(async move {
             let cat = catalog.send(CatalogStatus).await.unwrap_or_default();
+            let (integrity, quarantined) = catalog
+                .send(crate::catalog::IntegrityStatus)
+                .await
+                .unwrap_or_default();
             let mut servers = Vec::new();
             for (spec, addr) in children {
                 let st = addr.send(child::GetStatus).await.ok();
@@ -231,6 +235,8 @@ impl Supervisor {
                     })
                     .collect(),
                 annotations_relied_on: snapshot.relied_on.clone(),
+                integrity,
+                quarantined,
             }))
         })
     }
@@ -360,6 +366,28 @@ fn tool_line(
     }
 }
 
+impl Supervisor {
+    /// A request the Catalog answers (`diff`, `trust`: it owns the pins).
+    fn ask_catalog<M, R>(&self, msg: M, reply: fn(R) -> Reply) -> ResponseFuture<CtlReply>
+    where
+        M: Message<Result = Result<R, crate::catalog::IntegrityRefusal>> + Send + 'static,
+        R: Send + 'static,
+        crate::catalog::Catalog: Handler<M>,
+    {
+        let asked = self.catalog.send(msg);
+        Box::pin(async move {
+            match asked.await {
+                Ok(Ok(r)) => CtlReply::data(reply(r)),
+                Ok(Err((kind, message))) => CtlReply::error(kind, message),
+                Err(e) => CtlReply::error(
+                    ErrorKind::Internal,
+                    format!("the catalog did not answer ({e}); evod may be shutting down"),
+                ),
+            }
+        })
+    }
+}
+
 /// A control request from `evoctl`.
 #[derive(Message)]
 #[rtype(result = "CtlReply")]
@@ -418,7 +446,14 @@ impl Handler<Ctl> for Supervisor {
                     })),
                     None => CtlReply::error(
                         ErrorKind::UnknownTool,
-                        session::unknown_tool_message(&snapshot, &name, session::Asker::Person),
+                        match snapshot.quarantined.get(&name) {
+                            Some(q) => q.refusal(),
+                            None => session::unknown_tool_message(
+                                &snapshot,
+                                &name,
+                                session::Asker::Person,
+                            ),
+                        },
                     ),
                 };
                 ready(reply)
@@ -486,6 +521,12 @@ impl Handler<Ctl> for Supervisor {
                 };
                 self.watch_files(ctx);
                 ready(reply)
+            }
+            CtlRequest::Diff { server, tool } => {
+                self.ask_catalog(crate::catalog::DiffTools { server, tool }, Reply::Diff)
+            }
+            CtlRequest::Trust { server, tool } => {
+                self.ask_catalog(crate::catalog::TrustTools { server, tool }, Reply::Action)
             }
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);

@@ -13,6 +13,7 @@ mod correction;
 mod discovery;
 mod foundation;
 mod hostile;
+mod integrity;
 mod limits;
 mod operator;
 mod permissions;
