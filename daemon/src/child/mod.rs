@@ -58,13 +58,17 @@ async fn connect<T, E>(
     handler: ChildEvents,
     transport: T,
     lifecycle: ClientLifecycleMode,
+    modern_late: probe::ModernLate,
 ) -> Result<(Client, Vec<Tool>), String>
 where
     T: rmcp::transport::Transport<RoleClient, Error = E> + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
     let client = handler
-        .serve_with_lifecycle(probe::LateProbeFilter::new(transport), lifecycle)
+        .serve_with_lifecycle(
+            probe::LateProbeFilter::new(transport, modern_late),
+            lifecycle,
+        )
         .await
         .map_err(|e| format!("MCP handshake failed: {}", readable_error(&e)))?;
     let tools = client
@@ -267,6 +271,9 @@ pub struct ChildServer {
     gate: Arc<StartGate>,
     /// Start timeouts forgiven in a row (see [`MAX_EXCUSED_TIMEOUTS`]).
     excused: u32,
+    /// The child answered the discover probe late once: it is probed with
+    /// `server/discover` alone (no fallback to `initialize`) from then on.
+    modern_only: bool,
     phase: Phase,
     /// Counts starts (see [`Run::generation`]).
     generation: u64,
@@ -324,6 +331,7 @@ impl ChildServer {
                 catalog,
                 gate,
                 excused: 0,
+                modern_only: false,
                 phase: Phase::Idle,
                 generation: 0,
                 restarts: 0,
@@ -397,10 +405,20 @@ impl ChildServer {
             catalog: self.catalog.clone(),
         };
         // Probe `server/discover` (2026-07-28), fall back to `initialize`.
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        // Probe `server/discover` (2026-07-28), fall back to `initialize`;
+        // a child known to answer the probe late is probed alone.
+        let lifecycle = if self.modern_only {
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            }
+        } else {
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            }
         };
+        let modern_late = probe::ModernLate::default();
+        let learned = modern_late.clone();
         let mut run = Run {
             generation,
             process: None,
@@ -422,12 +440,12 @@ impl ChildServer {
                     );
                     run.process = Some(spawned.process);
                     run.direct = Some(direct);
-                    Box::pin(connect(handler, transport, lifecycle)) as Connecting
+                    Box::pin(connect(handler, transport, lifecycle, modern_late)) as Connecting
                 })
             }
             TransportSpec::Http { url, headers } => http_config(url, headers).map(|c| {
                 let transport = rmcp::transport::StreamableHttpClientTransport::from_config(c);
-                Box::pin(connect(handler, transport, lifecycle)) as Connecting
+                Box::pin(connect(handler, transport, lifecycle, modern_late)) as Connecting
             }),
         };
         self.enter(Phase::Starting {
@@ -451,6 +469,9 @@ impl ChildServer {
                     tracing::info!(server = %act.spec.id, generation, "an ended start had failed: {e}");
                 }
                 return;
+            }
+            if learned.is_set() && !act.modern_only {
+                return act.probe_alone(ctx);
             }
             let Ok(res) = res else {
                 return act.start_timed_out(generation, ctx);
@@ -490,12 +511,29 @@ impl ChildServer {
         };
         tracing::warn!(server = %self.spec.id, others, "{reason} while {busy}; not counted as a crash, it starts again at the back of the line (raise start_timeout_s or lower limits.max_concurrent_starts if this repeats)");
         self.last_error = Some(format!("{reason} while {busy}; starting it again"));
+        self.start_over(ctx);
+    }
+
+    /// Ends the current start (its slot freed) and starts again at the back
+    /// of the line, its callers still waiting; counted as a restart, not as
+    /// a crash.
+    fn start_over(&mut self, ctx: &mut Context<Self>) {
         self.restarts += 1;
         let left = std::mem::replace(&mut self.phase, Phase::Idle).leave(ctx);
         if let Some(run) = left.run {
-            run.end(left.client, &self.spec.id); // frees its slot
+            run.end(left.client, &self.spec.id);
         }
         self.start(left.waiters, ctx);
+    }
+
+    /// The child answered the discover probe after rmcp had fallen back to
+    /// `initialize` (see `probe.rs`): it speaks 2026-07-28 and may never
+    /// answer `initialize`. Started again at once, probed alone from now on;
+    /// not a crash.
+    fn probe_alone(&mut self, ctx: &mut Context<Self>) {
+        tracing::info!(server = %self.spec.id, "slow to answer server/discover but speaks 2026-07-28: starting it again, probing with server/discover alone");
+        self.modern_only = true;
+        self.start_over(ctx);
     }
 
     /// Run `generation` answered its handshake and listed `tools`: put them

@@ -8,8 +8,17 @@
 //! whole start ("conflict initialized response id: expected 1, got 0").
 //! This transport wrapper remembers the probe's id and, once `initialize`
 //! has been sent in its place, drops the probe's answer when it arrives.
+//!
+//! A late *success* says the child speaks 2026-07-28, and such a child may
+//! never answer the `initialize` that follows (seen: the Python SDK's
+//! servers). Waiting would only run out the start deadline, so the stream
+//! is ended at once and [`ModernLate`] is set: the ChildServer starts the
+//! child again probing with `server/discover` alone, without rmcp's 10 s
+//! fallback.
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
@@ -19,16 +28,29 @@ use rmcp::transport::Transport;
 /// reaches rmcp. See the module docs.
 pub struct LateProbeFilter<T> {
     inner: T,
+    modern_late: ModernLate,
     /// The id of a `server/discover` sent and not yet answered.
     probe: Option<String>,
     /// Ids of probes given up on (`initialize` was sent after them).
     abandoned: HashSet<String>,
 }
 
+/// Set when a child answered the probe with success after `initialize` was
+/// sent instead (see the module docs).
+#[derive(Clone, Default)]
+pub struct ModernLate(Arc<AtomicBool>);
+
+impl ModernLate {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 impl<T> LateProbeFilter<T> {
-    pub fn new(inner: T) -> Self {
+    pub fn new(inner: T, modern_late: ModernLate) -> Self {
         LateProbeFilter {
             inner,
+            modern_late,
             probe: None,
             abandoned: HashSet::new(),
         }
@@ -90,6 +112,13 @@ where
                 return Some(message);
             }
             if self.is_late_answer(&message) {
+                if matches!(message, JsonRpcMessage::Response(_)) {
+                    tracing::info!(
+                        "the child answered the server/discover probe after evod had fallen back to initialize: it speaks 2026-07-28; ending this start to probe it again"
+                    );
+                    self.modern_late.0.store(true, Ordering::Release);
+                    return None;
+                }
                 tracing::info!(
                     "the child answered the server/discover probe after evod had fallen back to initialize; ignoring that answer"
                 );

@@ -165,3 +165,48 @@ fn a_timeout_while_others_start_is_not_a_crash() {
     });
     assert!(d.log_text().contains("child is down"));
 }
+
+#[test]
+fn a_modern_server_slower_than_the_probe_is_probed_again_alone() {
+    // The official Python SDK's servers answer `server/discover` but never
+    // the `initialize` rmcp sends when the probe took over 10 s (a cold or
+    // loaded start): such a start used to hang until its deadline and crash
+    // in a loop. Once the late answer shows the server is modern, it is
+    // started again at once and probed with `server/discover` alone.
+    let python = repo_root().join("tests/interop/.venv/bin/python");
+    if !python.exists() {
+        skipped("needs tests/interop/.venv with the Python SDK (tests/run creates it)");
+        return;
+    }
+    let script = repo_root().join("tests/fixtures/sdk_server.py");
+    let d = Daemon::start(&json!({"mcpServers": {"py": {
+        "command": "sh",
+        "args": ["-c", "[ -e \"$0.started\" ] || { touch \"$0.started\"; sleep 11; }; exec \"$1\" \"$2\" py",
+                 d_marker(), python.to_string_lossy(), script.to_string_lossy()]
+    }}}));
+    let mut s = Value::Null;
+    eventually(
+        with_log("py ready after one quick restart", &d.log),
+        Duration::from_secs(45),
+        || {
+            s = d.ctl_json(&["status"]);
+            server(&s, "py").is_some_and(|v| v["state"] == "ready")
+        },
+    );
+    let py = server(&s, "py").unwrap();
+    assert_eq!(py["restarts"], 1, "{py}");
+    assert!(
+        d.log_text().contains("probing with server/discover alone"),
+        "{}",
+        d.log_text()
+    );
+    let mut c = d.legacy_session();
+    assert_eq!(c.call_text("py_echo", json!({"text": "hi"})).0, "hi");
+}
+
+/// A path unique to this test run: its first start sleeps, a restart not.
+fn d_marker() -> String {
+    let dir = std::env::temp_dir().join(format!("evo-probe-{}", std::process::id()));
+    let _ = std::fs::remove_file(dir.with_extension("started"));
+    dir.to_string_lossy().into_owned()
+}
