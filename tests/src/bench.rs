@@ -250,6 +250,10 @@ fn search_benchmarks() {
                 "queries-blind3.jsonl",
                 "written blind in the dev set's mix, never tuned on",
             ),
+            (
+                "queries-blind4.jsonl",
+                "written blind by a helper that never saw the search code, 138 of 208 multi-server, never tuned on",
+            ),
         ] {
             let blind = bench_set(file);
             searcheval::print_quality(&format!("bench/{file} ({title})"), &blind, &snap, true);

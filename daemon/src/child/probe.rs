@@ -9,12 +9,13 @@
 //! This transport wrapper remembers the probe's id and, once `initialize`
 //! has been sent in its place, drops the probe's answer when it arrives.
 //!
-//! A late *success* says the child speaks 2026-07-28, and such a child may
-//! never answer the `initialize` that follows (seen: the Python SDK's
-//! servers). Waiting would only run out the start deadline, so the stream
-//! is ended at once and [`ModernLate`] is set: the ChildServer starts the
-//! child again probing with `server/discover` alone, without rmcp's 10 s
-//! fallback.
+//! A late *success* says the child speaks 2026-07-28. Some such children
+//! answer the `initialize` that follows too (rmcp's own servers), some refuse
+//! it (the Python SDK's: "connection is serving the 2026-07-28 protocol"). So
+//! `initialize` gets [`LATE_INIT_GRACE`] more to be answered; if it is
+//! refused or not answered, the stream is ended and [`ModernLate`] is set: the
+//! ChildServer starts the child again probing with `server/discover` alone,
+//! without rmcp's 10 s fallback, instead of waiting out the start deadline.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -23,6 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+
+/// How long a child that answered the probe late has to answer the
+/// `initialize` sent in its place.
+pub const LATE_INIT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A transport whose abandoned `server/discover` probe's answer never
 /// reaches rmcp. See the module docs.
@@ -33,6 +38,10 @@ pub struct LateProbeFilter<T> {
     probe: Option<String>,
     /// Ids of probes given up on (`initialize` was sent after them).
     abandoned: HashSet<String>,
+    /// The id of the `initialize` sent, until it is answered.
+    initialize: Option<String>,
+    /// Set after a late success: when `initialize` must be answered by.
+    grace: Option<tokio::time::Instant>,
 }
 
 /// Set when a child answered the probe with success after `initialize` was
@@ -53,6 +62,8 @@ impl<T> LateProbeFilter<T> {
             modern_late,
             probe: None,
             abandoned: HashSet::new(),
+            initialize: None,
+            grace: None,
         }
     }
 
@@ -67,9 +78,24 @@ impl<T> LateProbeFilter<T> {
                 if let Some(id) = self.probe.take() {
                     self.abandoned.insert(id);
                 }
+                self.initialize = Some(request.id.to_string());
             }
             _ => {}
         }
+    }
+
+    /// Whether `message` answers the `initialize` sent (which ends the wait).
+    fn answers_initialize(&mut self, message: &RxJsonRpcMessage<RoleClient>) -> bool {
+        let id = match message {
+            JsonRpcMessage::Response(response) => Some(response.id.to_string()),
+            JsonRpcMessage::Error(error) => error.id.as_ref().map(ToString::to_string),
+            _ => None,
+        };
+        let answered = id.is_some() && id == self.initialize;
+        if answered {
+            self.initialize = None;
+        }
+        answered
     }
 
     /// Whether an incoming message is the late answer to an abandoned
@@ -107,17 +133,42 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.inner.receive().await?;
+            let message = match self.grace {
+                None => self.inner.receive().await?,
+                Some(by) => match tokio::time::timeout_at(by, self.inner.receive()).await {
+                    Ok(message) => message?,
+                    Err(_) => {
+                        tracing::info!(
+                            "the child answered the server/discover probe late and not the initialize sent instead: it speaks 2026-07-28 only; ending this start to probe it again"
+                        );
+                        self.modern_late.0.store(true, Ordering::Release);
+                        return None;
+                    }
+                },
+            };
+            if self.grace.is_some() && self.answers_initialize(&message) {
+                self.grace = None;
+                if matches!(message, JsonRpcMessage::Error(_)) {
+                    // Refused (the Python SDK: "connection is serving the
+                    // 2026-07-28 protocol"): it speaks the new era only.
+                    tracing::info!(
+                        "the child answered the server/discover probe late and refused the initialize sent instead: it speaks 2026-07-28 only; ending this start to probe it again"
+                    );
+                    self.modern_late.0.store(true, Ordering::Release);
+                    return None;
+                }
+            }
             if self.abandoned.is_empty() && self.probe.is_none() {
                 return Some(message);
             }
             if self.is_late_answer(&message) {
-                if matches!(message, JsonRpcMessage::Response(_)) {
+                if matches!(message, JsonRpcMessage::Response(_)) && self.initialize.is_some() {
                     tracing::info!(
-                        "the child answered the server/discover probe after evod had fallen back to initialize: it speaks 2026-07-28; ending this start to probe it again"
+                        "the child answered the server/discover probe after evod had fallen back to initialize: it speaks 2026-07-28; giving initialize {}s more",
+                        LATE_INIT_GRACE.as_secs()
                     );
-                    self.modern_late.0.store(true, Ordering::Release);
-                    return None;
+                    self.grace = Some(tokio::time::Instant::now() + LATE_INIT_GRACE);
+                    continue;
                 }
                 tracing::info!(
                     "the child answered the server/discover probe after evod had fallen back to initialize; ignoring that answer"

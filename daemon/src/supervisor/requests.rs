@@ -154,14 +154,19 @@ impl Supervisor {
             guard_error: crate::guard::problem(),
         };
         Box::pin(async move {
+            // Children first, then the catalog: a child is ready only once
+            // the catalog has its tools, so "ready" never shows 0 tools.
+            let mut states = Vec::with_capacity(children.len());
+            for (_, addr) in &children {
+                states.push(addr.send(child::GetStatus).await.ok());
+            }
             let cat = catalog.send(CatalogStatus).await.unwrap_or_default();
             let (integrity, quarantined) = catalog
                 .send(crate::catalog::IntegrityStatus)
                 .await
                 .unwrap_or_default();
             let mut servers = Vec::new();
-            for (spec, addr) in children {
-                let st = addr.send(child::GetStatus).await.ok();
+            for ((spec, _), st) in children.into_iter().zip(states) {
                 let info = cat.iter().find(|c| c.id == spec.id);
                 servers.push(ctl::ServerStatus {
                     id: spec.id.clone(),
