@@ -4,6 +4,7 @@
 //! cannot run them, and what a running evod made of them reported as it
 //! happened (its reload), not as a promise.
 
+use evo_proto::entry::{TransportKind, has_http_scheme};
 use std::path::{Path, PathBuf};
 
 use evo_proto::CtlRequest;
@@ -142,10 +143,9 @@ fn imported(entry: &Map<String, Value>, disabled: Option<&str>) -> Value {
     Value::Object(entry)
 }
 
-/// Why evod could not serve this entry, if it could not. These are the
-/// loader's rules (`daemon/src/config.rs`, which evoctl does not link) for
-/// what decides whether an entry can run at all: its transport and its
-/// `${…}` references. What only evod can know (is `${VAR}` set in its
+/// Why evod could not serve this entry, if it could not: what decides
+/// whether an entry can run at all, its transport (the loader's own rules,
+/// from `evo_proto::entry`) and its `${…}` references. What only evod can know (is `${VAR}` set in its
 /// environment, does the command exist) its reload reports.
 pub fn cannot_serve(entry: &Map<String, Value>, env_file: &Path) -> Option<String> {
     let mut declared = None;
@@ -153,15 +153,12 @@ pub fn cannot_serve(entry: &Map<String, Value>, env_file: &Path) -> Option<Strin
         let Some(name) = entry.get(key).and_then(Value::as_str) else {
             continue;
         };
-        let folded: String = name
-            .chars()
-            .filter(|c| *c != '-' && *c != '_')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        match folded.as_str() {
-            "stdio" | "http" | "streamablehttp" => declared = Some(folded),
-            "sse" => return Some("evo does not serve legacy SSE servers yet".into()),
-            _ => {
+        match TransportKind::from_declared(name) {
+            Some(kind) => declared = Some(kind),
+            None if name.eq_ignore_ascii_case("sse") => {
+                return Some("evo does not serve legacy SSE servers yet".into());
+            }
+            None => {
                 return Some(format!(
                     "evo does not serve \"{key}\": \"{name}\" servers; it serves stdio (\"command\") and Streamable HTTP (\"url\")"
                 ));
@@ -191,13 +188,6 @@ pub fn cannot_serve(entry: &Map<String, Value>, env_file: &Path) -> Option<Strin
         }
     }
     None
-}
-
-fn has_http_scheme(url: &str) -> bool {
-    ["http://", "https://"].iter().any(|scheme| {
-        url.get(..scheme.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
-    })
 }
 
 /// The strings evod expands `${…}` in, each with the key that locates it

@@ -28,6 +28,7 @@
 //!   or a wrong type in a top-level section (`mcpServers`, `servers`, `discovery`, `cache`,
 //!   `limits`). On reload the caller keeps the running config in force.
 
+use evo_proto::entry::{TransportKind, has_http_scheme};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::io;
@@ -1056,28 +1057,6 @@ struct Launch<'a> {
     headers: &'a BTreeMap<String, String>,
 }
 
-/// The two transports, as declared by `type`/`transport` or implied by `command`/`url`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TransportKind {
-    Stdio,
-    Http,
-}
-
-impl TransportKind {
-    fn from_declared(name: &str) -> Option<TransportKind> {
-        let folded: String = name
-            .chars()
-            .filter(|c| *c != '-' && *c != '_')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        match folded.as_str() {
-            "stdio" => Some(TransportKind::Stdio),
-            "http" | "streamablehttp" => Some(TransportKind::Http),
-            _ => None,
-        }
-    }
-}
-
 /// Parses one server entry. `Ok(None)` means `disabled: true`.
 #[allow(
     clippy::too_many_lines,
@@ -1365,15 +1344,6 @@ fn transport_kind(
             "neither 'command' (stdio) nor 'url' (http) is set".to_owned(),
         )),
     }
-}
-
-fn has_http_scheme(url: &str) -> bool {
-    let starts = |scheme: &str| {
-        url.get(..scheme.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
-            && url.len() > scheme.len()
-    };
-    starts("http://") || starts("https://")
 }
 
 /// Capabilities from env flags: a key ending in `TOOL` (any case) whose value is true/1/yes

@@ -3,9 +3,12 @@
 //! A connection opens with one handshake line ([`Hello`]) answered by one line
 //! ([`Welcome`]). An `mcp` connection then carries MCP's newline-delimited JSON-RPC
 //! untouched; a `ctl` connection carries [`CtlRequest`] / [`CtlReply`] lines.
-//! Every line is bounded by a size limit ([`frame`]).
+//! Every line is bounded by a size limit ([`frame`]). [`entry`] holds the
+//! transport rules of a config entry, which `evoctl import` shares with
+//! evod's loader.
 
 pub mod ctl;
+pub mod entry;
 #[cfg(unix)]
 pub mod fdpass;
 pub mod frame;
