@@ -14,11 +14,6 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use serde_json::{Value, json};
 
-fn python() -> Option<PathBuf> {
-    let venv = repo_root().join("tests/interop/.venv/bin/python");
-    venv.exists().then_some(venv)
-}
-
 /// Clock ticks per second of `/proc/PID/stat`'s CPU times.
 fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")
@@ -97,7 +92,7 @@ fn run(n: usize, limit: Option<usize>, python: &PathBuf, deadline: Duration) -> 
 }
 
 pub fn converge_benchmarks(sizes: &[usize]) {
-    let Some(python) = python() else {
+    let Some(python) = sdk_python() else {
         println!(
             "skipped: the convergence benchmark needs tests/interop/.venv (run ./tests/run once, or python3 -m venv tests/interop/.venv && tests/interop/.venv/bin/pip install -r tests/interop/requirements.txt)"
         );

@@ -64,7 +64,7 @@ impl SessionServer {
                 "{} failed: server '{}' answered with an error",
                 entry.name, server.id
             );
-            let (max, id) = (server.max_result_bytes(), server.id.clone());
+            let (max, id) = (server.max_result_bytes(), server.id.as_str());
             let call =
                 async move {
                     let pending = direct
@@ -73,7 +73,7 @@ impl SessionServer {
                         .map_err(|_| rmcp::ServiceError::TransportClosed)?;
                     match pending.answer().await {
                         Direct::Result(r, size) => Ok(CallToolResponse::Complete(
-                            result_limit::limit(r, max, Some(size), &id),
+                            result_limit::limit(r, max, Some(size), id),
                         )),
                         Direct::Error(message) => {
                             Ok(text_result(format!("{failed}: {message}"), true).into())

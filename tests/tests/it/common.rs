@@ -161,6 +161,13 @@ pub fn fixture_server(extra_args: &[&str]) -> Value {
     json!({"command": fixture().to_string_lossy(), "args": extra_args})
 }
 
+/// The interop suite's Python (with the official SDK), when `tests/run`
+/// has created its venv.
+pub fn sdk_python() -> Option<PathBuf> {
+    let python = repo_root().join("tests/interop/.venv/bin/python");
+    python.exists().then_some(python)
+}
+
 /// A config entry for `tests/fixtures/raw_server.py` (a server written
 /// without an SDK) serving `tools` verbatim; the list is written into `dir`.
 pub fn raw_server(dir: &TempDir, tools: &Value) -> Value {

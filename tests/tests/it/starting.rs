@@ -173,11 +173,10 @@ fn a_modern_server_slower_than_the_probe_is_probed_again_alone() {
     // loaded start): such a start used to hang until its deadline and crash
     // in a loop. Once the late answer shows the server is modern, it is
     // started again at once and probed with `server/discover` alone.
-    let python = repo_root().join("tests/interop/.venv/bin/python");
-    if !python.exists() {
+    let Some(python) = sdk_python() else {
         skipped("needs tests/interop/.venv with the Python SDK (tests/run creates it)");
         return;
-    }
+    };
     let script = repo_root().join("tests/fixtures/sdk_server.py");
     let d = Daemon::start(&json!({"mcpServers": {"py": {
         "command": "sh",
