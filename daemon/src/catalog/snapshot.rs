@@ -57,8 +57,6 @@ pub struct Snapshot {
     pub capabilities: Vec<(String, Vec<String>)>,
     /// Denied tools (absent from `tools`), with the rule that denies them.
     pub denied: HashMap<String, String>,
-    /// Tools each call of which a person approves, with the rule.
-    pub needs_approval: HashMap<String, String>,
     /// Each listed tool's permission and the rule that decided it.
     pub decided: HashMap<String, (Permission, String)>,
     /// Rules that decided by a server's annotations (its own, untrusted
@@ -142,6 +140,15 @@ impl Snapshot {
         self.unlisted.iter().any(|l| l.state().is_starting())
     }
 
+    /// The rule that makes each call of `name` wait for a person, if one
+    /// does.
+    pub fn approval_rule(&self, name: &str) -> Option<&str> {
+        match self.decided.get(name) {
+            Some((Permission::RequireApproval, rule)) => Some(rule),
+            _ => None,
+        }
+    }
+
     /// Why `name` may not be called, when permissions deny it or it is
     /// quarantined.
     pub fn refusal(&self, name: &str) -> Option<String> {
@@ -163,7 +170,6 @@ impl Snapshot {
     ) -> Snapshot {
         use crate::permissions::Permission;
         let mut denied = HashMap::new();
-        let mut needs_approval = HashMap::new();
         let mut decided = HashMap::new();
         let mut relied_on: Vec<evo_proto::ctl::AnnotationReliance> = Vec::new();
         let mut tools: Vec<Arc<ToolEntry>> = Vec::new();
@@ -229,18 +235,12 @@ impl Snapshot {
                         }),
                     }
                 }
-                match decision.permission {
-                    Permission::Deny => {
-                        if let Some(doubled) = &entry.also {
-                            denied.insert(doubled.clone(), decision.source.clone());
-                        }
-                        denied.insert(entry.name.clone(), decision.source);
-                        continue;
+                if decision.permission == Permission::Deny {
+                    if let Some(doubled) = &entry.also {
+                        denied.insert(doubled.clone(), decision.source.clone());
                     }
-                    Permission::RequireApproval => {
-                        needs_approval.insert(entry.name.clone(), decision.source.clone());
-                    }
-                    Permission::Allow => {}
+                    denied.insert(entry.name.clone(), decision.source);
+                    continue;
                 }
                 decided.insert(entry.name.clone(), (decision.permission, decision.source));
                 index.insert(entry.name.clone(), tools.len());
@@ -281,7 +281,6 @@ impl Snapshot {
             search,
             capabilities,
             denied,
-            needs_approval,
             decided,
             relied_on,
             quarantined,
@@ -582,8 +581,8 @@ mod tests {
                 .is_some_and(|r| r.contains("fs_delete"))
         );
         assert!(s.refusal("fs_read").is_none());
-        assert!(s.needs_approval.contains_key("fs_write"));
-        assert!(!s.needs_approval.contains_key("fs_read"));
+        assert!(s.approval_rule("fs_write").is_some());
+        assert!(s.approval_rule("fs_read").is_none());
     }
 
     #[test]

@@ -340,7 +340,7 @@ impl SessionServer {
                 }
             }
         }
-        if let Some(rule) = snapshot.needs_approval.get(&entry.name) {
+        if let Some(rule) = snapshot.approval_rule(&entry.name) {
             match self.approval(entry, rule, &args, key, answers, ctx).await {
                 Approval::Granted => {}
                 Approval::Refused(why) => return Ok(text_result(why, true).into()),
