@@ -21,6 +21,7 @@ use tokio::io::BufReader;
 /// Exit codes (DESIGN.md): 0 ok, 1 refused (by the daemon, or a local command
 /// such as `setup` that could not do its job safely), 2 usage, 3 no daemon.
 pub const EXIT_REFUSED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_NO_DAEMON: u8 = 3;
 
 /// evoctl: control the evo daemon, and connect MCP clients to it.
@@ -49,6 +50,9 @@ enum Command {
         /// Name this session so its activations persist across reconnects
         #[arg(long, value_name = "NAME")]
         session: Option<String>,
+        /// List this profile's tools in the session [default: $EVO_PROFILE]
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
         /// Fail (exit 3) instead of starting evod when none is running
         #[arg(long)]
         no_autostart: bool,
@@ -74,22 +78,32 @@ enum Command {
     },
     /// Full schema and an example call of one tool
     Describe { tool: String },
-    /// Make tools visible in a live session
+    /// Make tools visible in a live session, or add them to a profile
     Activate {
         #[arg(required = true)]
         tools: Vec<String>,
+        /// Session id or name [default: the most recently active]
         #[arg(long)]
         session: Option<String>,
+        /// Add the tools to this profile, for every session using it (saved)
+        #[arg(long, value_name = "NAME", conflicts_with = "session")]
+        profile: Option<String>,
     },
-    /// Hide activated tools in a live session
+    /// Hide activated tools in a live session, or take them out of a profile
     Deactivate {
         #[arg(required = true)]
         tools: Vec<String>,
+        /// Session id or name [default: the most recently active]
         #[arg(long)]
         session: Option<String>,
+        /// Take the tools out of this profile, for every session using it (saved)
+        #[arg(long, value_name = "NAME", conflicts_with = "session")]
+        profile: Option<String>,
     },
     /// Live sessions
     Sessions,
+    /// Profiles with their tools and the sessions using each
+    Profiles,
     /// Re-read the config and permissions files now
     Reload,
     /// Re-discover a server's tools now (all servers without SERVER)
@@ -216,8 +230,17 @@ fn main() -> ExitCode {
         Command::Shim {
             mode,
             session,
+            profile,
             no_autostart,
-        } => return shim::run(&socket, cli.socket.is_some(), mode, session, !no_autostart),
+        } => {
+            let opts = shim::ShimOptions {
+                mode,
+                session,
+                profile,
+                autostart: !no_autostart,
+            };
+            return shim::run(&socket, cli.socket.is_some(), opts);
+        }
         Command::Service { action } => {
             let socket = explicit.as_deref();
             return local(service::run(action, socket, json), json);
@@ -311,9 +334,26 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
             limit,
         },
         Command::Describe { tool } => CtlRequest::Describe { name: tool },
-        Command::Activate { tools, session } => CtlRequest::Activate { tools, session },
-        Command::Deactivate { tools, session } => CtlRequest::Deactivate { tools, session },
+        Command::Activate {
+            tools,
+            session,
+            profile,
+        } => CtlRequest::Activate {
+            tools,
+            session,
+            profile,
+        },
+        Command::Deactivate {
+            tools,
+            session,
+            profile,
+        } => CtlRequest::Deactivate {
+            tools,
+            session,
+            profile,
+        },
         Command::Sessions => CtlRequest::Sessions,
+        Command::Profiles => CtlRequest::Profiles,
         Command::Reload => CtlRequest::Reload,
         Command::Refresh { server } => CtlRequest::Refresh { server },
         Command::Approve { id } => CtlRequest::Approve { id },

@@ -5,6 +5,30 @@ use std::path::Path;
 use evo_proto::ctl::{FileStatus, ServerState, StatusReport};
 use evo_proto::{CtlRequest, Reply};
 
+/// `evoctl status`'s lines about profiles: one per profile, with what is
+/// wrong with it.
+fn profile_summary(profiles: &[evo_proto::ctl::ProfileInfo]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if profiles.is_empty() {
+        return lines;
+    }
+    lines.push(String::new());
+    for p in profiles {
+        let mut line = format!(
+            "profile {}: {} tool(s), {} session(s)",
+            p.name, p.count, p.sessions
+        );
+        if !p.denied.is_empty() {
+            line.push_str(&format!("; denied (never listed): {}", p.denied.join(", ")));
+        }
+        if !p.unmatched.is_empty() {
+            line.push_str(&format!("; matching no tool: {}", p.unmatched.join(", ")));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// Prints a table: columns padded to their widest cell.
 fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -214,6 +238,12 @@ pub fn render(
             for line in integrity_lines(s) {
                 println!("{line}");
             }
+            if !s.hot.is_empty() {
+                println!("\nhot (listed in every session): {}", s.hot.join(", "));
+            }
+            for line in profile_summary(&s.profiles) {
+                println!("{line}");
+            }
             println!("\n{} session(s)", s.sessions.len());
             if !s.duplicates.is_empty() {
                 println!("\nduplicate tool names (first in config order wins):");
@@ -275,16 +305,86 @@ pub fn render(
                         s.id.clone(),
                         s.name.clone().unwrap_or_else(|| "-".into()),
                         s.mode.to_string(),
+                        s.era.to_string(),
                         s.io.to_string(),
+                        s.identity.clone().unwrap_or_else(|| "-".into()),
+                        s.profile.clone().unwrap_or_else(|| "-".into()),
                         s.activated.len().to_string(),
                         format!("{} ago", age(s.last_active)),
                     ]
                 })
                 .collect();
             table(
-                &["SESSION", "NAME", "MODE", "IO", "ACTIVATED", "LAST ACTIVE"],
+                &[
+                    "SESSION",
+                    "NAME",
+                    "MODE",
+                    "ERA",
+                    "IO",
+                    "IDENTITY",
+                    "PROFILE",
+                    "ACTIVATED",
+                    "LAST ACTIVE",
+                ],
                 &rows,
             );
+        }
+        Reply::Profiles(r) => {
+            if r.profiles.is_empty() {
+                println!(
+                    "no profiles: define them in the config, e.g. \"profiles\": {{\"coding\": [\"github_*\"]}}"
+                );
+                return Ok(());
+            }
+            for (i, p) in r.profiles.iter().enumerate() {
+                if i > 0 {
+                    println!();
+                }
+                println!(
+                    "{}: {} tool(s), {} session(s); patterns: {}",
+                    p.name,
+                    p.count,
+                    p.sessions,
+                    if p.patterns.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        p.patterns.join(", ")
+                    }
+                );
+                if !p.added.is_empty() {
+                    println!("  added at run time: {}", p.added.join(", "));
+                }
+                if !p.removed.is_empty() {
+                    println!("  taken out at run time: {}", p.removed.join(", "));
+                }
+                for t in &p.tools {
+                    println!("  {t}");
+                }
+                for t in &p.denied {
+                    println!("  {t} [denied by permissions: never listed]");
+                }
+                for u in &p.unmatched {
+                    println!("  warning: '{u}' matches no tool");
+                }
+            }
+        }
+        Reply::ProfileChange(r) => {
+            let verb = if matches!(request, CtlRequest::Activate { .. }) {
+                "added to"
+            } else {
+                "taken out of"
+            };
+            if r.changed.is_empty() {
+                println!("profile {}: nothing {verb} it (already so)", r.profile);
+            } else {
+                println!(
+                    "profile {}: {} {verb} it; {} tool(s) now, {} session(s) told",
+                    r.profile,
+                    r.changed.join(", "),
+                    r.tools.len(),
+                    r.sessions
+                );
+            }
         }
         Reply::Approvals(r) => {
             if r.approvals.is_empty() {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use evo_proto::{Hello, Welcome};
 use interprocess::local_socket::Stream;
 
-use crate::{EXIT_NO_DAEMON, EXIT_REFUSED, no_daemon_message};
+use crate::{EXIT_NO_DAEMON, EXIT_REFUSED, EXIT_USAGE, no_daemon_message};
 
 /// How long to wait for an autostarted evod to listen.
 const AUTOSTART_WAIT: Duration = Duration::from_secs(15);
@@ -26,13 +26,30 @@ const AUTOSTART_WAIT: Duration = Duration::from_secs(15);
 const MAX_WELCOME: u64 = 64 * 1024;
 const PUMP_BUFFER: usize = 64 * 1024;
 
-pub fn run(
-    socket: &Path,
-    explicit_socket: bool,
-    mode: Option<String>,
-    session: Option<String>,
-    autostart: bool,
-) -> ExitCode {
+/// What `evoctl shim` was asked for.
+pub struct ShimOptions {
+    pub mode: Option<String>,
+    pub session: Option<String>,
+    /// `--profile`; `EVO_PROFILE` when absent.
+    pub profile: Option<String>,
+    pub autostart: bool,
+}
+
+pub fn run(socket: &Path, explicit_socket: bool, opts: ShimOptions) -> ExitCode {
+    let ShimOptions {
+        mode,
+        session,
+        profile,
+        autostart,
+    } = opts;
+    // The flag wins; an empty variable means none.
+    let (profile, profile_from) = match profile {
+        Some(p) => (Some(p), "--profile"),
+        None => (
+            std::env::var("EVO_PROFILE").ok().filter(|p| !p.is_empty()),
+            "EVO_PROFILE",
+        ),
+    };
     let conn = match evo_proto::paths::connect_blocking(socket) {
         Ok(c) => c,
         Err(e) if !autostart => {
@@ -48,6 +65,7 @@ pub fn run(
         },
     };
     let mut hello = Hello::mcp(mode, session);
+    hello.profile = profile;
     hello.env_mode = std::env::var("EVO_DISCOVERY_MODE")
         .ok()
         .filter(|m| !m.is_empty());
@@ -75,6 +93,13 @@ pub fn run(
     };
     let handoff = match welcome {
         Ok(w) if w.ok => w.stdio,
+        Ok(w) if w.usage => {
+            eprintln!(
+                "evoctl shim: {} (from {profile_from})",
+                w.error.unwrap_or_default()
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
         Ok(w) => {
             eprintln!(
                 "evoctl shim: the daemon refused the session: {}",

@@ -73,6 +73,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "limits",
     "env_file",
     "integrity",
+    "profiles",
     "$schema",
 ];
 const SERVER_KEYS: &[&str] = &[
@@ -132,6 +133,9 @@ pub struct Config {
     pub limits: Limits,
     /// `integrity`: what a changed tool definition does (`pin` by default).
     pub integrity: crate::integrity::IntegrityMode,
+    /// `profiles`: named sets of tools (exposed names or globs), in file
+    /// order. An entry that is not a list of strings is skipped with a warning.
+    pub profiles: BTreeMap<String, Vec<String>>,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,
@@ -822,6 +826,9 @@ fn parse_root_value(
     if let Some(value) = present(root, "integrity") {
         config.integrity = parse_integrity(value, &mut warnings);
     }
+    if let Some(value) = present(root, "profiles") {
+        config.profiles = parse_profiles(value, &mut warnings);
+    }
 
     let mut seen = HashSet::new();
     for section in ["mcpServers", "servers"] {
@@ -1004,6 +1011,50 @@ fn parse_cache(value: &Value, warnings: &mut Warnings<'_>) -> Result<CacheSettin
         };
     }
     Ok(settings)
+}
+
+/// `profiles`: `{"name": ["exposed_name", "glob_*"]}`. A bad entry (a name
+/// that is not 1 to 64 printable characters, a value that is not a list of
+/// strings) is skipped with a warning naming it; the others load.
+fn parse_profiles(value: &Value, warnings: &mut Warnings<'_>) -> BTreeMap<String, Vec<String>> {
+    let mut profiles = BTreeMap::new();
+    let Value::Object(entries) = value else {
+        warnings.push(
+            &["profiles"],
+            format!(
+                "profiles: expected an object of profile names to lists of tools, found {}; \
+                 no profiles loaded",
+                describe(value)
+            ),
+        );
+        return profiles;
+    };
+    for (name, tools) in entries {
+        if !crate::profiles::valid_name(name) {
+            warnings.push(
+                &["profiles", name],
+                format!(
+                    "profile '{name}' skipped: a profile name is 1 to 64 characters, none of \
+                     them a space or control character"
+                ),
+            );
+            continue;
+        }
+        match string_list(tools) {
+            Ok(list) => {
+                profiles.insert(name.clone(), list);
+            }
+            Err(err) => warnings.push(
+                &["profiles", name],
+                format!(
+                    "profile '{name}' skipped: profiles.{name}{}: {} (a list of exposed tool \
+                     names or globs such as \"github_*\")",
+                    err.path, err.message
+                ),
+            ),
+        }
+    }
+    profiles
 }
 
 /// `integrity`: `pin`, `warn` or `off`. A value that is none of them is a

@@ -153,13 +153,19 @@ async fn handle(
                     mode: hello.mode,
                     env_mode: hello.env_mode,
                     name: hello.session,
+                    profile: hello.profile,
                     stdio,
                 })
                 .await
             {
                 Ok(Ok(o)) => o,
                 Ok(Err(why)) => {
-                    let _ = frame::write_json(&mut w, &Welcome::refused(why)).await;
+                    let welcome = if why.usage {
+                        Welcome::usage(why.message)
+                    } else {
+                        Welcome::refused(why.message)
+                    };
+                    let _ = frame::write_json(&mut w, &welcome).await;
                     return;
                 }
                 Err(_) => return,
@@ -169,6 +175,7 @@ async fn handle(
                 session_id: Some(opened.id.clone()),
                 mode: Some(opened.mode),
                 error: None,
+                usage: false,
                 daemon: Some(crate::VERSION.into()),
                 stdio,
             };
@@ -179,6 +186,7 @@ async fn handle(
             let server = SessionServer {
                 id: opened.id.clone(),
                 mode: opened.mode,
+                profile: opened.profile.clone(),
                 session: opened.addr.clone(),
                 supervisor: supervisor.clone(),
                 view: opened.view.clone(),
@@ -356,6 +364,7 @@ where
             session_id: None,
             mode: None,
             error: None,
+            usage: false,
             daemon: Some(crate::VERSION.into()),
             stdio: false,
         },

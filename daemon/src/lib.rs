@@ -14,6 +14,7 @@ pub mod approvals;
 #[cfg(target_os = "linux")]
 pub mod busypoll;
 pub mod cache;
+pub mod card;
 pub mod catalog;
 pub mod child;
 pub mod config;
@@ -28,6 +29,7 @@ pub mod lines;
 pub mod names;
 pub mod native;
 pub mod permissions;
+pub mod profiles;
 pub mod refresher;
 pub mod repair;
 pub mod result_limit;

@@ -20,6 +20,15 @@ pub const NAMES: [&str; 4] = [
     DESCRIBE_TOOL,
 ];
 
+/// Closes the instructions of a dynamic 2026-07-28 session.
+pub const MODERN_NOTE: &str = "\nOn this protocol version (2026-07-28) the tool list stays fixed: discover_tools returns matches with their input schemas, and you call a match by its exact name or through call_tool.";
+
+/// After the matches of a 2026-07-28 session's discover_tools.
+pub const MODERN_CALL_HINT: &str = "\nCall a match by its exact name, or through call_tool if your client only calls listed tools.";
+
+/// The same, when the agent asked for `activate: true`.
+pub const MODERN_NO_ACTIVATION: &str = "\nNot activated: on this protocol version (2026-07-28) the tool list does not change per session, so tools are called by their exact name or through call_tool, not activated. Call a match by its exact name, or through call_tool.";
+
 /// How `evoctl status` names the native tools' owner in a collision.
 pub const OWNER: &str = "evo:native";
 
@@ -48,14 +57,15 @@ pub fn tools() -> Vec<Tool> {
     vec![
         tool(
             DISCOVER_TOOLS,
-            "Search every tool evo can reach by what you want to do, and make the matches callable in this session. Returns one line per match: name, summary, domain, score.",
+            "Search every tool evo can reach by what you want to do. Returns one line per match: name, summary, domain, score; with schemas (always on MCP 2026-07-28) each match also carries its input schema, so you can call it next. Before 2026-07-28 the matches are also added to your tool list; either way, call a match by its exact name or through call_tool.",
             json!({
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "The operation you need and what it acts on, in plain words, e.g. \"convert a time between timezones\". Name the action rather than the situation: \"scale a deployment\", not \"traffic is spiking\"."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most matches to return (default from config, 8)."},
                     "domain": {"type": "string", "description": "Only search this domain (see describe_capability)."},
-                    "activate": {"type": "boolean", "default": true, "description": "Make the matches visible in tools/list (default true)."}
+                    "activate": {"type": "boolean", "default": true, "description": "Make the matches visible in tools/list (default true; sessions before MCP 2026-07-28 only)."},
+                    "schemas": {"type": "boolean", "default": false, "description": "Give each match its input schema in compact form (always on for MCP 2026-07-28)."}
                 },
                 "required": ["query"]
             }),

@@ -690,7 +690,7 @@ fn check_pattern(pattern: &str) -> Result<(), String> {
 /// Greedy with one backtrack point, the last `*` seen: linear for the usual patterns,
 /// O(pattern × name) at worst. Patterns are ASCII (see [`check_pattern`]); `name` may not be,
 /// so `?` and `*` step over whole UTF-8 characters.
-fn glob_matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
     let (pattern, name) = (pattern.as_bytes(), name.as_bytes());
     let (mut p, mut n) = (0, 0);
     // After the last `*`: the pattern index past it, and where in `name` its run ends so far.

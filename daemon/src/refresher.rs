@@ -1,7 +1,8 @@
 //! The Refresher actor: keeps the daemon's files in the cache directory. The
 //! Catalog hands it each server's last good tool list, the Supervisor the
-//! named sessions' activations; it writes each file atomically, debounced,
-//! never two writes of one file at once, and off every request path.
+//! named sessions' activations and the profiles' run-time changes; it
+//! writes each file atomically, debounced, never two writes of one file at
+//! once, and off every request path.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ enum Payload {
     Catalog(Vec<CachedServer>),
     Named(BTreeMap<String, BTreeSet<String>>),
     Pins(crate::integrity::PinFile),
+    Profiles(crate::profiles::SavedProfiles),
 }
 
 impl Payload {
@@ -31,6 +33,7 @@ impl Payload {
             }),
             Payload::Named(named) => serde_json::to_vec_pretty(named),
             Payload::Pins(pins) => serde_json::to_vec_pretty(pins),
+            Payload::Profiles(saved) => serde_json::to_vec_pretty(saved),
         }
     }
 }
@@ -40,6 +43,7 @@ pub struct Refresher {
     catalog_path: PathBuf,
     sessions_path: PathBuf,
     pins_path: PathBuf,
+    profiles_path: PathBuf,
     /// The newest unwritten payload per file.
     pending: HashMap<PathBuf, Payload>,
     /// Files being written now; a newer payload waits for the write to end,
@@ -54,6 +58,7 @@ impl Refresher {
             catalog_path: cache_dir.join("catalog.json"),
             sessions_path: cache_dir.join("sessions.json"),
             pins_path: cache_dir.join(crate::integrity::PINS_FILE),
+            profiles_path: cache_dir.join(crate::profiles::PROFILES_FILE),
             pending: HashMap::new(),
             in_flight: HashSet::new(),
             scheduled: false,
@@ -159,6 +164,21 @@ impl Handler<PersistPins> for Refresher {
     fn handle(&mut self, msg: PersistPins, ctx: &mut Context<Self>) {
         let path = self.pins_path.clone();
         self.write_now(path, Payload::Pins(msg.0), ctx);
+    }
+}
+
+/// Run-time changes to profiles, to persist.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PersistProfiles(pub crate::profiles::SavedProfiles);
+
+impl Handler<PersistProfiles> for Refresher {
+    type Result = ();
+    /// Written at once, like named sessions: a person's change must
+    /// survive a daemon killed right after it.
+    fn handle(&mut self, msg: PersistProfiles, ctx: &mut Context<Self>) {
+        let path = self.profiles_path.clone();
+        self.write_now(path, Payload::Profiles(msg.0), ctx);
     }
 }
 

@@ -30,17 +30,25 @@ pub enum CtlRequest {
     Describe {
         name: String,
     },
+    /// Activate tools in a session, or (with `profile`) add them to a
+    /// profile for every session using it.
     Activate {
         tools: Vec<String>,
         #[serde(default)]
         session: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
     },
     Deactivate {
         tools: Vec<String>,
         #[serde(default)]
         session: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
     },
     Sessions,
+    /// Every profile with its tools and the sessions using it.
+    Profiles,
     Reload,
     Refresh {
         #[serde(default)]
@@ -141,8 +149,12 @@ pub enum Reply {
     Tool(ToolDescription),
     /// `activate`, `deactivate`.
     Activation(ActivationReport),
+    /// `activate --profile`, `deactivate --profile`.
+    ProfileChange(ProfileChangeReport),
     /// `sessions`.
     Sessions(SessionsReport),
+    /// `profiles`.
+    Profiles(ProfilesReport),
     /// `approvals`.
     Approvals(ApprovalsReport),
     /// `reload`, `refresh`, `approve`, `deny`, `stop`.
@@ -162,10 +174,17 @@ impl Reply {
             CtlRequest::List { .. } => Reply::Tools(from_value(data)?),
             CtlRequest::Search { .. } => Reply::Search(from_value(data)?),
             CtlRequest::Describe { .. } => Reply::Tool(from_value(data)?),
+            CtlRequest::Activate {
+                profile: Some(_), ..
+            }
+            | CtlRequest::Deactivate {
+                profile: Some(_), ..
+            } => Reply::ProfileChange(from_value(data)?),
             CtlRequest::Activate { .. } | CtlRequest::Deactivate { .. } => {
                 Reply::Activation(from_value(data)?)
             }
             CtlRequest::Sessions => Reply::Sessions(from_value(data)?),
+            CtlRequest::Profiles => Reply::Profiles(from_value(data)?),
             CtlRequest::Approvals => Reply::Approvals(from_value(data)?),
             CtlRequest::Reload
             | CtlRequest::Refresh { .. }
@@ -203,6 +222,12 @@ pub struct StatusReport {
     /// Empty under `off`.
     #[serde(default)]
     pub quarantined: Vec<QuarantinedTool>,
+    /// Hot tools (exposed names): listed with full schemas in every session.
+    #[serde(default)]
+    pub hot: Vec<String>,
+    /// Every profile, with its tool count and the sessions using it.
+    #[serde(default)]
+    pub profiles: Vec<ProfileInfo>,
 }
 
 /// A tool whose definition differs from the one evo pinned.
@@ -562,6 +587,86 @@ pub struct SessionInfo {
     pub activated: Vec<String>,
     /// Seconds since the session last sent a request.
     pub last_active: u64,
+    /// The MCP era its requests speak.
+    #[serde(default)]
+    pub era: SessionEra,
+    /// Who the session belongs to: `local` for the socket's owner, else the
+    /// HTTP identity (a token's name, a JWT's subject).
+    #[serde(default)]
+    pub identity: Option<String>,
+    /// The profile whose tools it lists (`evoctl shim --profile`).
+    #[serde(default)]
+    pub profile: Option<String>,
+}
+
+/// Which era of MCP a session speaks: the `initialize` handshake (through
+/// 2025-11-25), or 2026-07-28's per-request envelope.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SessionEra {
+    #[default]
+    #[serde(rename = "initialize")]
+    Initialize,
+    #[serde(rename = "2026-07-28")]
+    Modern,
+}
+
+impl SessionEra {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEra::Initialize => "initialize",
+            SessionEra::Modern => "2026-07-28",
+        }
+    }
+}
+
+impl fmt::Display for SessionEra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One profile in `evoctl profiles` (and, without `tools`, in `status`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileInfo {
+    pub name: String,
+    /// The config's names and globs.
+    pub patterns: Vec<String>,
+    /// Added and taken out at run time (`evoctl activate|deactivate --profile`).
+    #[serde(default)]
+    pub added: Vec<String>,
+    #[serde(default)]
+    pub removed: Vec<String>,
+    /// The tools it lists now (exposed names, catalog order).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// How many tools it lists now.
+    pub count: usize,
+    /// Tools it names that permissions deny: never listed.
+    #[serde(default)]
+    pub denied: Vec<String>,
+    /// Patterns and added names that match no tool.
+    #[serde(default)]
+    pub unmatched: Vec<String>,
+    /// Live sessions using it.
+    pub sessions: usize,
+}
+
+/// `evoctl profiles --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfilesReport {
+    pub profiles: Vec<ProfileInfo>,
+}
+
+/// Reply to `activate --profile` / `deactivate --profile`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileChangeReport {
+    pub profile: String,
+    /// Tools whose membership changed.
+    pub changed: Vec<String>,
+    /// The profile's tools now.
+    pub tools: Vec<String>,
+    /// Live sessions using it (told with list_changed when it changed).
+    pub sessions: usize,
 }
 
 /// `evoctl sessions --json`.
@@ -839,6 +944,9 @@ mod tests {
             io: SessionIo::Stdio,
             activated: vec!["fx_echo".into()],
             last_active: 2,
+            era: SessionEra::Modern,
+            identity: Some("local".into()),
+            profile: Some("coding".into()),
         };
         let reply = Reply::Sessions(SessionsReport {
             sessions: vec![session],
@@ -846,7 +954,7 @@ mod tests {
         let line = serde_json::to_string(&CtlReply::data(reply.clone())).unwrap();
         assert_eq!(
             line,
-            r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2}]}}"#
+            r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2,"era":"2026-07-28","identity":"local","profile":"coding"}]}}"#
         );
         let back: CtlReply = serde_json::from_str(&line).unwrap();
         assert_eq!(

@@ -39,6 +39,10 @@ pub struct Hello {
     /// Name of a named session, whose activations persist across reconnects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The profile whose tools the session lists (`--profile`, else
+    /// `EVO_PROFILE` in the shim's environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// The shim offers its stdin and stdout (pipes or sockets) for the daemon
     /// to serve directly ([`crate::fdpass`], Unix only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -53,6 +57,7 @@ impl Hello {
             mode,
             env_mode: None,
             session,
+            profile: None,
             stdio: false,
         }
     }
@@ -64,6 +69,7 @@ impl Hello {
             mode: None,
             env_mode: None,
             session: None,
+            profile: None,
             stdio: false,
         }
     }
@@ -96,6 +102,10 @@ pub struct Welcome {
     pub mode: Option<DiscoveryMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The refusal is about how the client was started (an unknown
+    /// `--profile`): the shim exits 2, a usage error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub usage: bool,
     /// The daemon's version, for diagnostics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon: Option<String>,
@@ -112,8 +122,17 @@ impl Welcome {
             session_id: None,
             mode: None,
             error: Some(error.into()),
+            usage: false,
             daemon: None,
             stdio: false,
+        }
+    }
+
+    /// Refused because of how the client was started: exit 2.
+    pub fn usage(error: impl Into<String>) -> Self {
+        Welcome {
+            usage: true,
+            ..Welcome::refused(error)
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct Catalog {
     acks: Vec<tokio::sync::oneshot::Sender<()>>,
     publish_scheduled: bool,
     permissions: Arc<crate::permissions::Permissions>,
+    /// Profiles as the config and a person's changes define them; resolved
+    /// into every snapshot.
+    profiles: Arc<crate::profiles::ProfileBook>,
     /// Each server's tool pins; checked when lists arrive, never per call.
     pins: PinBook,
     integrity: IntegrityMode,
@@ -71,6 +74,7 @@ impl Catalog {
             acks: Vec::new(),
             publish_scheduled: false,
             permissions: Default::default(),
+            profiles: Default::default(),
             pins: PinBook::default(),
             integrity: IntegrityMode::default(),
             persist_pins: None,
@@ -180,7 +184,10 @@ impl Catalog {
                 },
             })
             .collect();
-        let snapshot = Arc::new(Snapshot::build(self.version, &servers, &self.permissions));
+        let snapshot = Arc::new(
+            Snapshot::build(self.version, &servers, &self.permissions)
+                .with_profiles(&self.profiles),
+        );
         let before = self.published.load();
         for d in &snapshot.duplicates {
             if !before.duplicates.contains(d) {
@@ -388,6 +395,22 @@ impl Handler<SetPermissions> for Catalog {
     fn handle(&mut self, msg: SetPermissions, _: &mut Context<Self>) {
         self.permissions = msg.0;
         self.publish();
+    }
+}
+
+/// Profiles changed (a config edit, `evoctl activate --profile`): republish,
+/// so sessions using a changed profile hear list_changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetProfiles(pub Arc<crate::profiles::ProfileBook>);
+
+impl Handler<SetProfiles> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: SetProfiles, _: &mut Context<Self>) {
+        if *self.profiles != *msg.0 {
+            self.profiles = msg.0;
+            self.publish();
+        }
     }
 }
 

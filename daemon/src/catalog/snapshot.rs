@@ -38,6 +38,8 @@ pub struct ToolEntry {
     /// (entries outlive snapshots while their tool is unchanged); `None` when
     /// the schema cannot be compiled and calls go unchecked.
     compiled: std::sync::OnceLock<Option<crate::repair::CompiledSchema>>,
+    /// The input schema as a `discover_tools` card shows it, made on first use.
+    card: std::sync::OnceLock<crate::card::CardSchema>,
 }
 
 /// An immutable view of the merged catalog. A new one is published on every
@@ -68,6 +70,10 @@ pub struct Snapshot {
     /// Servers that have listed no tools yet: while one is still starting,
     /// a call naming a tool evo does not know waits for it.
     pub unlisted: Vec<Arc<ServerLink>>,
+    /// Indices of the hot tools in `tools`, ascending.
+    pub hot: Vec<usize>,
+    /// Every profile resolved against `tools` ([`Snapshot::with_profiles`]).
+    pub profiles: HashMap<String, Arc<crate::profiles::Resolved>>,
 }
 
 impl Snapshot {
@@ -123,6 +129,23 @@ impl Snapshot {
             })
             .collect();
         Snapshot::build(version, &views, permissions)
+    }
+
+    /// This snapshot with `book`'s profiles resolved against its tools.
+    pub fn with_profiles(mut self, book: &crate::profiles::ProfileBook) -> Snapshot {
+        self.profiles = book.resolve(&self.tools, &self.index, &self.denied);
+        self
+    }
+
+    /// One profile resolved against this snapshot now (the published
+    /// `profiles` may lag a change that is being republished).
+    pub fn resolve(&self, profile: &crate::profiles::Profile) -> crate::profiles::Resolved {
+        crate::profiles::Resolved::of(profile, &self.tools, &self.index, &self.denied)
+    }
+
+    /// The position of a listed tool in `tools`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
     }
 
     /// The tool exposed as `name`, or whose doubled name `name` is.
@@ -272,6 +295,7 @@ impl Snapshot {
         // A doubled name never shadows another tool's own name.
         also.retain(|name, _| !index.contains_key(name));
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
+        let hot = (0..tools.len()).filter(|&i| tools[i].hot).collect();
         Snapshot {
             version,
             tools,
@@ -285,6 +309,8 @@ impl Snapshot {
             relied_on,
             quarantined,
             unlisted,
+            hot,
+            profiles: HashMap::new(),
         }
     }
 }
@@ -419,7 +445,14 @@ impl ToolEntry {
                 .unwrap_or_default(),
             tool,
             compiled: std::sync::OnceLock::new(),
+            card: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The input schema in a card's compact form (made once, on first use).
+    pub fn card_schema(&self) -> &crate::card::CardSchema {
+        self.card
+            .get_or_init(|| crate::card::compact(&self.tool.input_schema))
     }
 
     /// The compiled input schema (compiled once, on first use).

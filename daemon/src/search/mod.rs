@@ -132,7 +132,10 @@ pub struct DiscoverParams {
     pub query: String,
     pub limit: usize,
     pub domain: Option<String>,
-    pub activate: bool,
+    /// `activate` as given; unset means true before 2026-07-28.
+    pub activate: Option<bool>,
+    /// Each match carries its input schema in compact form (a tool card).
+    pub schemas: bool,
 }
 
 impl DiscoverParams {
@@ -140,7 +143,7 @@ impl DiscoverParams {
         args: Option<&JsonObject>,
         default_limit: usize,
     ) -> Result<DiscoverParams, String> {
-        let usage = "discover_tools needs {\"query\": \"what you want to do\"}, optionally \"limit\", \"domain\", \"activate\"";
+        let usage = "discover_tools needs {\"query\": \"what you want to do\"}, optionally \"limit\", \"domain\", \"activate\", \"schemas\"";
         let args = args.ok_or(usage)?;
         let query = match args.get("query") {
             Some(Value::String(q)) => q.trim().to_string(),
@@ -166,19 +169,24 @@ impl DiscoverParams {
             Some(Value::String(d)) => Some(d.trim().to_string()),
             Some(_) => return Err("discover_tools \"domain\" must be a string".into()),
         };
-        let activate = match args.get("activate") {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
-            Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
-            Some(_) => return Err("discover_tools \"activate\" must be true or false".into()),
-        };
         Ok(DiscoverParams {
             query,
             limit,
             domain,
-            activate,
+            activate: flag(args, "activate")?,
+            schemas: flag(args, "schemas")?.unwrap_or(false),
         })
+    }
+}
+
+/// An optional boolean argument of `discover_tools` (`"true"` accepted).
+fn flag(args: &JsonObject, key: &str) -> Result<Option<bool>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        Some(_) => Err(format!("discover_tools \"{key}\" must be true or false")),
     }
 }
 
@@ -329,7 +337,11 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
 }
 
 /// One line a hit: `name — summary (domain) score`.
-pub fn render(outcome: &Outcome) -> String {
+/// How a card's schema line starts, under its match's line: lines that
+/// start so are never a match.
+pub const CARD_INDENT: &str = "  ";
+
+pub fn render(outcome: &Outcome, cards: bool) -> String {
     let mut out = String::new();
     if outcome.hits.is_empty() {
         out = format!(
@@ -342,6 +354,19 @@ pub fn render(outcome: &Outcome) -> String {
             "{} — {} ({}) score {:.2}\n",
             h.entry.name, h.entry.summary, h.entry.domain, h.score
         ));
+        if cards {
+            let card = h.entry.card_schema();
+            out.push_str(CARD_INDENT);
+            out.push_str("input: ");
+            out.push_str(&card.json);
+            if card.abridged {
+                out.push_str(&format!(
+                    " (abridged: describe_tool {} shows all of it)",
+                    h.entry.name
+                ));
+            }
+            out.push('\n');
+        }
     }
     for note in &outcome.unavailable {
         out.push_str(note);

@@ -244,7 +244,7 @@ impl SessionServer {
     }
 
     /// A proxied call by exposed name: route it whether or not it is active,
-    /// and activate it. Arguments are checked against the tool's schema first:
+    /// and (before 2026-07-28) activate it. Arguments are checked against the tool's schema first:
     /// repaired when that makes them valid, refused with a teaching error
     /// when not; identical failures are counted and, past a point, refused.
     pub(super) async fn call_proxied(
@@ -262,8 +262,12 @@ impl SessionServer {
             return Ok(text_result(text, true).into());
         };
         self.view.touch();
+        // On 2026-07-28 a call never changes the list: it routes, that is all.
         if self.mode == DiscoveryMode::Dynamic
-            && !entry.hot
+            && !self.view.is_modern()
+            && !snapshot.position(&entry.name).is_some_and(|i| {
+                super::listed_without_activation(&snapshot, self.profile.as_deref(), i)
+            })
             && !self.view.activated.load().contains(&entry.name)
         {
             self.session.do_send(SetActive {

@@ -91,6 +91,19 @@ impl SessionView {
         self.last_active_ms.store(now_ms(), Ordering::Relaxed);
     }
 
+    /// The session's requests carry 2026-07-28's per-request envelope.
+    pub fn is_modern(&self) -> bool {
+        self.flags.modern.load(Ordering::Relaxed)
+    }
+
+    pub fn era(&self) -> evo_proto::ctl::SessionEra {
+        if self.is_modern() {
+            evo_proto::ctl::SessionEra::Modern
+        } else {
+            evo_proto::ctl::SessionEra::Initialize
+        }
+    }
+
     /// Seconds since the session's last request.
     pub fn idle_secs(&self) -> u64 {
         now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000
@@ -113,6 +126,8 @@ pub struct Session {
     pub id: String,
     pub name: Option<String>,
     pub mode: DiscoveryMode,
+    /// The profile whose tools it lists, fixed for its life.
+    pub profile: Option<String>,
     /// MCP runs on the client's own stdio, handed over by the shim.
     pub stdio: bool,
     activated: ActivationSet,
@@ -134,6 +149,7 @@ impl Session {
         id: String,
         name: Option<String>,
         mode: DiscoveryMode,
+        profile: Option<String>,
         activated: ActivationSet,
         supervisor: Addr<Supervisor>,
         snapshot: Arc<ArcSwap<Snapshot>>,
@@ -142,6 +158,7 @@ impl Session {
             id,
             name,
             mode,
+            profile,
             stdio: false,
             view: SessionView::new(&activated),
             activated,
@@ -157,9 +174,20 @@ impl Session {
 
     /// The proxied tools this session lists: exposed name and fingerprint.
     fn visible_names(&self, snapshot: &Snapshot) -> Vec<(String, u64)> {
-        visible_entries(snapshot, self.mode, &self.activated)
+        visible_entries(snapshot, self.visibility())
+            .into_iter()
             .map(|e| (e.name.clone(), e.fingerprint))
             .collect()
+    }
+
+    /// What decides this session's list besides the catalog.
+    fn visibility(&self) -> Visibility<'_> {
+        Visibility {
+            mode: self.mode,
+            activated: &self.activated,
+            profile: self.profile.as_deref(),
+            modern: self.view.is_modern(),
+        }
     }
 
     /// Sends list_changed if the visible set differs from the last one sent.
@@ -220,21 +248,51 @@ impl Session {
             },
             activated: self.activated.iter().cloned().collect(),
             last_active: self.view.idle_secs(),
+            era: self.view.era(),
+            identity: Some("local".into()),
+            profile: self.profile.clone(),
         }
     }
 }
 
-/// The proxied tools a session lists: all in legacy mode; hot and activated
-/// ones in dynamic mode. The one place that decides visibility.
-pub fn visible_entries<'a>(
-    snapshot: &'a Snapshot,
-    mode: DiscoveryMode,
-    activated: &'a ActivationSet,
-) -> impl Iterator<Item = &'a Arc<ToolEntry>> + 'a {
-    snapshot.tools.iter().filter(move |e| match mode {
-        DiscoveryMode::Legacy => true,
-        DiscoveryMode::Dynamic => e.hot || activated.contains(&e.name),
-    })
+/// What decides a session's list of proxied tools besides the catalog.
+#[derive(Debug, Clone, Copy)]
+pub struct Visibility<'a> {
+    pub mode: DiscoveryMode,
+    pub activated: &'a ActivationSet,
+    pub profile: Option<&'a str>,
+    /// A 2026-07-28 session: its list never depends on what it did before
+    /// (MCP 2026-07-28, tools "Capabilities"), so activations do not count.
+    pub modern: bool,
+}
+
+/// The proxied tools a session lists, in catalog order: all in legacy mode;
+/// in dynamic mode the hot ones, its profile's, and (before 2026-07-28) the
+/// ones it activated. The one place that decides visibility.
+pub fn visible_entries<'a>(snapshot: &'a Snapshot, by: Visibility<'_>) -> Vec<&'a Arc<ToolEntry>> {
+    if by.mode == DiscoveryMode::Legacy {
+        return snapshot.tools.iter().collect();
+    }
+    let profile = by.profile.and_then(|p| snapshot.profiles.get(p));
+    let mut picked: Vec<usize> = snapshot.hot.clone();
+    if let Some(profile) = profile {
+        picked.extend_from_slice(&profile.members);
+    }
+    if !by.modern {
+        picked.extend(by.activated.iter().filter_map(|n| snapshot.position(n)));
+    }
+    picked.sort_unstable();
+    picked.dedup();
+    picked.into_iter().map(|i| &snapshot.tools[i]).collect()
+}
+
+/// Whether a session lists the tool at `index` without activating it: hot,
+/// or in its profile.
+pub fn listed_without_activation(snapshot: &Snapshot, profile: Option<&str>, index: usize) -> bool {
+    snapshot.tools[index].hot
+        || profile
+            .and_then(|p| snapshot.profiles.get(p))
+            .is_some_and(|p| p.has(index))
 }
 
 impl Actor for Session {
@@ -356,7 +414,7 @@ impl Handler<CatalogChanged> for Session {
 /// Answers with the names whose state changed and sends list_changed if the
 /// visible set changed.
 #[derive(Message)]
-#[rtype(result = "ActivationChange")]
+#[rtype(result = "Result<ActivationChange, String>")]
 pub struct SetActive {
     pub tools: Vec<String>,
     pub active: bool,
@@ -370,11 +428,18 @@ pub struct ActivationChange {
     pub activated: Vec<String>,
 }
 
+/// Why a 2026-07-28 session refuses activations: its list must not vary
+/// by connection.
+pub const MODERN_REFUSAL: &str = "this session speaks MCP 2026-07-28, whose tool list must not vary per connection, so tools are not activated in it; add them to its profile for every session using it (`evoctl activate --profile NAME TOOL`), or let the agent call them by exact name or through call_tool";
+
 impl Handler<SetActive> for Session {
     type Result = MessageResult<SetActive>;
     fn handle(&mut self, msg: SetActive, _: &mut Context<Self>) -> Self::Result {
         if msg.touch {
             self.view.touch();
+        }
+        if self.view.is_modern() {
+            return MessageResult(Err(MODERN_REFUSAL.to_string()));
         }
         let mut changed = Vec::new();
         for t in msg.tools {
@@ -392,10 +457,10 @@ impl Handler<SetActive> for Session {
             self.refresh_visible();
             self.save_if_named();
         }
-        MessageResult(ActivationChange {
+        MessageResult(Ok(ActivationChange {
             changed,
             activated: self.activated.iter().cloned().collect(),
-        })
+        }))
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::approval::{Answers, Ask};
 use super::breaker::RetryBreaker;
-use super::{Listener, Session, SessionView, SetActive, level_rank, visible_entries};
+use super::{Listener, Session, SessionView, SetActive, Visibility, level_rank, visible_entries};
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
 use crate::disclosure;
@@ -30,6 +30,8 @@ use crate::supervisor::Supervisor;
 pub struct SessionServer {
     pub id: String,
     pub mode: DiscoveryMode,
+    /// The profile whose tools it lists.
+    pub profile: Option<String>,
     pub session: Addr<Session>,
     pub supervisor: Addr<Supervisor>,
     pub view: SessionView,
@@ -43,6 +45,14 @@ pub struct SessionServer {
     /// that carries the user's answer.
     pub asks: Arc<std::sync::Mutex<Vec<Ask>>>,
 }
+
+/// How long a 2026-07-28 client may treat a tools/list as fresh. The
+/// catalog changes (a child's list, a reload, a person's profile edit) and
+/// each change is announced on the listen streams; a client that does not
+/// listen re-lists after this. `cacheScope` is `private`: the list depends
+/// on the caller's profile and role, so no shared cache may serve it to
+/// another caller.
+pub const LIST_TTL_MS: u64 = 60_000;
 
 /// The error for an MCP method evo does not serve: it aggregates tools only.
 pub(super) fn not_served(method: &str) -> ErrorData {
@@ -65,21 +75,58 @@ pub(super) fn text_result(text: impl Into<String>, is_error: bool) -> CallToolRe
 }
 
 impl SessionServer {
-    pub(super) async fn list(&self) -> Vec<Tool> {
-        let snapshot = self.snapshot.load_full();
+    /// The session's tools/list: native tools, then its proxied tools in
+    /// catalog order (the same catalog gives the same order).
+    pub fn list(&self) -> Vec<Tool> {
+        let snapshot = self.snapshot.load();
+        let activated = self.view.activated.load();
         let mut tools = native::tools();
-        match self.mode {
-            DiscoveryMode::Legacy => {
-                tools.extend(snapshot.tools.iter().map(|e| e.tool.clone()));
-            }
-            DiscoveryMode::Dynamic => {
-                let activated = self.view.activated.load();
-                tools.extend(
-                    visible_entries(&snapshot, self.mode, &activated).map(|e| e.tool.clone()),
-                );
-            }
-        }
+        let visible = visible_entries(&snapshot, self.visibility(&activated));
+        tools.reserve(visible.len());
+        tools.extend(visible.into_iter().map(|e| e.tool.clone()));
         tools
+    }
+
+    fn visibility<'a>(&'a self, activated: &'a super::ActivationSet) -> Visibility<'a> {
+        Visibility {
+            mode: self.mode,
+            activated,
+            profile: self.profile.as_deref(),
+            modern: self.view.is_modern(),
+        }
+    }
+
+    /// The server's description of itself: capabilities and the
+    /// instructions, worded for the session's era.
+    fn info(&self, modern: bool) -> ServerConfig {
+        #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut info = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("evo", crate::VERSION));
+        let snapshot = self.snapshot.load();
+        let activated = self.view.activated.load();
+        let by = Visibility {
+            modern,
+            ..self.visibility(&activated)
+        };
+        let listed: std::collections::HashSet<&str> = visible_entries(&snapshot, by)
+            .into_iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        let mut text = disclosure::instructions(
+            &snapshot,
+            &|e: &ToolEntry| listed.contains(e.name.as_str()),
+            self.instructions_budget,
+        );
+        if modern && self.mode == DiscoveryMode::Dynamic {
+            text.push_str(native::MODERN_NOTE);
+        }
+        info.instructions = Some(text);
+        info
     }
 
     pub(super) fn describe_tool(&self, args: Option<&JsonObject>) -> CallToolResult {
@@ -111,16 +158,26 @@ impl SessionServer {
             domain.map(str::trim),
             &snapshot.capabilities,
         ) {
-            Ok(text) => text_result(text, false),
+            Ok(mut text) => {
+                if self.view.is_modern() && self.mode == DiscoveryMode::Dynamic {
+                    text.push_str(native::MODERN_NOTE);
+                }
+                text_result(text, false)
+            }
             Err(e) => text_result(e, true),
         }
     }
 
-    pub(super) async fn discover(&self, args: Option<&JsonObject>) -> CallToolResult {
+    /// `discover_tools`: ranked matches. Before 2026-07-28 they are
+    /// activated for this session (unless `activate: false`); on 2026-07-28
+    /// nothing a request does changes the list, so they come back as cards
+    /// (with compact schemas) to call by name or through `call_tool`.
+    pub(super) async fn discover_tools(&self, args: Option<&JsonObject>) -> CallToolResult {
         let params = match search::DiscoverParams::parse(args, self.search_limit) {
             Ok(p) => p,
             Err(e) => return text_result(e, true),
         };
+        let modern = self.view.is_modern();
         let snapshot = self.snapshot.load_full();
         let outcome = search::search(
             &snapshot,
@@ -128,8 +185,17 @@ impl SessionServer {
             params.limit,
             params.domain.as_deref(),
         );
-        let mut text = search::render(&outcome);
-        if params.activate && !outcome.hits.is_empty() {
+        let mut text = search::render(&outcome, params.schemas || modern);
+        if modern {
+            self.view.touch();
+            if !outcome.hits.is_empty() {
+                text.push_str(if params.activate == Some(true) {
+                    native::MODERN_NO_ACTIVATION
+                } else {
+                    native::MODERN_CALL_HINT
+                });
+            }
+        } else if params.activate.unwrap_or(true) && !outcome.hits.is_empty() {
             let names: Vec<String> = outcome.hits.iter().map(|h| h.entry.name.clone()).collect();
             let _ = self
                 .session
@@ -174,27 +240,20 @@ pub enum Asker {
 
 impl ServerHandler for SessionServer {
     fn get_info(&self) -> ServerConfig {
-        #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
-        let capabilities = ServerCapabilities::builder()
-            .enable_logging()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
-        let mut info = ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("evo", crate::VERSION));
-        let snapshot = self.snapshot.load();
-        let activated = self.view.activated.load();
-        let mode = self.mode;
-        let listed = |e: &ToolEntry| match mode {
-            DiscoveryMode::Legacy => true,
-            DiscoveryMode::Dynamic => e.hot || activated.contains(&e.name),
-        };
-        info.instructions = Some(disclosure::instructions(
-            &snapshot,
-            &listed,
-            self.instructions_budget,
-        ));
-        info
+        self.info(self.view.is_modern())
+    }
+
+    /// `server/discover` opens a 2026-07-28 session: the instructions say
+    /// how tools are reached on that era.
+    async fn discover(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        self.view.request(&ctx);
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.info(true),
+        ))
     }
 
     fn accepted_subscription_filter(
@@ -328,7 +387,14 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.view.request(&ctx);
-        Ok(ListToolsResult::with_all_items(self.list().await))
+        let result = ListToolsResult::with_all_items(self.list());
+        Ok(if self.view.is_modern() {
+            result
+                .with_ttl_ms(LIST_TTL_MS)
+                .with_cache_scope(rmcp::model::CacheScope::Private)
+        } else {
+            result
+        })
     }
 
     async fn call_tool(
@@ -346,7 +412,9 @@ impl ServerHandler for SessionServer {
                 Ok((name, arguments)) => self.call_proxied(&name, arguments, answers, &ctx).await,
                 Err(e) => Ok(text_result(e, true).into()),
             },
-            native::DISCOVER_TOOLS => Ok(self.discover(request.arguments.as_ref()).await.into()),
+            native::DISCOVER_TOOLS => {
+                Ok(self.discover_tools(request.arguments.as_ref()).await.into())
+            }
             native::DESCRIBE_TOOL => Ok(self.describe_tool(request.arguments.as_ref()).into()),
             native::DESCRIBE_CAPABILITY => {
                 Ok(self.describe_capability(request.arguments.as_ref()).into())

@@ -48,6 +48,7 @@ struct ChildHandle {
 struct SessionEntry {
     addr: Addr<Session>,
     name: Option<String>,
+    profile: Option<String>,
     view: session::SessionView,
 }
 
@@ -71,6 +72,12 @@ pub struct Supervisor {
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
     named: BTreeMap<String, ActivationSet>,
+    /// Profiles in force: the config's, with a person's run-time changes.
+    profiles: crate::profiles::ProfileBook,
+    /// Every run-time change to profiles as saved in the cache directory,
+    /// kept for profiles the config does not define (now), so taking one
+    /// out of the config and back loses nothing.
+    saved_profiles: crate::profiles::SavedProfiles,
     next_session: u64,
     started: Instant,
     shutting_down: bool,
@@ -91,6 +98,8 @@ impl Supervisor {
         stop: StopSignal,
     ) -> Supervisor {
         let named = load_named_sessions(&named_sessions_path(&opts));
+        let saved_profiles =
+            load_saved_profiles(&opts.cache_dir.join(crate::profiles::PROFILES_FILE));
         Supervisor {
             opts,
             config: Config::default(),
@@ -106,6 +115,8 @@ impl Supervisor {
             snapshot,
             sessions: HashMap::new(),
             named,
+            profiles: Default::default(),
+            saved_profiles,
             next_session: 0,
             started: Instant::now(),
             shutting_down: false,
@@ -121,6 +132,7 @@ impl Supervisor {
                 self.log_problems(&cfg);
                 self.config_error = None;
                 self.config = cfg;
+                self.apply_profiles();
             }
             Err(e) => {
                 // At start there is no last good config to keep.
@@ -353,6 +365,10 @@ impl Supervisor {
         report.failed = cfg.failed.iter().map(|e| e.to_string()).collect();
         self.children = next;
         self.config = cfg;
+        if self.saved_profiles.rename(&remap) {
+            self.save_profiles();
+        }
+        self.apply_profiles();
         self.send_servers(HashMap::new(), renames);
         for s in self.sessions.values() {
             s.addr.do_send(session::Remap {
@@ -447,6 +463,47 @@ impl Supervisor {
         }
     }
 
+    /// Profiles from the config with the saved changes: to the Catalog,
+    /// which resolves them into every snapshot (sessions using a changed
+    /// one hear list_changed).
+    fn apply_profiles(&mut self) {
+        let book = crate::profiles::ProfileBook::new(&self.config.profiles, &self.saved_profiles);
+        if book != self.profiles {
+            self.profiles = book;
+            self.catalog
+                .do_send(crate::catalog::SetProfiles(Arc::new(self.profiles.clone())));
+        }
+    }
+
+    /// Adds (`active`) tools to a profile or takes them out, saves the
+    /// change and republishes; returns the names whose membership changed.
+    fn change_profile(&mut self, profile: &str, tools: &[String], active: bool) -> Vec<String> {
+        let changed = self.profiles.change(profile, tools, active);
+        if !changed.is_empty() {
+            if let Some(p) = self.profiles.get(profile) {
+                self.saved_profiles.set(profile, p.changes.clone());
+            }
+            self.save_profiles();
+            self.catalog
+                .do_send(crate::catalog::SetProfiles(Arc::new(self.profiles.clone())));
+        }
+        changed
+    }
+
+    fn save_profiles(&self) {
+        self.refresher.do_send(crate::refresher::PersistProfiles(
+            self.saved_profiles.clone(),
+        ));
+    }
+
+    /// Live sessions using `profile`.
+    fn sessions_using(&self, profile: &str) -> usize {
+        self.sessions
+            .values()
+            .filter(|s| s.profile.as_deref() == Some(profile))
+            .count()
+    }
+
     fn save_named(&self) {
         self.refresher
             .do_send(crate::refresher::PersistNamed(self.named.clone()));
@@ -465,6 +522,16 @@ fn load_named_sessions(path: &std::path::Path) -> BTreeMap<String, ActivationSet
             BTreeMap::new()
         }),
         Err(_) => BTreeMap::new(),
+    }
+}
+
+fn load_saved_profiles(path: &std::path::Path) -> crate::profiles::SavedProfiles {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "saved profile changes are unreadable; starting from the config's profiles (the file is replaced at the next change)");
+            Default::default()
+        }),
+        Err(_) => Default::default(),
     }
 }
 
@@ -502,20 +569,40 @@ impl Handler<CatalogChanged> for Supervisor {
 
 /// A new MCP connection passed the handshake: create its Session.
 #[derive(Message)]
-#[rtype(result = "Result<OpenedSession, String>")]
+#[rtype(result = "Result<OpenedSession, Refused>")]
 pub struct OpenSession {
     pub mode: Option<String>,
     /// `EVO_DISCOVERY_MODE` in the shim's environment.
     pub env_mode: Option<String>,
     pub name: Option<String>,
+    /// The profile whose tools it lists; must be defined.
+    pub profile: Option<String>,
     /// The client's stdio is handed to the daemon (else MCP runs on the
     /// control socket).
     pub stdio: bool,
 }
 
+/// Why a session was not opened. `usage`: because of how the client was
+/// started (an unknown profile), which the shim reports with exit 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub message: String,
+    pub usage: bool,
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Refused {
+        Refused {
+            message,
+            usage: false,
+        }
+    }
+}
+
 pub struct OpenedSession {
     pub id: String,
     pub mode: DiscoveryMode,
+    pub profile: Option<String>,
     pub addr: Addr<Session>,
     pub view: session::SessionView,
     pub search_limit: usize,
@@ -524,16 +611,24 @@ pub struct OpenedSession {
 }
 
 impl Handler<OpenSession> for Supervisor {
-    type Result = Result<OpenedSession, String>;
+    type Result = Result<OpenedSession, Refused>;
     fn handle(&mut self, msg: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
         if self.shutting_down {
-            return Err("evod is shutting down".into());
+            return Err(String::from("evod is shutting down").into());
         }
         let mode = self.session_mode(msg.mode.as_deref(), msg.env_mode.as_deref())?;
         if let Some(name) = &msg.name
             && (name.is_empty() || name.len() > 128 || name.chars().any(char::is_control))
         {
-            return Err("a session name is 1 to 128 printable characters".into());
+            return Err(String::from("a session name is 1 to 128 printable characters").into());
+        }
+        if let Some(profile) = &msg.profile
+            && self.profiles.get(profile).is_none()
+        {
+            return Err(Refused {
+                message: self.profiles.unknown(profile),
+                usage: true,
+            });
         }
         self.next_session += 1;
         let id = format!("s{}", self.next_session);
@@ -546,6 +641,7 @@ impl Handler<OpenSession> for Supervisor {
             id.clone(),
             msg.name.clone(),
             mode,
+            msg.profile.clone(),
             activated,
             ctx.address(),
             self.snapshot.clone(),
@@ -558,13 +654,15 @@ impl Handler<OpenSession> for Supervisor {
             SessionEntry {
                 addr: addr.clone(),
                 name: msg.name,
+                profile: msg.profile.clone(),
                 view: view.clone(),
             },
         );
-        tracing::info!(session = %id, mode = mode.as_str(), "session opened");
+        tracing::info!(session = %id, mode = mode.as_str(), profile = ?msg.profile, "session opened");
         Ok(OpenedSession {
             id,
             mode,
+            profile: msg.profile,
             addr,
             view,
             search_limit: self.config.discovery.search_limit,

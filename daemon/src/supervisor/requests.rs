@@ -89,6 +89,75 @@ impl Supervisor {
         })
     }
 
+    /// Every profile as `evoctl profiles` shows it (`with_tools`), or as
+    /// `evoctl status` sums it up.
+    fn profile_infos(&self, with_tools: bool) -> Vec<ctl::ProfileInfo> {
+        let snapshot = self.snapshot.load_full();
+        self.profiles
+            .iter()
+            .map(|(name, profile)| {
+                let resolved = snapshot.resolve(profile);
+                let tools: Vec<String> = resolved
+                    .members
+                    .iter()
+                    .map(|&i| snapshot.tools[i].name.clone())
+                    .collect();
+                ctl::ProfileInfo {
+                    name: name.clone(),
+                    patterns: profile.patterns.clone(),
+                    added: profile.changes.added.iter().cloned().collect(),
+                    removed: profile.changes.removed.iter().cloned().collect(),
+                    count: tools.len(),
+                    tools: if with_tools { tools } else { Vec::new() },
+                    denied: resolved.denied,
+                    unmatched: resolved.unmatched,
+                    sessions: self.sessions_using(name),
+                }
+            })
+            .collect()
+    }
+
+    /// `evoctl activate|deactivate --profile P TOOL…`: every session using
+    /// the profile lists (or stops listing) the tools.
+    fn set_in_profile(&mut self, profile: &str, tools: Vec<String>, active: bool) -> CtlReply {
+        if self.profiles.get(profile).is_none() {
+            return CtlReply::error(ErrorKind::NotFound, self.profiles.unknown(profile));
+        }
+        let snapshot = self.snapshot.load_full();
+        let mut names = Vec::with_capacity(tools.len());
+        for t in tools {
+            // A doubled name (`git_git_log`) means the tool it routes to; a
+            // denied tool may be named (it shows as denied, never listed).
+            match snapshot.get(&t) {
+                Some(e) => names.push(e.name.clone()),
+                None if !active || snapshot.denied.contains_key(&t) => names.push(t),
+                None => {
+                    let msg = snapshot.refusal(&t).unwrap_or_else(|| {
+                        session::unknown_tool_message(&snapshot, &t, session::Asker::Person)
+                    });
+                    return CtlReply::error(ErrorKind::UnknownTool, msg);
+                }
+            }
+        }
+        let changed = self.change_profile(profile, &names, active);
+        tracing::info!(profile, changed = ?changed, active, "profile changed by a person");
+        let tools = self
+            .profiles
+            .get(profile)
+            .map(|p| snapshot.resolve(p))
+            .unwrap_or_default()
+            .members
+            .iter()
+            .map(|&i| snapshot.tools[i].name.clone())
+            .collect();
+        CtlReply::data(Reply::ProfileChange(ctl::ProfileChangeReport {
+            profile: profile.to_string(),
+            changed,
+            tools,
+            sessions: self.sessions_using(profile),
+        }))
+    }
+
     /// What each live session says of itself, ordered by id.
     fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
         let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
@@ -115,6 +184,12 @@ impl Supervisor {
         let catalog = self.catalog.clone();
         let snapshot = self.snapshot.load_full();
         let sessions = self.session_infos();
+        let profiles = self.profile_infos(false);
+        let hot: Vec<String> = snapshot
+            .hot
+            .iter()
+            .map(|&i| snapshot.tools[i].name.clone())
+            .collect();
         // A file that did not load has its error, not the warnings of the
         // text it replaced.
         let config_status = ctl::FileStatus {
@@ -242,6 +317,8 @@ impl Supervisor {
                 annotations_relied_on: snapshot.relied_on.clone(),
                 integrity,
                 quarantined,
+                hot,
+                profiles,
             }))
         })
     }
@@ -286,12 +363,16 @@ impl Supervisor {
                 })
                 .await
             {
-                Ok(change) => CtlReply::data(Reply::Activation(ctl::ActivationReport {
+                Ok(Ok(change)) => CtlReply::data(Reply::Activation(ctl::ActivationReport {
                     session: target.id,
                     session_name: target.name,
                     changed: change.changed,
                     activated: change.activated,
                 })),
+                Ok(Err(refusal)) => CtlReply::error(
+                    ErrorKind::Unsupported,
+                    format!("session {}: {refusal}", target.label()),
+                ),
                 Err(_) => CtlReply::error(
                     ErrorKind::UnknownSession,
                     format!("session {} closed", target.label()),
@@ -340,8 +421,15 @@ impl Supervisor {
                     ..Default::default()
                 })
                 .collect();
+            let by = session::Visibility {
+                mode: info.mode,
+                activated: &activated,
+                profile: info.profile.as_deref(),
+                modern: info.era == ctl::SessionEra::Modern,
+            };
             tools.extend(
-                session::visible_entries(&snapshot, info.mode, &activated)
+                session::visible_entries(&snapshot, by)
+                    .into_iter()
                     .map(|e| tool_line(&snapshot, e)),
             );
             CtlReply::data(Reply::Tools(ctl::ToolList {
@@ -405,8 +493,21 @@ impl Handler<Ctl> for Supervisor {
         match msg.0 {
             CtlRequest::Status => self.status(),
             CtlRequest::List { session, all } => self.list(session, all),
-            CtlRequest::Activate { tools, session } => self.set_active(tools, session, true),
-            CtlRequest::Deactivate { tools, session } => self.set_active(tools, session, false),
+            CtlRequest::Activate {
+                tools,
+                profile: Some(profile),
+                ..
+            } => ready(self.set_in_profile(&profile, tools, true)),
+            CtlRequest::Deactivate {
+                tools,
+                profile: Some(profile),
+                ..
+            } => ready(self.set_in_profile(&profile, tools, false)),
+            CtlRequest::Activate { tools, session, .. } => self.set_active(tools, session, true),
+            CtlRequest::Deactivate { tools, session, .. } => self.set_active(tools, session, false),
+            CtlRequest::Profiles => ready(CtlReply::data(Reply::Profiles(ctl::ProfilesReport {
+                profiles: self.profile_infos(true),
+            }))),
             CtlRequest::Search { query, limit } => {
                 let snapshot = self.snapshot.load_full();
                 let limit = limit
