@@ -43,7 +43,7 @@ fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
 /// `describe_tool` of a native tool: what it does, its schema and an
 /// example, in the shape proxied tools are described.
 pub fn describe(name: &str) -> Option<String> {
-    let tool = tools().into_iter().find(|t| t.name == name)?;
+    let tool = tools().iter().find(|t| t.name == name)?;
     let schema = serde_json::to_string_pretty(&*tool.input_schema).unwrap_or_default();
     Some(format!(
         "{name} [native: evo's own, always listed]\n\n{}\n\nInput schema:\n{schema}\n\nExample call:\n{}\n",
@@ -52,8 +52,13 @@ pub fn describe(name: &str) -> Option<String> {
     ))
 }
 
-/// The native tools, in the order they are listed.
-pub fn tools() -> Vec<Tool> {
+/// The native tools, in the order they are listed (built once).
+pub fn tools() -> &'static [Tool] {
+    static TOOLS: std::sync::LazyLock<Vec<Tool>> = std::sync::LazyLock::new(definitions);
+    &TOOLS
+}
+
+fn definitions() -> Vec<Tool> {
     vec![
         tool(
             DISCOVER_TOOLS,

@@ -1,7 +1,7 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
 //! then run `target/release/evo-bench [--quick]`. `--results` times cutting
-//! large results. `--converge [--sizes 30,60]`
+//! large results; `--profiles` a 2026-07-28 session's list and tool cards. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -13,6 +13,7 @@
 #[path = "../tests/it/common.rs"]
 mod common;
 mod converge;
+mod profilebench;
 mod searcheval;
 
 use std::process::{Command, Stdio};
@@ -710,6 +711,13 @@ fn main() {
     }
     if std::env::args().any(|a| a == "--search") {
         search_benchmarks();
+        return;
+    }
+    if args.iter().any(|a| a == "--profiles") {
+        let queries = searcheval::load_queries(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries.jsonl"),
+        );
+        profilebench::profile_benchmarks(&real_catalog(), &queries);
         return;
     }
     let _ = Command::new(bin("evod"))

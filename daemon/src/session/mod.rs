@@ -286,6 +286,16 @@ pub fn visible_entries<'a>(snapshot: &'a Snapshot, by: Visibility<'_>) -> Vec<&'
     picked.into_iter().map(|i| &snapshot.tools[i]).collect()
 }
 
+/// A session's `tools/list`: the native tools, then its proxied tools in
+/// catalog order (the same catalog gives the same list, in both eras).
+pub fn list_tools(snapshot: &Snapshot, by: Visibility<'_>) -> Vec<rmcp::model::Tool> {
+    let visible = visible_entries(snapshot, by);
+    let mut tools = Vec::with_capacity(crate::native::NAMES.len() + visible.len());
+    tools.extend_from_slice(crate::native::tools());
+    tools.extend(visible.into_iter().map(|e| e.tool.clone()));
+    tools
+}
+
 /// Whether a session lists the tool at `index` without activating it: hot,
 /// or in its profile.
 pub fn listed_without_activation(snapshot: &Snapshot, profile: Option<&str>, index: usize) -> bool {

@@ -80,11 +80,7 @@ impl SessionServer {
     pub fn list(&self) -> Vec<Tool> {
         let snapshot = self.snapshot.load();
         let activated = self.view.activated.load();
-        let mut tools = native::tools();
-        let visible = visible_entries(&snapshot, self.visibility(&activated));
-        tools.reserve(visible.len());
-        tools.extend(visible.into_iter().map(|e| e.tool.clone()));
-        tools
+        super::list_tools(&snapshot, self.visibility(&activated))
     }
 
     fn visibility<'a>(&'a self, activated: &'a super::ActivationSet) -> Visibility<'a> {

@@ -409,7 +409,11 @@ pub fn gone_within(pid: u32, limit: Duration) -> bool {
 /// making or extra environment.
 pub fn shim_command(socket: &Path, shim_args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("evoctl"));
-    cmd.arg("--socket").arg(socket).arg("shim").args(shim_args);
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("shim")
+        .args(shim_args)
+        .env_remove("EVO_PROFILE");
     cmd
 }
 
@@ -484,6 +488,9 @@ pub struct McpClient {
     stdin: Option<Box<dyn Write + Send>>,
     lines: mpsc::Receiver<String>,
     next_id: u64,
+    /// Speaks 2026-07-28 ([`McpClient::discover`]): every request carries
+    /// the per-request envelope in `_meta`.
+    modern: bool,
     /// Notifications seen while waiting for responses.
     pub notifications: Vec<Value>,
     pub stderr: Stderr,
@@ -513,6 +520,7 @@ impl McpClient {
             child,
             lines: rx,
             next_id: 1,
+            modern: false,
             notifications: Vec::new(),
             stderr,
         }
@@ -554,6 +562,7 @@ impl McpClient {
             stdin: Some(Box::new(HalfClose(ours))),
             lines: rx,
             next_id: 1,
+            modern: false,
             notifications: Vec::new(),
             stderr: Stderr::none(),
         }
@@ -594,6 +603,7 @@ impl McpClient {
             stdin: Some(Box::new(w)),
             lines: rx,
             next_id: 1,
+            modern: false,
             notifications: Vec::new(),
             stderr: Stderr::none(),
         }
@@ -680,11 +690,27 @@ impl McpClient {
         self.await_notified(LIST_CHANGED, seen + 1)
     }
 
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
+    pub fn request(&mut self, method: &str, mut params: Value) -> Value {
         let id = json!(self.next_id);
         self.next_id += 1;
+        if self.modern && params.is_object() {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "evo-tests", "version": "0"}
+            });
+        }
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         self.response(&id)
+    }
+
+    /// Opens a 2026-07-28 session (`server/discover`, no `initialize`);
+    /// every later request carries the per-request envelope.
+    pub fn discover(&mut self) -> Value {
+        self.modern = true;
+        let r = self.request("server/discover", json!({}));
+        assert!(r.get("result").is_some(), "server/discover failed: {r}");
+        r
     }
 
     pub fn initialize(&mut self) -> Value {

@@ -17,6 +17,7 @@ mod integrity;
 mod limits;
 mod operator;
 mod permissions;
+mod profiles;
 mod reference;
 mod reload;
 mod starting;
