@@ -292,7 +292,9 @@ def write_config(path: Path, http_url: str) -> None:
             "everything": {"command": node_bin(), "args": [everything_js(), "stdio"]},
             "web": {"type": "http", "url": http_url},
             "fx": {"command": fixture_bin(), "args": []},
-        }
+        },
+        # Sessions that ask for one list its tools in every mode (test_profiles.py).
+        "profiles": {"clock": ["time_*"], "maths": ["fx_add"]},
     }
     path.write_text(json.dumps(config, indent=2))
 
