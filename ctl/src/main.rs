@@ -134,6 +134,21 @@ enum Command {
         /// Only this tool (exposed or upstream name)
         tool: Option<String>,
     },
+    /// Resources and resource templates, with the server that owns each
+    Resources {
+        /// Only this server's
+        #[arg(long)]
+        server: Option<String>,
+    },
+    /// Prompts, under their exposed names, with their arguments
+    Prompts,
+    /// Read a resource through the server that owns it
+    Read {
+        uri: String,
+        /// Write its contents to FILE (the way to save a binary resource)
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Markdown reference of every tool
     Docs {
         #[arg(long, value_name = "FILE")]
@@ -362,6 +377,9 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         Command::Diff { server, tool } => CtlRequest::Diff { server, tool },
         Command::Trust { server, tool } => CtlRequest::Trust { server, tool },
         Command::Docs { out } => return (CtlRequest::Docs, out),
+        Command::Resources { server } => CtlRequest::Resources { server },
+        Command::Prompts => CtlRequest::Prompts,
+        Command::Read { uri, out } => return (CtlRequest::Read { uri }, out),
         Command::Stop => CtlRequest::Stop,
         Command::Shim { .. }
         | Command::Service { .. }

@@ -113,6 +113,45 @@ fn docs(markdown: &str, json: bool, out: Option<&Path>) -> Result<(), String> {
     Ok(())
 }
 
+/// Bytes a base64 text decodes to.
+fn decoded_len(blob: &str) -> usize {
+    let padding = blob.bytes().rev().take_while(|&b| b == b'=').count();
+    (blob.len() / 4 * 3).saturating_sub(padding)
+}
+
+/// `evoctl read URI --out FILE`: the contents (text as UTF-8, blobs
+/// decoded) into FILE.
+fn write_read(r: &evo_proto::ctl::ReadReport, path: &Path, json: bool) -> Result<(), String> {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    for c in &r.contents {
+        match (&c.text, &c.blob) {
+            (Some(text), _) => bytes.extend_from_slice(text.as_bytes()),
+            (None, Some(blob)) => bytes.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(blob)
+                    .map_err(|e| {
+                        format!("{}: the server sent a blob that is not base64 ({e})", c.uri)
+                    })?,
+            ),
+            (None, None) => {}
+        }
+    }
+    std::fs::write(path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if json {
+        let report = serde_json::json!({"uri": r.uri, "server": r.server, "path": path, "bytes": bytes.len()});
+        println!("{}", pretty(&report));
+    } else {
+        println!(
+            "wrote {} bytes of {} to {}",
+            bytes.len(),
+            r.uri,
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// JSON as evoctl prints it (`--json`, and where a table has no shape).
 pub fn pretty(value: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
@@ -130,6 +169,9 @@ pub fn render(
     json: bool,
     out: Option<&Path>,
 ) -> Result<(), String> {
+    if let (Reply::Read(r), Some(path)) = (reply, out) {
+        return write_read(r, path, json);
+    }
     // `docs` has a `--json` shape of its own.
     if json && !matches!(reply, Reply::Docs(_)) {
         println!("{}", pretty(reply));
@@ -137,6 +179,78 @@ pub fn render(
     }
     match reply {
         Reply::Docs(markdown) => return docs(markdown, json, out),
+        Reply::Resources(r) => {
+            if r.resources.is_empty() && r.templates.is_empty() {
+                println!("no resources: none of the servers evo reaches lists any");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = r
+                .resources
+                .iter()
+                .map(|x| {
+                    vec![
+                        x.uri.clone(),
+                        x.server.clone(),
+                        x.mime_type.clone().unwrap_or_else(|| "-".into()),
+                        x.name.clone(),
+                    ]
+                })
+                .collect();
+            if !rows.is_empty() {
+                table(&["URI", "SERVER", "MIME", "NAME"], &rows);
+            }
+            if !r.templates.is_empty() {
+                println!("\ntemplates (a matching URI is read through their server):");
+                let rows: Vec<Vec<String>> = r
+                    .templates
+                    .iter()
+                    .map(|t| vec![t.uri_template.clone(), t.server.clone(), t.name.clone()])
+                    .collect();
+                table(&["TEMPLATE", "SERVER", "NAME"], &rows);
+            }
+        }
+        Reply::Prompts(r) => {
+            if r.prompts.is_empty() {
+                println!("no prompts: none of the servers evo reaches lists any");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = r
+                .prompts
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.clone(),
+                        p.server.clone(),
+                        p.arguments.join(", "),
+                        p.summary.clone(),
+                    ]
+                })
+                .collect();
+            table(
+                &["PROMPT", "SERVER", "ARGUMENTS (* required)", "SUMMARY"],
+                &rows,
+            );
+        }
+        Reply::Read(r) => {
+            for c in &r.contents {
+                match (&c.text, &c.blob) {
+                    (Some(text), _) => {
+                        print!("{text}");
+                        if !text.ends_with('\n') {
+                            println!();
+                        }
+                    }
+                    (None, Some(blob)) => println!(
+                        "{}: {} of {} bytes (binary); write it to a file with `evoctl read {} --out FILE`",
+                        c.uri,
+                        c.mime_type.as_deref().unwrap_or("a blob"),
+                        decoded_len(blob),
+                        r.uri
+                    ),
+                    (None, None) => println!("{}: empty", c.uri),
+                }
+            }
+        }
         Reply::Status(s) => {
             println!(
                 "evod {} (pid {}) on {}, up {}, {} tools",

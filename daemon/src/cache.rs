@@ -23,6 +23,10 @@ pub struct CachedServer {
     pub fetched_at: u64,
     pub capabilities: Vec<String>,
     pub tools: Vec<Tool>,
+    /// Its resources, templates and prompts (absent in files of older
+    /// releases: none known until the child lists them).
+    #[serde(default)]
+    pub offered: crate::offers::Offered,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

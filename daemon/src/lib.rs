@@ -28,6 +28,7 @@ pub mod jsonkeys;
 pub mod lines;
 pub mod names;
 pub mod native;
+pub mod offers;
 pub mod permissions;
 pub mod profiles;
 pub mod refresher;

@@ -49,6 +49,17 @@ pub enum CtlRequest {
     Sessions,
     /// Every profile with its tools and the sessions using it.
     Profiles,
+    /// Resources and resource templates (of one server, with `server`).
+    Resources {
+        #[serde(default)]
+        server: Option<String>,
+    },
+    /// Prompts, under their exposed names.
+    Prompts,
+    /// Read one resource through its owning server.
+    Read {
+        uri: String,
+    },
     Reload,
     Refresh {
         #[serde(default)]
@@ -155,6 +166,12 @@ pub enum Reply {
     Sessions(SessionsReport),
     /// `profiles`.
     Profiles(ProfilesReport),
+    /// `resources`.
+    Resources(ResourcesReport),
+    /// `prompts`.
+    Prompts(PromptsReport),
+    /// `read`.
+    Read(ReadReport),
     /// `approvals`.
     Approvals(ApprovalsReport),
     /// `reload`, `refresh`, `approve`, `deny`, `stop`.
@@ -185,6 +202,9 @@ impl Reply {
             }
             CtlRequest::Sessions => Reply::Sessions(from_value(data)?),
             CtlRequest::Profiles => Reply::Profiles(from_value(data)?),
+            CtlRequest::Resources { .. } => Reply::Resources(from_value(data)?),
+            CtlRequest::Prompts => Reply::Prompts(from_value(data)?),
+            CtlRequest::Read { .. } => Reply::Read(from_value(data)?),
             CtlRequest::Approvals => Reply::Approvals(from_value(data)?),
             CtlRequest::Reload
             | CtlRequest::Refresh { .. }
@@ -649,6 +669,76 @@ pub struct ProfileInfo {
     pub unmatched: Vec<String>,
     /// Live sessions using it.
     pub sessions: usize,
+}
+
+/// One resource in `evoctl resources`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceLine {
+    pub uri: String,
+    pub name: String,
+    /// The server that owns it.
+    pub server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One resource template in `evoctl resources`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TemplateLine {
+    pub uri_template: String,
+    pub name: String,
+    pub server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `evoctl resources --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourcesReport {
+    pub resources: Vec<ResourceLine>,
+    pub templates: Vec<TemplateLine>,
+}
+
+/// One prompt in `evoctl prompts`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptLine {
+    /// The exposed name.
+    pub name: String,
+    pub server: String,
+    /// The server's own name for it.
+    pub upstream: String,
+    pub summary: String,
+    /// Its arguments, required ones first marked `*`.
+    pub arguments: Vec<String>,
+}
+
+/// `evoctl prompts --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptsReport {
+    pub prompts: Vec<PromptLine>,
+}
+
+/// One part of a read resource.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadContent {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Base64, as MCP carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+/// `evoctl read --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadReport {
+    pub uri: String,
+    pub server: String,
+    pub contents: Vec<ReadContent>,
 }
 
 /// `evoctl profiles --json`.

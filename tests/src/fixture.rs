@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 
 const USAGE: &str = "usage: evo-fixture [--name NAME] [--replay FILE --server ID] \
 [--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE] [--stderr-burst N] \
-[--describe-from FILE] [--flip-description]";
+[--describe-from FILE] [--flip-description] [--offers]";
 
 /// Command-line options, parsed by hand.
 #[derive(Debug)]
@@ -64,6 +64,9 @@ struct Options {
     /// `echo`'s description carries the list's number: a different one on
     /// every `tools/list`.
     flip_description: bool,
+    /// Also offer resources (`fx://readme`, `fx://shared`, templates
+    /// `fx://echo/{text}` and `fx://big/{bytes}`) and a prompt (`greet`).
+    offers: bool,
 }
 
 impl Options {
@@ -82,6 +85,7 @@ impl Options {
             stderr_burst: 0,
             describe_from: None,
             flip_description: false,
+            offers: false,
         };
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -106,6 +110,7 @@ impl Options {
                 "--empty-if" => opts.empty_if = Some(value("--empty-if")?),
                 "--describe-from" => opts.describe_from = Some(value("--describe-from")?),
                 "--flip-description" => opts.flip_description = true,
+                "--offers" => opts.offers = true,
                 "--delay-start-ms" => {
                     opts.delay_start_ms = value("--delay-start-ms")?
                         .parse()
@@ -515,6 +520,7 @@ struct Fixture {
     flip_description: bool,
     /// `tools/list` requests answered (first pages).
     lists: Arc<std::sync::atomic::AtomicU64>,
+    offers: bool,
 }
 
 impl Fixture {
@@ -706,11 +712,15 @@ impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new({
             #[allow(deprecated)] // MCP logging is deprecated but still spoken
-            let capabilities = ServerCapabilities::builder()
+            let mut capabilities = ServerCapabilities::builder()
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build();
+            if self.offers {
+                capabilities.resources = Some(Default::default());
+                capabilities.prompts = Some(Default::default());
+            }
             capabilities
         })
         .with_server_info(Implementation::new(
@@ -796,6 +806,111 @@ impl ServerHandler for Fixture {
             Ok(response) => response,
             Err(message) => tool_error(message),
         }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        let resources = if self.offers {
+            vec![
+                rmcp::model::Resource::new("fx://readme", "readme").with_mime_type("text/plain"),
+                rmcp::model::Resource::new("fx://shared", "shared"),
+            ]
+        } else {
+            Vec::new()
+        };
+        Ok(rmcp::model::ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        let templates = if self.offers {
+            vec![
+                rmcp::model::ResourceTemplate::new("fx://echo/{text}", "echo"),
+                rmcp::model::ResourceTemplate::new("fx://big/{bytes}", "big"),
+            ]
+        } else {
+            Vec::new()
+        };
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(
+            templates,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        let text = if uri == "fx://readme" || uri == "fx://shared" {
+            format!("{uri} from {}", self.name)
+        } else if let Some(text) = uri.strip_prefix("fx://echo/") {
+            text.to_string()
+        } else if let Some(n) = uri.strip_prefix("fx://big/").and_then(|n| n.parse().ok()) {
+            "x".repeat(n)
+        } else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {uri}"),
+                None,
+            ));
+        };
+        Ok(
+            rmcp::model::ReadResourceResult::new(vec![rmcp::model::ResourceContents::text(
+                text, uri,
+            )])
+            .into(),
+        )
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        let prompts = if self.offers {
+            vec![rmcp::model::Prompt::new(
+                "greet",
+                Some("Greet someone by name."),
+                Some(vec![
+                    rmcp::model::PromptArgument::new("name").with_required(true),
+                ]),
+            )]
+        } else {
+            Vec::new()
+        };
+        Ok(rmcp::model::ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        if request.name != "greet" {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", request.name),
+                None,
+            ));
+        }
+        let who = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("nobody");
+        Ok(
+            rmcp::model::GetPromptResult::new(vec![rmcp::model::PromptMessage::new_text(
+                rmcp::model::Role::User,
+                format!("Hello, {who}, from {}.", self.name),
+            )])
+            .into(),
+        )
     }
 
     fn accepted_subscription_filter(
@@ -886,6 +1001,7 @@ async fn main() {
         describe_from: opts.describe_from,
         flip_description: opts.flip_description,
         lists: Default::default(),
+        offers: opts.offers,
     };
     let running = match fixture.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,

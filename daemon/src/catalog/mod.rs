@@ -33,6 +33,8 @@ struct ServerSlot {
     /// Tools whose definition changed since pinned (upstream name → the
     /// fields that changed), as the pins had them after the last list.
     changed: BTreeMap<String, Vec<String>>,
+    /// Its resources, templates and prompts (live, cached, or none yet).
+    offered: crate::offers::Offered,
 }
 
 /// The Catalog actor. See the module docs.
@@ -162,6 +164,7 @@ impl Catalog {
                 fetched_at: s.fetched_at.map_or(0, crate::cache::unix_secs),
                 capabilities: s.spec.capabilities.iter().cloned().collect(),
                 tools: s.tools.clone(),
+                offered: s.offered.clone(),
             })
             .collect();
         to.do_send(crate::refresher::Persist(servers));
@@ -182,6 +185,7 @@ impl Catalog {
                 } else {
                     &NONE_HELD
                 },
+                offered: &s.offered,
             })
             .collect();
         let snapshot = Arc::new(
@@ -299,6 +303,7 @@ pub struct SetServers {
 /// A server's tool list as the cache file had it.
 pub struct CachedTools {
     pub tools: Vec<Tool>,
+    pub offered: crate::offers::Offered,
     pub fetched_at: SystemTime,
 }
 
@@ -316,6 +321,7 @@ impl Handler<SetServers> for Catalog {
                     new_id.clone(),
                     CachedTools {
                         tools: prev.tools,
+                        offered: prev.offered,
                         fetched_at: prev.fetched_at.unwrap_or_else(SystemTime::now),
                     },
                 );
@@ -354,6 +360,7 @@ impl Handler<SetServers> for Catalog {
                         live: None,
                         fetched_at: Some(c.fetched_at),
                         changed: BTreeMap::new(),
+                        offered: c.offered,
                     },
                     None => ServerSlot {
                         spec,
@@ -365,6 +372,7 @@ impl Handler<SetServers> for Catalog {
                         cached: None,
                         fetched_at: None,
                         changed: BTreeMap::new(),
+                        offered: Default::default(),
                     },
                 },
             })
@@ -420,6 +428,9 @@ impl Handler<SetProfiles> for Catalog {
 pub struct ToolsDiscovered {
     pub server: String,
     pub tools: Vec<Tool>,
+    /// Its resources, templates and prompts, when listed with the tools
+    /// (a start); `None` keeps the ones known.
+    pub offered: Option<crate::offers::Offered>,
 }
 
 impl Handler<ToolsDiscovered> for Catalog {
@@ -433,21 +444,28 @@ impl Handler<ToolsDiscovered> for Catalog {
         let slot = &mut self.slots[i];
         slot.live = Some(msg.tools.len());
         slot.fetched_at = Some(SystemTime::now());
-        if msg.tools.is_empty() && !slot.tools.is_empty() {
-            tracing::warn!(server = %msg.server, kept = slot.tools.len(), "child listed no tools; keeping the last good list");
-            return done();
+        let offers_changed = msg.offered.as_ref().is_some_and(|o| *o != slot.offered);
+        if let Some(offered) = msg.offered {
+            slot.offered = offered;
         }
-        if slot.tools == msg.tools {
-            if slot.source != ToolSource::Live {
+        let empty_relist = msg.tools.is_empty() && !slot.tools.is_empty();
+        if empty_relist {
+            tracing::warn!(server = %msg.server, kept = slot.tools.len(), "child listed no tools; keeping the last good list");
+        }
+        let tools_changed = !empty_relist && slot.tools != msg.tools;
+        if !tools_changed && !offers_changed {
+            if slot.source != ToolSource::Live && !empty_relist {
                 slot.source = ToolSource::Live;
                 self.persist();
             }
             return done();
         }
-        slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
-        slot.tools = msg.tools;
-        slot.source = ToolSource::Live;
-        self.check_integrity(i);
+        if tools_changed {
+            slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
+            slot.tools = msg.tools;
+            slot.source = ToolSource::Live;
+            self.check_integrity(i);
+        }
         self.persist();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.acks.push(tx);
@@ -455,6 +473,29 @@ impl Handler<ToolsDiscovered> for Catalog {
         Box::pin(async move {
             let _ = rx.await;
         })
+    }
+}
+
+/// A server's resources, templates or prompts changed (it said so with
+/// `notifications/resources/list_changed` or `prompts/list_changed`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct OffersDiscovered {
+    pub server: String,
+    pub offered: crate::offers::Offered,
+}
+
+impl Handler<OffersDiscovered> for Catalog {
+    type Result = ();
+    fn handle(&mut self, msg: OffersDiscovered, ctx: &mut Context<Self>) {
+        let Some(slot) = self.slots.iter_mut().find(|s| s.spec.id == msg.server) else {
+            return;
+        };
+        if slot.offered != msg.offered {
+            slot.offered = msg.offered;
+            self.persist();
+            self.publish_soon(ctx);
+        }
     }
 }
 

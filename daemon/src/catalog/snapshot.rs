@@ -74,6 +74,8 @@ pub struct Snapshot {
     pub hot: Vec<usize>,
     /// Every profile resolved against `tools` ([`Snapshot::with_profiles`]).
     pub profiles: HashMap<String, Arc<crate::profiles::Resolved>>,
+    /// Resources, resource templates and prompts of every server.
+    pub offers: crate::offers::Offers,
 }
 
 impl Snapshot {
@@ -112,6 +114,7 @@ impl Snapshot {
             .map(|spec| Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None)))
             .collect();
         let held = BTreeMap::new();
+        let offered = crate::offers::Offered::default();
         let entries: Vec<Vec<Arc<ToolEntry>>> = specs
             .iter()
             .zip(&links)
@@ -126,6 +129,7 @@ impl Snapshot {
                 link,
                 entries,
                 held: &held,
+                offered: &offered,
             })
             .collect();
         Snapshot::build(version, &views, permissions)
@@ -296,6 +300,10 @@ impl Snapshot {
         also.retain(|name, _| !index.contains_key(name));
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
         let hot = (0..tools.len()).filter(|&i| tools[i].hot).collect();
+        let offers = crate::offers::Offers::build(
+            servers.iter().map(|s| (s.spec, s.link, s.offered)),
+            permissions,
+        );
         Snapshot {
             version,
             tools,
@@ -311,6 +319,7 @@ impl Snapshot {
             unlisted,
             hot,
             profiles: HashMap::new(),
+            offers,
         }
     }
 }
@@ -495,6 +504,8 @@ pub struct ServerTools<'a> {
     pub entries: &'a [Arc<ToolEntry>],
     /// Quarantined tools by upstream name, with the fields that changed.
     pub held: &'a BTreeMap<String, Vec<String>>,
+    /// Its resources, templates and prompts.
+    pub offered: &'a crate::offers::Offered,
 }
 
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
@@ -687,18 +698,21 @@ mod tests {
         let held: BTreeMap<String, Vec<String>> =
             [("read".to_string(), vec!["description".to_string()])].into();
         let none = BTreeMap::new();
+        let offered = crate::offers::Offered::default();
         let servers = [
             ServerTools {
                 spec: &specs[0],
                 link: &links[0],
                 entries: &a,
                 held: &held,
+                offered: &offered,
             },
             ServerTools {
                 spec: &specs[1],
                 link: &links[1],
                 entries: &b,
                 held: &none,
+                offered: &offered,
             },
         ];
         let s = Snapshot::build(1, &servers, &Default::default());

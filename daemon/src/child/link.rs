@@ -90,6 +90,8 @@ pub struct ServerLink {
     /// Calls in flight and the time of the last one, for `idle_timeout_s`.
     in_flight: std::sync::atomic::AtomicUsize,
     last_used: std::sync::Mutex<std::time::Instant>,
+    /// Sessions' resource subscriptions at this server.
+    pub subscriptions: crate::child::subscriptions::Subscriptions,
 }
 
 /// Marks a call in flight on a server until dropped.
@@ -140,6 +142,25 @@ impl ServerLink {
             progress: Default::default(),
             in_flight: Default::default(),
             last_used: std::sync::Mutex::new(std::time::Instant::now()),
+            subscriptions: Default::default(),
+        }
+    }
+
+    /// The child says a resource changed: the sessions subscribed to it hear.
+    pub async fn resource_updated(&self, params: rmcp::model::ResourceUpdatedNotificationParam) {
+        self.subscriptions.updated(params).await;
+    }
+
+    /// What evo does with an update that arrives on one of its listen
+    /// streams at a 2026-07-28 child: the same as with a notification.
+    pub fn updates(
+        self: &Arc<Self>,
+    ) -> impl Fn(rmcp::model::ResourceUpdatedNotificationParam) + Send + 'static {
+        let link = Arc::downgrade(self);
+        move |params| {
+            if let Some(link) = link.upgrade() {
+                tokio::spawn(async move { link.resource_updated(params).await });
+            }
         }
     }
 
@@ -237,6 +258,11 @@ impl ServerLink {
     /// Direct calls, when the child is a ready stdio child.
     pub fn direct(&self) -> Option<Arc<crate::child::io::DirectCalls>> {
         self.direct.load_full()
+    }
+
+    /// The child's peer if it is ready now (nothing is started).
+    pub fn peer_if_ready(&self) -> Option<Arc<Peer<RoleClient>>> {
+        self.peer.load_full()
     }
 
     /// The child's peer, starting or waiting for the child when it is not

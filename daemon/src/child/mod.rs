@@ -31,6 +31,7 @@ pub mod io;
 pub mod link;
 mod probe;
 pub(crate) mod process;
+pub mod subscriptions;
 
 pub use gate::StartGate;
 
@@ -50,20 +51,25 @@ const MAX_CRASHES: usize = 5;
 const STOP_GRACE: Duration = Duration::from_millis(1500);
 
 type Client = RunningService<RoleClient, ChildEvents>;
-type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<(Client, Vec<Tool>), String>>>>;
+type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<Connected, String>>>>;
+
+/// A child that answered its handshake, with every page of its lists.
+type Connected = (Client, Vec<Tool>, crate::offers::Offered);
 type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
 
-/// Runs the MCP handshake on `transport` and lists every page of tools.
+/// Runs the MCP handshake on `transport` and lists every page of tools,
+/// then of resources, templates and prompts as the child supports them.
 async fn connect<T, E>(
     handler: ChildEvents,
     transport: T,
     lifecycle: ClientLifecycleMode,
     modern_late: probe::ModernLate,
-) -> Result<(Client, Vec<Tool>), String>
+) -> Result<Connected, String>
 where
     T: rmcp::transport::Transport<RoleClient, Error = E> + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let server = handler.server.clone();
     let client = handler
         .serve_with_lifecycle(
             probe::LateProbeFilter::new(transport, modern_late),
@@ -75,7 +81,45 @@ where
         .list_all_tools()
         .await
         .map_err(|e| format!("tools/list failed: {}", readable_error(&e)))?;
-    Ok((client, tools))
+    let offered = list_offers(client.peer(), &server).await;
+    Ok((client, tools, offered))
+}
+
+/// Every page of the child's resources, templates and prompts, each asked
+/// only when the child says it has them. A list that fails is logged and
+/// left empty: the child's tools still serve.
+pub(crate) async fn list_offers(peer: &Peer<RoleClient>, server: &str) -> crate::offers::Offered {
+    let caps = peer
+        .peer_info()
+        .map(|info| crate::offers::OfferCaps::of(&info.capabilities))
+        .unwrap_or_default();
+    let mut offered = crate::offers::Offered {
+        caps,
+        ..Default::default()
+    };
+    if caps.resources {
+        match peer.list_all_resources().await {
+            Ok(r) => offered.resources = r,
+            Err(e) => {
+                tracing::warn!(server = %server, error = %readable_error(&e), "resources/list failed; listing none")
+            }
+        }
+        match peer.list_all_resource_templates().await {
+            Ok(t) => offered.templates = t,
+            Err(e) => {
+                tracing::debug!(server = %server, error = %readable_error(&e), "resources/templates/list failed; listing none")
+            }
+        }
+    }
+    if caps.prompts {
+        match peer.list_all_prompts().await {
+            Ok(p) => offered.prompts = p,
+            Err(e) => {
+                tracing::warn!(server = %server, error = %readable_error(&e), "prompts/list failed; listing none")
+            }
+        }
+    }
+    offered
 }
 
 /// An error as a person reads it: the type names some wrappers print
@@ -477,7 +521,9 @@ impl ChildServer {
                 return act.start_timed_out(generation, ctx);
             };
             match res {
-                Ok((client, tools)) => act.connected(generation, client, tools, ctx),
+                Ok((client, tools, offered)) => {
+                    act.connected(generation, client, tools, offered, ctx)
+                }
                 Err(e) if act.phase.run().is_some_and(|r| r.process.is_some()) => {
                     // The process probably died: give its exit status a
                     // moment to arrive, as it says more than "connection
@@ -544,6 +590,7 @@ impl ChildServer {
         generation: u64,
         connected: Client,
         tools: Vec<Tool>,
+        offered: crate::offers::Offered,
         ctx: &mut Context<Self>,
     ) {
         let Phase::Starting { run, client, .. } = &mut self.phase else {
@@ -559,6 +606,7 @@ impl ChildServer {
             generation,
             ctx.address(),
         );
+        resubscribe(connected.peer().clone(), self.link.clone());
         *client = Some(connected);
         self.last_error = None;
         if tools.is_empty() {
@@ -567,6 +615,7 @@ impl ChildServer {
         let listed = self.catalog.send(ToolsDiscovered {
             server: self.spec.id.clone(),
             tools,
+            offered: Some(offered),
         });
         ctx.spawn(listed.into_actor(self).map(move |_, act, ctx| {
             if act.phase.client_of(generation).is_none() {
@@ -626,6 +675,7 @@ impl ChildServer {
                     act.catalog.do_send(ToolsDiscovered {
                         server: act.spec.id.clone(),
                         tools,
+                        offered: None,
                     });
                 }
                 _ => act.relist_empty(generation, attempt + 1, ctx),
@@ -847,19 +897,28 @@ fn listen_for_changes(
 ) {
     let Some(info) = peer.peer_info() else { return };
     let modern = info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str();
-    let announces = info
+    let tools = info
         .capabilities
         .tools
         .as_ref()
         .and_then(|t| t.list_changed)
         .unwrap_or(false);
-    if !modern || !announces {
+    let offers = crate::offers::OfferCaps::of(&info.capabilities);
+    if !modern || !(tools || offers.resources_changed || offers.prompts_changed) {
         return;
     }
     tokio::spawn(async move {
-        let filter = rmcp::model::SubscriptionFilter::builder()
-            .tools_list_changed()
-            .build();
+        let mut filter = rmcp::model::SubscriptionFilter::builder();
+        if tools {
+            filter = filter.tools_list_changed();
+        }
+        if offers.resources_changed {
+            filter = filter.resources_list_changed();
+        }
+        if offers.prompts_changed {
+            filter = filter.prompts_list_changed();
+        }
+        let filter = filter.build();
         let mut sub = match peer.listen(filter).await {
             Ok(s) => s,
             Err(e) => {
@@ -867,9 +926,39 @@ fn listen_for_changes(
                 return;
             }
         };
-        while let Ok(Some(_)) = sub.next().await {
-            tracing::info!(server = %server, "child says its tool list changed; re-listing");
-            actor.do_send(Relist { generation });
+        while let Ok(Some(n)) = sub.next().await {
+            use rmcp::model::ServerNotification as N;
+            match n {
+                N::ToolListChangedNotification(_) => {
+                    tracing::info!(server = %server, "child says its tool list changed; re-listing");
+                    actor.do_send(Relist { generation });
+                }
+                N::ResourceListChangedNotification(_) | N::PromptListChangedNotification(_) => {
+                    tracing::info!(server = %server, "child says its resources or prompts changed; re-listing");
+                    actor.do_send(RelistOffers { generation });
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
+/// A new connection to the child: evo subscribes again to every resource a
+/// session is subscribed to (the old connection's subscriptions are gone).
+fn resubscribe(peer: Peer<RoleClient>, link: Arc<ServerLink>) {
+    let uris = link.subscriptions.uris();
+    if uris.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        for uri in uris {
+            if let Err(e) = link
+                .subscriptions
+                .resubscribe(&peer, &uri, link.updates())
+                .await
+            {
+                tracing::warn!(server = %link.id, uri = %uri, error = %readable_error(&e), "could not subscribe again after a restart; sessions hear no updates of it");
+            }
         }
     });
 }
@@ -923,6 +1012,56 @@ impl ClientHandler for ChildEvents {
         self.actor.do_send(Relist {
             generation: self.generation,
         });
+    }
+
+    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        tracing::info!(server = %self.server, "child says its resource list changed; re-listing");
+        self.actor.do_send(RelistOffers {
+            generation: self.generation,
+        });
+    }
+
+    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        tracing::info!(server = %self.server, "child says its prompt list changed; re-listing");
+        self.actor.do_send(RelistOffers {
+            generation: self.generation,
+        });
+    }
+
+    /// A subscribed resource changed: every session that subscribed to it
+    /// through evo hears it, and no other.
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.link.resource_updated(params).await;
+    }
+}
+
+/// Re-list the child's resources, templates and prompts.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct RelistOffers {
+    generation: u64,
+}
+
+impl Handler<RelistOffers> for ChildServer {
+    type Result = ();
+    fn handle(&mut self, msg: RelistOffers, ctx: &mut Context<Self>) {
+        let Some(client) = self.phase.client_of(msg.generation) else {
+            return;
+        };
+        let peer = client.peer().clone();
+        let server = self.spec.id.clone();
+        let catalog = self.catalog.clone();
+        ctx.spawn(
+            async move {
+                let offered = list_offers(&peer, &server).await;
+                catalog.do_send(crate::catalog::OffersDiscovered { server, offered });
+            }
+            .into_actor(self),
+        );
     }
 }
 
@@ -983,7 +1122,11 @@ impl Handler<Relist> for ChildServer {
         ctx.spawn(
             async move {
                 match peer.list_all_tools().await {
-                    Ok(tools) => catalog.do_send(ToolsDiscovered { server, tools }),
+                    Ok(tools) => catalog.do_send(ToolsDiscovered {
+                        server,
+                        tools,
+                        offered: None,
+                    }),
                     Err(e) => tracing::warn!(server = %server, error = %e, "re-listing tools failed; keeping the last good list"),
                 }
             }

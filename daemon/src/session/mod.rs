@@ -15,6 +15,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionSink};
 mod approval;
 pub mod breaker;
 mod call;
+pub mod offers;
 mod server;
 pub mod transport;
 
@@ -38,6 +39,9 @@ pub struct SessionView {
     pub activated: Arc<ArcSwap<ActivationSet>>,
     last_active_ms: Arc<AtomicU64>,
     flags: Arc<SessionFlags>,
+    /// Servers where the session (or one of its listen streams, by key)
+    /// holds resource subscriptions, ended when the session ends.
+    subscribed: Arc<std::sync::Mutex<Vec<(String, Arc<crate::child::link::ServerLink>)>>>,
 }
 
 /// What a session's requests tell about its client.
@@ -73,6 +77,7 @@ impl SessionView {
             activated: Arc::new(ArcSwap::from_pointee(activated.clone())),
             last_active_ms: Arc::new(AtomicU64::new(0)),
             flags: Default::default(),
+            subscribed: Default::default(),
         };
         view.touch();
         view
@@ -89,6 +94,35 @@ impl SessionView {
 
     pub fn touch(&self) {
         self.last_active_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// The session (under `key`) subscribed to a resource of `server`.
+    pub fn subscribed(&self, key: &str, server: &Arc<crate::child::link::ServerLink>) {
+        let mut held = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
+        if !held.iter().any(|(k, s)| k == key && Arc::ptr_eq(s, server)) {
+            held.push((key.to_string(), server.clone()));
+        }
+    }
+
+    /// Ends the subscriptions held under `key` (all of the session's when
+    /// `key` is `None`).
+    pub fn end_subscriptions(&self, key: Option<&str>) {
+        let ended: Vec<(String, Arc<crate::child::link::ServerLink>)> = {
+            let mut held = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
+            let (ended, kept) = held
+                .drain(..)
+                .partition(|(k, _)| key.is_none_or(|key| key == k));
+            *held = kept;
+            ended
+        };
+        if ended.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            for (key, server) in ended {
+                offers::end_subscriptions(&key, std::slice::from_ref(&server)).await;
+            }
+        });
     }
 
     /// The session's requests carry 2026-07-28's per-request envelope.
@@ -142,6 +176,9 @@ pub struct Session {
     /// touched this session: a tool added, removed or redefined (a changed
     /// description included).
     visible: Vec<(String, u64)>,
+    /// The resources (with templates) and prompts fingerprints at the last
+    /// list_changed of each (or start).
+    offers_seen: (u64, u64),
 }
 
 impl Session {
@@ -167,8 +204,11 @@ impl Session {
             supervisor,
             snapshot,
             visible: Vec::new(),
+            offers_seen: (0, 0),
         };
-        s.visible = s.visible_names(&s.snapshot.load());
+        let now = s.snapshot.load_full();
+        s.visible = s.visible_names(&now);
+        s.offers_seen = now.offers.fingerprints;
         s
     }
 
@@ -309,6 +349,7 @@ impl Actor for Session {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        self.view.end_subscriptions(None);
         self.supervisor.do_send(SessionClosed {
             id: self.id.clone(),
             name: self.name.clone(),
@@ -415,8 +456,51 @@ impl Handler<CatalogChanged> for Session {
     fn handle(&mut self, msg: CatalogChanged, _: &mut Context<Self>) {
         // Activations of tools missing from this snapshot are kept: after a
         // daemon restart a named session's tools come back as servers start.
-        let _ = msg;
         self.refresh_visible();
+        let (resources, prompts) = msg.snapshot.offers.fingerprints;
+        let (seen_resources, seen_prompts) = self.offers_seen;
+        self.offers_seen = (resources, prompts);
+        if resources != seen_resources {
+            self.notify_offers(Offer::Resources);
+        }
+        if prompts != seen_prompts {
+            self.notify_offers(Offer::Prompts);
+        }
+    }
+}
+
+/// Which list of a session's offers changed.
+#[derive(Debug, Clone, Copy)]
+enum Offer {
+    Resources,
+    Prompts,
+}
+
+impl Session {
+    /// `notifications/resources/list_changed` or `prompts/list_changed`,
+    /// delivered like the tools' (listen streams on 2026-07-28, which filter
+    /// what each opted into; the peer before).
+    fn notify_offers(&self, which: Offer) {
+        if self.listeners.is_empty() && self.view.is_modern() {
+            return;
+        }
+        let sinks = self.listeners.clone();
+        let peer = self.peer.clone();
+        tokio::spawn(async move {
+            if !sinks.is_empty() {
+                for sink in sinks {
+                    let _ = match which {
+                        Offer::Resources => sink.notify_resource_list_changed().await,
+                        Offer::Prompts => sink.notify_prompt_list_changed().await,
+                    };
+                }
+            } else if let Some(peer) = peer {
+                let _ = match which {
+                    Offer::Resources => peer.notify_resource_list_changed().await,
+                    Offer::Prompts => peer.notify_prompt_list_changed().await,
+                };
+            }
+        });
     }
 }
 

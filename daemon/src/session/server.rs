@@ -54,12 +54,12 @@ pub struct SessionServer {
 /// another caller.
 pub const LIST_TTL_MS: u64 = 60_000;
 
-/// The error for an MCP method evo does not serve: it aggregates tools only.
+/// The error for an MCP method evo does not serve.
 pub(super) fn not_served(method: &str) -> ErrorData {
     ErrorData::new(
         rmcp::model::ErrorCode::METHOD_NOT_FOUND,
         format!(
-            "method '{method}' is not served by evo (it serves tools: tools/list, tools/call and its native tools)"
+            "method '{method}' is not served by evo (it serves tools, resources, resource templates, prompts and completions)"
         ),
         None,
     )
@@ -95,15 +95,32 @@ impl SessionServer {
     /// The server's description of itself: capabilities and the
     /// instructions, worded for the session's era.
     fn info(&self, modern: bool) -> ServerConfig {
+        let snapshot = self.snapshot.load();
+        let offers = snapshot.offers.caps;
         #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
+        // Only what at least one child offers; evo announces changes to
+        // its merged lists itself, so listChanged is always on.
+        if offers.resources {
+            let mut resources = rmcp::model::ResourcesCapability::default();
+            resources.subscribe = Some(offers.subscribe);
+            resources.list_changed = Some(true);
+            capabilities.resources = Some(resources);
+        }
+        if offers.prompts {
+            let mut prompts = rmcp::model::PromptsCapability::default();
+            prompts.list_changed = Some(true);
+            capabilities.prompts = Some(prompts);
+        }
+        if offers.completions {
+            capabilities.completions = Some(Default::default());
+        }
         let mut info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("evo", crate::VERSION));
-        let snapshot = self.snapshot.load();
         let activated = self.view.activated.load();
         let by = Visibility {
             modern,
@@ -252,19 +269,60 @@ impl ServerHandler for SessionServer {
         ))
     }
 
+    /// What a listen stream may hear: tool, resource and prompt list
+    /// changes, and updates of the resources it names that a server
+    /// subscribable for them owns.
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        let snapshot = self.snapshot.load();
+        let offers = &snapshot.offers;
+        let mut filter = SubscriptionFilter::builder().tools_list_changed();
+        if offers.caps.resources {
+            filter = filter.resources_list_changed();
+        }
+        if offers.caps.prompts {
+            filter = filter.prompts_list_changed();
+        }
+        let mut filter = filter.build();
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| {
+                offers
+                    .owner_of(uri)
+                    .and_then(|s| offers.caps_of(&s.id))
+                    .is_some_and(|c| c.subscribe)
+            })
+            .cloned()
+            .collect();
+        if !uris.is_empty() {
+            filter.resource_subscriptions = Some(uris);
+        }
+        Some(filter)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let sink = context.sink().clone();
         let id = sink.id().clone();
+        let key = format!("{}#{id}", self.id);
+        for uri in sink
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default()
+        {
+            let listener = crate::child::subscriptions::Listener::Sink(sink.clone());
+            if let Err(e) = self.subscribe_to(&uri, listener, &key).await {
+                tracing::warn!(session = %self.id, uri = %uri, error = %e.message, "a listen stream's resource subscription failed at the server");
+            }
+        }
         let _ = self.session.send(Listener::Add(sink)).await;
         context.cancelled().await;
         self.session.do_send(Listener::Remove(id));
+        self.view.end_subscriptions(Some(&key));
         Ok(())
     }
 
@@ -310,50 +368,75 @@ impl ServerHandler for SessionServer {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        Err(not_served("resources/list"))
+        self.view.request(&ctx);
+        self.resources_page(request.as_ref())
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        Err(not_served("resources/templates/list"))
+        self.view.request(&ctx);
+        self.templates_page(request.as_ref())
     }
 
     async fn read_resource(
         &self,
-        _request: rmcp::model::ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        request: rmcp::model::ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        Err(not_served("resources/read"))
+        self.view.request(&ctx);
+        self.read(request).await
     }
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        Err(not_served("prompts/list"))
+        self.view.request(&ctx);
+        self.prompts_page(request.as_ref())
     }
 
     async fn get_prompt(
         &self,
-        _request: rmcp::model::GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        request: rmcp::model::GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Err(not_served("prompts/get"))
+        self.view.request(&ctx);
+        self.prompt(request).await
     }
 
     async fn complete(
         &self,
-        _request: rmcp::model::CompleteRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        request: rmcp::model::CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        Err(not_served("completion/complete"))
+        self.view.request(&ctx);
+        self.completion(request).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.view.request(&ctx);
+        let listener = crate::child::subscriptions::Listener::Peer(ctx.peer.clone());
+        self.subscribe_to(&request.uri, listener, &self.id).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.view.request(&ctx);
+        self.unsubscribe_from(&request.uri, &self.id).await
     }
 
     /// Children's log messages at `level` and above are forwarded to this

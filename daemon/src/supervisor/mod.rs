@@ -211,6 +211,7 @@ impl Supervisor {
                     spec.id.clone(),
                     crate::catalog::CachedTools {
                         tools: c.tools,
+                        offered: c.offered,
                         fetched_at,
                     },
                 );

@@ -158,6 +158,155 @@ impl Supervisor {
         }))
     }
 
+    /// `evoctl resources [--server S]`.
+    fn resources(&self, server: Option<&str>) -> CtlReply {
+        if let Some(s) = server
+            && !self.children.iter().any(|c| c.spec.id == s)
+        {
+            return CtlReply::error(
+                ErrorKind::UnknownServer,
+                format!("no server '{s}'; `evoctl status` lists them"),
+            );
+        }
+        let snapshot = self.snapshot.load_full();
+        let offers = &snapshot.offers;
+        let wanted = |id: &str| server.is_none_or(|s| s == id);
+        CtlReply::data(Reply::Resources(ctl::ResourcesReport {
+            resources: offers
+                .resources
+                .iter()
+                .filter(|r| wanted(&r.server.id))
+                .map(|r| ctl::ResourceLine {
+                    uri: r.resource.uri.clone(),
+                    name: r.resource.name.clone(),
+                    server: r.server.id.clone(),
+                    mime_type: r.resource.mime_type.clone(),
+                    description: r.resource.description.clone(),
+                })
+                .collect(),
+            templates: offers
+                .templates
+                .iter()
+                .filter(|t| wanted(&t.server.id))
+                .map(|t| ctl::TemplateLine {
+                    uri_template: t.template.uri_template.clone(),
+                    name: t.template.name.clone(),
+                    server: t.server.id.clone(),
+                    description: t.template.description.clone(),
+                })
+                .collect(),
+        }))
+    }
+
+    /// `evoctl prompts`.
+    fn prompts(&self) -> CtlReply {
+        let snapshot = self.snapshot.load_full();
+        CtlReply::data(Reply::Prompts(ctl::PromptsReport {
+            prompts: snapshot
+                .offers
+                .prompts
+                .iter()
+                .map(|p| ctl::PromptLine {
+                    name: p.name.clone(),
+                    server: p.server.id.clone(),
+                    upstream: p.upstream.clone(),
+                    summary: crate::schema::summary(p.prompt.description.as_deref()),
+                    arguments: p
+                        .prompt
+                        .arguments
+                        .iter()
+                        .flatten()
+                        .map(|a| {
+                            if a.required == Some(true) {
+                                format!("{}*", a.name)
+                            } else {
+                                a.name.clone()
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }))
+    }
+
+    /// `evoctl read URI`: through the owning server, started if idle.
+    fn read(&self, uri: String) -> ResponseFuture<CtlReply> {
+        let snapshot = self.snapshot.load_full();
+        let Some(server) = snapshot.offers.owner_of(&uri).cloned() else {
+            let msg = format!(
+                "no server lists the resource '{uri}' or a template matching it; `evoctl resources` lists them"
+            );
+            return Box::pin(async move { CtlReply::error(ErrorKind::NotFound, msg) });
+        };
+        Box::pin(async move {
+            let _busy = server.begin_call();
+            let peer = match server.peer().await {
+                Ok(p) => p,
+                Err(e) => return CtlReply::error(ErrorKind::Unsupported, e),
+            };
+            let read = peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()));
+            let result = match tokio::time::timeout(server.timeout(), read).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    return CtlReply::error(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "server '{}' could not read '{uri}': {}",
+                            server.id,
+                            crate::child::readable_error(&e)
+                        ),
+                    );
+                }
+                Err(_) => {
+                    return CtlReply::error(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "server '{}' did not answer within {} s (its timeout_s)",
+                            server.id,
+                            server.timeout().as_secs()
+                        ),
+                    );
+                }
+            };
+            use rmcp::model::ResourceContents as C;
+            let contents = result
+                .contents
+                .into_iter()
+                .map(|c| match c {
+                    C::TextResourceContents {
+                        uri,
+                        mime_type,
+                        text,
+                        ..
+                    } => ctl::ReadContent {
+                        uri,
+                        mime_type,
+                        text: Some(text),
+                        blob: None,
+                    },
+                    C::BlobResourceContents {
+                        uri,
+                        mime_type,
+                        blob,
+                        ..
+                    } => ctl::ReadContent {
+                        uri,
+                        mime_type,
+                        text: None,
+                        blob: Some(blob),
+                    },
+                    #[allow(unreachable_patterns)]
+                    _ => ctl::ReadContent::default(),
+                })
+                .collect();
+            CtlReply::data(Reply::Read(ctl::ReadReport {
+                uri,
+                server: server.id.clone(),
+                contents,
+            }))
+        })
+    }
+
     /// What each live session says of itself, ordered by id.
     fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
         let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
@@ -301,7 +450,12 @@ impl Supervisor {
                 daemon,
                 servers,
                 sessions: infos,
-                duplicates: snapshot.duplicates.clone(),
+                duplicates: snapshot
+                    .duplicates
+                    .iter()
+                    .chain(&snapshot.offers.duplicates)
+                    .cloned()
+                    .collect(),
                 config: config_status,
                 permissions,
                 shortened: snapshot
@@ -508,6 +662,9 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::Profiles => ready(CtlReply::data(Reply::Profiles(ctl::ProfilesReport {
                 profiles: self.profile_infos(true),
             }))),
+            CtlRequest::Resources { server } => ready(self.resources(server.as_deref())),
+            CtlRequest::Prompts => ready(self.prompts()),
+            CtlRequest::Read { uri } => self.read(uri),
             CtlRequest::Search { query, limit } => {
                 let snapshot = self.snapshot.load_full();
                 let limit = limit

@@ -15,6 +15,7 @@ mod foundation;
 mod hostile;
 mod integrity;
 mod limits;
+mod offers;
 mod operator;
 mod permissions;
 mod profiles;

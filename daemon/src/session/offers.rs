@@ -1,0 +1,330 @@
+//! A session's resources, templates, prompts and completions: lists from
+//! the snapshot (paginated towards the client), reads, gets and completions
+//! routed to the owning child (started if idle), and subscriptions held per
+//! session at the owning server's [`Subscriptions`](crate::child::subscriptions).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, Reference,
+};
+use rmcp::service::{Peer, RoleClient};
+
+use super::SessionServer;
+use crate::child::link::ServerLink;
+use crate::child::subscriptions::Listener;
+
+/// Items per page of a resources, templates or prompts list.
+pub const PAGE: usize = 500;
+
+/// One page of `items` from `cursor` (an offset evo gave out).
+pub fn page<T: Clone>(
+    items: &[T],
+    request: Option<&PaginatedRequestParams>,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match request.and_then(|r| r.cursor.as_deref()) {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= items.len())
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("cursor '{c}' is not one evo gave out; list again from the start"),
+                    None,
+                )
+            })?,
+    };
+    let end = (start + PAGE).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+/// The error for a request to a server that cannot take it now (down,
+/// failed, gone): names the server and its state.
+fn unavailable(server: &ServerLink, why: String) -> ErrorData {
+    ErrorData::internal_error(why, Some(serde_json::json!({"server": server.id})))
+}
+
+/// What a child's failure becomes: its own MCP error as it sent it, or one
+/// that names the server and what went wrong.
+fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData {
+    match e {
+        rmcp::ServiceError::McpError(e) => e,
+        other => ErrorData::internal_error(
+            format!(
+                "server '{}' failed {method}: {}; `evoctl status` shows its state",
+                server.id,
+                crate::child::readable_error(&other)
+            ),
+            Some(serde_json::json!({"server": server.id})),
+        ),
+    }
+}
+
+/// A request for something no child offers: evo does not advertise it.
+fn none_offer(method: &str, what: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("method '{method}' is not served by evo now: none of its servers offers {what}"),
+        None,
+    )
+}
+
+impl SessionServer {
+    /// Refuses `method` unless a child offers `what` (`has`).
+    fn offered(
+        &self,
+        method: &str,
+        what: &str,
+        has: impl Fn(&crate::offers::OfferCaps) -> bool,
+    ) -> Result<(), ErrorData> {
+        if has(&self.snapshot.load().offers.caps) {
+            Ok(())
+        } else {
+            Err(none_offer(method, what))
+        }
+    }
+
+    pub(super) fn resources_page(
+        &self,
+        request: Option<&PaginatedRequestParams>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.offered("resources/list", "resources", |c| c.resources)?;
+        let snapshot = self.snapshot.load();
+        let all: Vec<_> = snapshot
+            .offers
+            .resources
+            .iter()
+            .map(|r| r.resource.clone())
+            .collect();
+        let (items, next) = page(&all, request)?;
+        let mut result = ListResourcesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) fn templates_page(
+        &self,
+        request: Option<&PaginatedRequestParams>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.offered("resources/templates/list", "resources", |c| c.resources)?;
+        let snapshot = self.snapshot.load();
+        let all: Vec<_> = snapshot
+            .offers
+            .templates
+            .iter()
+            .map(|t| t.template.clone())
+            .collect();
+        let (items, next) = page(&all, request)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) fn prompts_page(
+        &self,
+        request: Option<&PaginatedRequestParams>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.offered("prompts/list", "prompts", |c| c.prompts)?;
+        let snapshot = self.snapshot.load();
+        let all: Vec<_> = snapshot
+            .offers
+            .prompts
+            .iter()
+            .map(|p| p.prompt.clone())
+            .collect();
+        let (items, next) = page(&all, request)?;
+        let mut result = ListPromptsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// The server that owns `uri`, or an error saying none does.
+    fn owner(&self, uri: &str) -> Result<Arc<ServerLink>, ErrorData> {
+        let snapshot = self.snapshot.load();
+        snapshot.offers.owner_of(uri).cloned().ok_or_else(|| {
+            ErrorData::resource_not_found(
+                format!(
+                    "no server evo reaches lists the resource '{uri}' or a template matching it; `evoctl resources` lists them"
+                ),
+                Some(serde_json::json!({"uri": uri})),
+            )
+        })
+    }
+
+    /// The child's peer (starting it if idle), with the server's timeout.
+    async fn reach(&self, server: &ServerLink) -> Result<Arc<Peer<RoleClient>>, ErrorData> {
+        server.peer().await.map_err(|why| unavailable(server, why))
+    }
+
+    async fn timed<T>(
+        server: &ServerLink,
+        method: &str,
+        call: impl Future<Output = Result<T, rmcp::ServiceError>>,
+    ) -> Result<T, ErrorData> {
+        let limit: Duration = server.timeout();
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(failed(server, method, e)),
+            Err(_) => Err(ErrorData::internal_error(
+                format!(
+                    "server '{}' did not answer {method} within {} s (its timeout_s)",
+                    server.id,
+                    limit.as_secs()
+                ),
+                Some(serde_json::json!({"server": server.id})),
+            )),
+        }
+    }
+
+    pub(super) async fn read(
+        &self,
+        request: ReadResourceRequestParams,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let server = self.owner(&request.uri)?;
+        let _busy = server.begin_call();
+        let peer = self.reach(&server).await?;
+        let mut request = request;
+        request.meta = None;
+        Self::timed(&server, "resources/read", peer.read_resource_once(request)).await
+    }
+
+    pub(super) async fn prompt(
+        &self,
+        request: GetPromptRequestParams,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let (server, upstream) = {
+            let snapshot = self.snapshot.load();
+            match snapshot.offers.prompt(&request.name) {
+                Some(p) => (p.server.clone(), p.upstream.clone()),
+                None => {
+                    let why = match snapshot.offers.denied.get(&request.name) {
+                        Some(rule) => format!(
+                            "prompt '{}' is denied by permissions ({rule})",
+                            request.name
+                        ),
+                        None => format!(
+                            "no prompt named '{}'; prompts/list (or `evoctl prompts`) lists them",
+                            request.name
+                        ),
+                    };
+                    return Err(ErrorData::invalid_params(why, None));
+                }
+            }
+        };
+        let _busy = server.begin_call();
+        let peer = self.reach(&server).await?;
+        let mut request = request;
+        request.name = upstream;
+        request.meta = None;
+        Self::timed(&server, "prompts/get", peer.get_prompt_once(request)).await
+    }
+
+    pub(super) async fn completion(
+        &self,
+        request: CompleteRequestParams,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.offered("completion/complete", "completions", |c| c.completions)?;
+        let mut request = request;
+        let server = {
+            let snapshot = self.snapshot.load();
+            match &mut request.r#ref {
+                Reference::Prompt(p) => match snapshot.offers.prompt(&p.name) {
+                    Some(entry) => {
+                        p.name = entry.upstream.clone();
+                        entry.server.clone()
+                    }
+                    None => {
+                        return Err(ErrorData::invalid_params(
+                            format!("no prompt named '{}' to complete for", p.name),
+                            None,
+                        ));
+                    }
+                },
+                Reference::Resource(r) => snapshot
+                    .offers
+                    .owner_of_template(&r.uri)
+                    .cloned()
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            format!("no server lists the resource template '{}'", r.uri),
+                            None,
+                        )
+                    })?,
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        "completion/complete: evo routes only ref/prompt and ref/resource references",
+                        None,
+                    ));
+                }
+            }
+        };
+        let _busy = server.begin_call();
+        let peer = self.reach(&server).await?;
+        request.meta = None;
+        Self::timed(&server, "completion/complete", peer.complete(request)).await
+    }
+
+    /// `resources/subscribe` (initialize era): the session hears
+    /// `notifications/resources/updated` of `uri` from now on.
+    pub(super) async fn subscribe_to(
+        &self,
+        uri: &str,
+        listener: Listener,
+        key: &str,
+    ) -> Result<(), ErrorData> {
+        let server = self.owner(uri)?;
+        let supports = self
+            .snapshot
+            .load()
+            .offers
+            .caps_of(&server.id)
+            .is_some_and(|c| c.subscribe);
+        if !supports {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "server '{}' does not support resource subscriptions, so '{uri}' cannot be subscribed to",
+                    server.id
+                ),
+                None,
+            ));
+        }
+        let peer = self.reach(&server).await?;
+        server
+            .subscriptions
+            .subscribe(&peer, uri, key, listener, server.updates())
+            .await
+            .map_err(|e| failed(&server, "resources/subscribe", e))?;
+        self.view.subscribed(key, &server);
+        Ok(())
+    }
+
+    pub(super) async fn unsubscribe_from(&self, uri: &str, key: &str) -> Result<(), ErrorData> {
+        let server = self.owner(uri)?;
+        let peer = server.peer().await.ok();
+        server
+            .subscriptions
+            .unsubscribe(peer.as_deref(), uri, key)
+            .await;
+        Ok(())
+    }
+}
+
+/// Ends every subscription `key` holds (a session or one of its listen
+/// streams that went away).
+pub async fn end_subscriptions(key: &str, servers: &[Arc<ServerLink>]) {
+    for server in servers {
+        let peer = server.peer_if_ready();
+        for uri in server.subscriptions.of_session(key) {
+            server
+                .subscriptions
+                .unsubscribe(peer.as_deref(), &uri, key)
+                .await;
+        }
+    }
+}
