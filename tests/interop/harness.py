@@ -249,7 +249,7 @@ class Evo:
                 cwd=self.tmp,
             )
 
-    def wait_ready(self) -> dict[str, Any]:
+    def wait_ready(self, ids: tuple[str, ...] = SERVER_IDS) -> dict[str, Any]:
         deadline = time.monotonic() + READY_TIMEOUT_S
         last: dict[str, Any] | None = None
         while time.monotonic() < deadline:
@@ -259,7 +259,7 @@ class Evo:
             last = self.status()
             if last is not None:
                 states = {s.get("id"): s.get("state") for s in last.get("servers", [])}
-                if all(states.get(i) == "ready" for i in SERVER_IDS):
+                if all(states.get(i) == "ready" for i in ids):
                     return last
             time.sleep(0.1)
         pytest.fail(

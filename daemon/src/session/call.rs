@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolRequest, CancelledNotificationParam, ClientRequest};
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ContentBlock, JsonObject, ResultType};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ContentBlock, JsonObject};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::service::{PeerRequestOptions, RoleClient};
 use serde_json::Value;
@@ -430,9 +430,7 @@ pub(super) fn call_response(result: rmcp::model::ServerResult) -> CallToolRespon
 pub(super) fn mark_complete(resp: CallToolResponse) -> CallToolResponse {
     match resp {
         CallToolResponse::Complete(mut r) => {
-            if r.result_type.is_none() {
-                r.result_type = Some(ResultType::COMPLETE);
-            }
+            super::offers::complete(&mut r.result_type);
             CallToolResponse::Complete(r)
         }
         other => other,

@@ -41,8 +41,11 @@ pub struct SessionView {
     flags: Arc<SessionFlags>,
     /// Servers where the session (or one of its listen streams, by key)
     /// holds resource subscriptions, ended when the session ends.
-    subscribed: Arc<std::sync::Mutex<Vec<(String, Arc<crate::child::link::ServerLink>)>>>,
+    subscribed: Arc<std::sync::Mutex<Subscribed>>,
 }
+
+/// Resource subscriptions a session holds: (key, server) pairs.
+type Subscribed = Vec<(String, Arc<crate::child::link::ServerLink>)>;
 
 /// What a session's requests tell about its client.
 #[derive(Default)]
@@ -107,7 +110,7 @@ impl SessionView {
     /// Ends the subscriptions held under `key` (all of the session's when
     /// `key` is `None`).
     pub fn end_subscriptions(&self, key: Option<&str>) {
-        let ended: Vec<(String, Arc<crate::child::link::ServerLink>)> = {
+        let ended: Subscribed = {
             let mut held = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
             let (ended, kept) = held
                 .drain(..)

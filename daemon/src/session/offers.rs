@@ -66,6 +66,14 @@ fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData
     }
 }
 
+/// A child of the initialize era sends results without `resultType`, which
+/// 2026-07-28 requires; rmcp takes it off again for initialize-era clients.
+pub(super) fn complete(result_type: &mut Option<rmcp::model::ResultType>) {
+    if result_type.is_none() {
+        *result_type = Some(rmcp::model::ResultType::COMPLETE);
+    }
+}
+
 /// A request for something no child offers: evo does not advertise it.
 fn none_offer(method: &str, what: &str) -> ErrorData {
     ErrorData::new(
@@ -191,7 +199,12 @@ impl SessionServer {
         let peer = self.reach(&server).await?;
         let mut request = request;
         request.meta = None;
-        Self::timed(&server, "resources/read", peer.read_resource_once(request)).await
+        let mut response =
+            Self::timed(&server, "resources/read", peer.read_resource_once(request)).await?;
+        if let ReadResourceResponse::Complete(r) = &mut response {
+            complete(&mut r.result_type);
+        }
+        Ok(response)
     }
 
     pub(super) async fn prompt(
@@ -222,7 +235,12 @@ impl SessionServer {
         let mut request = request;
         request.name = upstream;
         request.meta = None;
-        Self::timed(&server, "prompts/get", peer.get_prompt_once(request)).await
+        let mut response =
+            Self::timed(&server, "prompts/get", peer.get_prompt_once(request)).await?;
+        if let GetPromptResponse::Complete(r) = &mut response {
+            complete(&mut r.result_type);
+        }
+        Ok(response)
     }
 
     pub(super) async fn completion(
@@ -267,7 +285,10 @@ impl SessionServer {
         let _busy = server.begin_call();
         let peer = self.reach(&server).await?;
         request.meta = None;
-        Self::timed(&server, "completion/complete", peer.complete(request)).await
+        let mut result =
+            Self::timed(&server, "completion/complete", peer.complete(request)).await?;
+        complete(&mut result.result_type);
+        Ok(result)
     }
 
     /// `resources/subscribe` (initialize era): the session hears

@@ -307,6 +307,32 @@ impl Supervisor {
         })
     }
 
+    /// `evoctl search`.
+    fn search(&self, query: String, limit: Option<usize>) -> CtlReply {
+        let snapshot = self.snapshot.load_full();
+        let limit = limit
+            .unwrap_or(self.config.discovery.search_limit)
+            .clamp(1, search::MAX_LIMIT);
+        let outcome = search::search(&snapshot, &query, limit, None);
+        CtlReply::data(Reply::Search(ctl::SearchResults {
+            query,
+            results: outcome
+                .hits
+                .iter()
+                .map(|h| ctl::ToolLine {
+                    name: h.entry.name.clone(),
+                    summary: h.entry.summary.clone(),
+                    domain: h.entry.domain.clone(),
+                    score: Some((h.score as f64 * 100.0).round() / 100.0),
+                    hot: h.entry.hot,
+                    ..Default::default()
+                })
+                .collect(),
+            reason: outcome.reason,
+            unavailable: outcome.unavailable,
+        }))
+    }
+
     /// What each live session says of itself, ordered by id.
     fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
         let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
@@ -665,30 +691,7 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::Resources { server } => ready(self.resources(server.as_deref())),
             CtlRequest::Prompts => ready(self.prompts()),
             CtlRequest::Read { uri } => self.read(uri),
-            CtlRequest::Search { query, limit } => {
-                let snapshot = self.snapshot.load_full();
-                let limit = limit
-                    .unwrap_or(self.config.discovery.search_limit)
-                    .clamp(1, search::MAX_LIMIT);
-                let outcome = search::search(&snapshot, &query, limit, None);
-                ready(CtlReply::data(Reply::Search(ctl::SearchResults {
-                    query,
-                    results: outcome
-                        .hits
-                        .iter()
-                        .map(|h| ctl::ToolLine {
-                            name: h.entry.name.clone(),
-                            summary: h.entry.summary.clone(),
-                            domain: h.entry.domain.clone(),
-                            score: Some((h.score as f64 * 100.0).round() / 100.0),
-                            hot: h.entry.hot,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    reason: outcome.reason,
-                    unavailable: outcome.unavailable,
-                })))
-            }
+            CtlRequest::Search { query, limit } => ready(self.search(query, limit)),
             CtlRequest::Describe { name } => {
                 let snapshot = self.snapshot.load_full();
                 let reply = match snapshot.get(&name) {
