@@ -352,6 +352,20 @@ pub fn render(
             for line in integrity_lines(s) {
                 println!("{line}");
             }
+            let offering: Vec<String> = s
+                .servers
+                .iter()
+                .filter(|v| v.resources + v.templates + v.prompts > 0)
+                .map(|v| {
+                    format!(
+                        "{} ({} resources, {} templates, {} prompts)",
+                        v.id, v.resources, v.templates, v.prompts
+                    )
+                })
+                .collect();
+            if !offering.is_empty() {
+                println!("\nresources and prompts: {}", offering.join(", "));
+            }
             if !s.hot.is_empty() {
                 println!("\nhot (listed in every session): {}", s.hot.join(", "));
             }

@@ -255,7 +255,53 @@ pub fn docs(snapshot: &Snapshot) -> String {
             );
         }
     }
+    docs_offers(&snapshot.offers, &mut out);
     out
+}
+
+/// The reference's prompts and resource templates sections.
+fn docs_offers(offers: &crate::offers::Offers, out: &mut String) {
+    if !offers.prompts.is_empty() {
+        let _ = write!(out, "\n## Prompts\n");
+        for p in &offers.prompts {
+            let _ = write!(out, "\n### `{}`\n\n", p.name);
+            let _ = writeln!(
+                out,
+                "Server `{}`, upstream `{}`.\n",
+                p.server.id, p.upstream
+            );
+            if let Some(desc) = p.prompt.description.as_deref().filter(|d| !d.is_empty()) {
+                let _ = writeln!(out, "{}\n", desc.trim());
+            }
+            for a in p.prompt.arguments.iter().flatten() {
+                let required = if a.required == Some(true) {
+                    " (required)"
+                } else {
+                    ""
+                };
+                let desc = a.description.as_deref().unwrap_or("");
+                let _ = writeln!(out, "- `{}`{required} {desc}", a.name);
+            }
+        }
+    }
+    if !offers.templates.is_empty() {
+        let _ = write!(out, "\n## Resource templates\n\n");
+        for t in &offers.templates {
+            let desc = crate::schema::summary(t.template.description.as_deref());
+            let _ = writeln!(
+                out,
+                "- `{}` (server `{}`): {desc}",
+                t.template.uri_template, t.server.id
+            );
+        }
+    }
+    if !offers.resources.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} resources are listed; `evoctl resources` shows them.",
+            offers.resources.len()
+        );
+    }
 }
 
 fn anchor(s: &str) -> String {

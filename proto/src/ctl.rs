@@ -218,6 +218,10 @@ impl Reply {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// `evoctl status --json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
@@ -392,6 +396,13 @@ pub struct ServerStatus {
     /// While `queued`: its place in the line, 1 for the next to start.
     #[serde(default)]
     pub queue_position: Option<usize>,
+    /// Resources, resource templates and prompts it lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resources: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub templates: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prompts: usize,
 }
 
 /// Lifecycle state of one configured server.

@@ -1,7 +1,8 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
 //! then run `target/release/evo-bench [--quick]`. `--results` times cutting
-//! large results; `--profiles` a 2026-07-28 session's list and tool cards. `--converge [--sizes 30,60]`
+//! large results; `--profiles` a 2026-07-28 session's list and tool cards;
+//! `--offers` resource reads and prompt lists. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -13,6 +14,7 @@
 #[path = "../tests/it/common.rs"]
 mod common;
 mod converge;
+mod offerbench;
 mod profilebench;
 mod searcheval;
 
@@ -711,6 +713,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "--search") {
         search_benchmarks();
+        return;
+    }
+    if args.iter().any(|a| a == "--offers") {
+        offerbench::offer_benchmarks();
         return;
     }
     if args.iter().any(|a| a == "--profiles") {

@@ -508,6 +508,8 @@ pub struct ServerCatalogInfo {
     pub live: Option<usize>,
     pub cached: Option<usize>,
     pub fetched_at: Option<SystemTime>,
+    /// How many resources, templates and prompts it lists.
+    pub offered: (usize, usize, usize),
 }
 
 #[derive(Message)]
@@ -532,6 +534,11 @@ impl Handler<CatalogStatus> for Catalog {
                     live: s.live,
                     cached: s.cached,
                     fetched_at: s.fetched_at,
+                    offered: (
+                        s.offered.resources.len(),
+                        s.offered.templates.len(),
+                        s.offered.prompts.len(),
+                    ),
                 })
                 .collect(),
         )

@@ -17,15 +17,16 @@ use rmcp::service::{Peer, RoleClient};
 use super::SessionServer;
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
+use crate::offers::Offers;
 
 /// Items per page of a resources, templates or prompts list.
 pub const PAGE: usize = 500;
 
 /// One page of `items` from `cursor` (an offset evo gave out).
-pub fn page<T: Clone>(
-    items: &[T],
+pub fn page<'a, T>(
+    items: &'a [T],
     request: Option<&PaginatedRequestParams>,
-) -> Result<(Vec<T>, Option<String>), ErrorData> {
+) -> Result<(&'a [T], Option<String>), ErrorData> {
     let start = match request.and_then(|r| r.cursor.as_deref()) {
         None => 0,
         Some(c) => c
@@ -41,7 +42,7 @@ pub fn page<T: Clone>(
     };
     let end = (start + PAGE).min(items.len());
     let next = (end < items.len()).then(|| end.to_string());
-    Ok((items[start..end].to_vec(), next))
+    Ok((&items[start..end], next))
 }
 
 /// The error for a request to a server that cannot take it now (down,
@@ -64,6 +65,43 @@ fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData
             Some(serde_json::json!({"server": server.id})),
         ),
     }
+}
+
+/// One page of `resources/list` from the merged offers.
+pub fn resources_page(
+    offers: &Offers,
+    request: Option<&PaginatedRequestParams>,
+) -> Result<ListResourcesResult, ErrorData> {
+    let (items, next) = page(&offers.resources, request)?;
+    let mut result =
+        ListResourcesResult::with_all_items(items.iter().map(|r| r.resource.clone()).collect());
+    result.next_cursor = next;
+    Ok(result)
+}
+
+/// One page of `resources/templates/list`.
+pub fn templates_page(
+    offers: &Offers,
+    request: Option<&PaginatedRequestParams>,
+) -> Result<ListResourceTemplatesResult, ErrorData> {
+    let (items, next) = page(&offers.templates, request)?;
+    let mut result = ListResourceTemplatesResult::with_all_items(
+        items.iter().map(|t| t.template.clone()).collect(),
+    );
+    result.next_cursor = next;
+    Ok(result)
+}
+
+/// One page of `prompts/list`.
+pub fn prompts_page(
+    offers: &Offers,
+    request: Option<&PaginatedRequestParams>,
+) -> Result<ListPromptsResult, ErrorData> {
+    let (items, next) = page(&offers.prompts, request)?;
+    let mut result =
+        ListPromptsResult::with_all_items(items.iter().map(|p| p.prompt.clone()).collect());
+    result.next_cursor = next;
+    Ok(result)
 }
 
 /// A child of the initialize era sends results without `resultType`, which
@@ -103,17 +141,7 @@ impl SessionServer {
         request: Option<&PaginatedRequestParams>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.offered("resources/list", "resources", |c| c.resources)?;
-        let snapshot = self.snapshot.load();
-        let all: Vec<_> = snapshot
-            .offers
-            .resources
-            .iter()
-            .map(|r| r.resource.clone())
-            .collect();
-        let (items, next) = page(&all, request)?;
-        let mut result = ListResourcesResult::with_all_items(items);
-        result.next_cursor = next;
-        Ok(result)
+        resources_page(&self.snapshot.load().offers, request)
     }
 
     pub(super) fn templates_page(
@@ -121,17 +149,7 @@ impl SessionServer {
         request: Option<&PaginatedRequestParams>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.offered("resources/templates/list", "resources", |c| c.resources)?;
-        let snapshot = self.snapshot.load();
-        let all: Vec<_> = snapshot
-            .offers
-            .templates
-            .iter()
-            .map(|t| t.template.clone())
-            .collect();
-        let (items, next) = page(&all, request)?;
-        let mut result = ListResourceTemplatesResult::with_all_items(items);
-        result.next_cursor = next;
-        Ok(result)
+        templates_page(&self.snapshot.load().offers, request)
     }
 
     pub(super) fn prompts_page(
@@ -139,17 +157,7 @@ impl SessionServer {
         request: Option<&PaginatedRequestParams>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.offered("prompts/list", "prompts", |c| c.prompts)?;
-        let snapshot = self.snapshot.load();
-        let all: Vec<_> = snapshot
-            .offers
-            .prompts
-            .iter()
-            .map(|p| p.prompt.clone())
-            .collect();
-        let (items, next) = page(&all, request)?;
-        let mut result = ListPromptsResult::with_all_items(items);
-        result.next_cursor = next;
-        Ok(result)
+        prompts_page(&self.snapshot.load().offers, request)
     }
 
     /// The server that owns `uri`, or an error saying none does.

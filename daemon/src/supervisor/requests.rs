@@ -452,6 +452,9 @@ impl Supervisor {
                         .and_then(|s| s.starting_for)
                         .map(|d| d.as_secs()),
                     queue_position: st.as_ref().and_then(|s| s.queue_position),
+                    resources: info.map_or(0, |i| i.offered.0),
+                    templates: info.map_or(0, |i| i.offered.1),
+                    prompts: info.map_or(0, |i| i.offered.2),
                 });
             }
             for e in failed {

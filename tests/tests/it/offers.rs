@@ -233,4 +233,26 @@ fn evoctl_lists_resources_and_prompts_and_reads_one() {
     let (code, _, err) = d.ctl(&["read", "zz://none"]);
     assert_eq!(code, 1);
     assert!(err.contains("evoctl resources"), "{err}");
+    // The reference and the status include them.
+    let (_, docs, _) = d.ctl(&["docs"]);
+    assert!(
+        docs.contains("## Prompts") && docs.contains("### `a_greet`"),
+        "{docs}"
+    );
+    assert!(docs.contains("`fx://echo/{text}` (server `a`)"), "{docs}");
+    let status = d.ctl_json(&["status"]);
+    let a = server(&status, "a").unwrap();
+    assert_eq!(
+        (
+            a["resources"].as_u64(),
+            a["templates"].as_u64(),
+            a["prompts"].as_u64()
+        ),
+        (Some(2), Some(2), Some(1))
+    );
+    let (_, human, _) = d.ctl(&["status"]);
+    assert!(
+        human.contains("a (2 resources, 2 templates, 1 prompts)"),
+        "{human}"
+    );
 }
