@@ -1133,10 +1133,13 @@ mod tests {
             stderr_tail: vec!["boom".into()],
             starting_s: Some(12),
             queue_position: None,
+            resources: 2,
+            templates: 0,
+            prompts: 1,
         };
         assert_eq!(
             serde_json::to_string(&server).unwrap(),
-            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null}"#
+            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null,"resources":2,"prompts":1}"#
         );
     }
 
