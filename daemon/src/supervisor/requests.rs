@@ -418,44 +418,7 @@ impl Supervisor {
             let mut servers = Vec::new();
             for ((spec, _), st) in children.into_iter().zip(states) {
                 let info = cat.iter().find(|c| c.id == spec.id);
-                servers.push(ctl::ServerStatus {
-                    id: spec.id.clone(),
-                    state: st
-                        .as_ref()
-                        .map_or(ctl::ServerState::Stopped, |s| s.state.into()),
-                    tools: info.map_or(0, |i| i.tools),
-                    source: info.map_or(ctl::ToolSource::None, |i| i.source),
-                    cached_tools: info.and_then(|i| i.cached),
-                    live_tools: info.and_then(|i| i.live),
-                    config_hash: spec.hash.short(),
-                    restarts: st.as_ref().map_or(0, |s| s.restarts),
-                    error: st.as_ref().and_then(|s| s.error.clone()),
-                    transport: spec.transport.kind().into(),
-                    pid: st.as_ref().and_then(|s| s.pid),
-                    last_refresh_age_s: info
-                        .and_then(|i| i.fetched_at)
-                        .and_then(|t| SystemTime::now().duration_since(t).ok())
-                        .map(|d| d.as_secs()),
-                    stderr_tail: st
-                        .as_ref()
-                        .filter(|s| {
-                            matches!(
-                                s.state,
-                                crate::child::link::ServerState::Failed
-                                    | crate::child::link::ServerState::Restarting
-                            )
-                        })
-                        .map(|s| s.stderr_tail.clone())
-                        .unwrap_or_default(),
-                    starting_s: st
-                        .as_ref()
-                        .and_then(|s| s.starting_for)
-                        .map(|d| d.as_secs()),
-                    queue_position: st.as_ref().and_then(|s| s.queue_position),
-                    resources: info.map_or(0, |i| i.offered.0),
-                    templates: info.map_or(0, |i| i.offered.1),
-                    prompts: info.map_or(0, |i| i.offered.2),
-                });
+                servers.push(server_status(&spec, st.as_ref(), info));
             }
             for e in failed {
                 servers.push(ctl::ServerStatus {
@@ -621,6 +584,53 @@ impl Supervisor {
                 tools,
             }))
         })
+    }
+}
+
+/// One configured server's line in `evoctl status`: its child's state and
+/// what the catalog knows of its lists.
+fn server_status(
+    spec: &ServerSpec,
+    st: Option<&child::ChildStatus>,
+    info: Option<&crate::catalog::ServerCatalogInfo>,
+) -> ctl::ServerStatus {
+    ctl::ServerStatus {
+        id: spec.id.clone(),
+        state: st
+            .as_ref()
+            .map_or(ctl::ServerState::Stopped, |s| s.state.into()),
+        tools: info.map_or(0, |i| i.tools),
+        source: info.map_or(ctl::ToolSource::None, |i| i.source),
+        cached_tools: info.and_then(|i| i.cached),
+        live_tools: info.and_then(|i| i.live),
+        config_hash: spec.hash.short(),
+        restarts: st.as_ref().map_or(0, |s| s.restarts),
+        error: st.as_ref().and_then(|s| s.error.clone()),
+        transport: spec.transport.kind().into(),
+        pid: st.as_ref().and_then(|s| s.pid),
+        last_refresh_age_s: info
+            .and_then(|i| i.fetched_at)
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .map(|d| d.as_secs()),
+        stderr_tail: st
+            .as_ref()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    crate::child::link::ServerState::Failed
+                        | crate::child::link::ServerState::Restarting
+                )
+            })
+            .map(|s| s.stderr_tail.clone())
+            .unwrap_or_default(),
+        starting_s: st
+            .as_ref()
+            .and_then(|s| s.starting_for)
+            .map(|d| d.as_secs()),
+        queue_position: st.as_ref().and_then(|s| s.queue_position),
+        resources: info.map_or(0, |i| i.offered.0),
+        templates: info.map_or(0, |i| i.offered.1),
+        prompts: info.map_or(0, |i| i.offered.2),
     }
 }
 
