@@ -93,10 +93,7 @@ impl DirectCalls {
     /// Hands an answer line to its waiting call; false if it is not ours.
     fn deliver(&self, line: &[u8]) -> bool {
         // Cheap test first: only lines that mention one of our ids.
-        if !line
-            .windows(ID_PREFIX.len() + 1)
-            .any(|w| w[0] == b'"' && &w[1..] == ID_PREFIX.as_bytes())
-        {
+        if !mentions(line, &QUOTED_ID_PREFIX) {
             return false;
         }
         let Some(value) = parse_lossy(line) else {
@@ -280,6 +277,18 @@ fn repaired_tool_list(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<Role
 }
 
 const PROGRESS: &[u8] = b"notifications/progress";
+
+/// Substring searches over whole lines (a 1 MiB result is scanned three
+/// times on its way): SIMD, not a byte-by-byte window.
+type Finder = std::sync::LazyLock<memchr::memmem::Finder<'static>>;
+static PROGRESS_FINDER: Finder = Finder::new(|| memchr::memmem::Finder::new(PROGRESS));
+static TOOLS_KEY: Finder = Finder::new(|| memchr::memmem::Finder::new(b"\"tools\""));
+static QUOTED_ID_PREFIX: Finder =
+    Finder::new(|| memchr::memmem::Finder::new(format!("\"{ID_PREFIX}").as_bytes()).into_owned());
+
+fn mentions(line: &[u8], what: &Finder) -> bool {
+    what.find(line).is_some()
+}
 /// How long forwarding one progress notification may hold up this child's
 /// next message (a session that stopped reading loses it instead).
 const PROGRESS_SEND: std::time::Duration = std::time::Duration::from_millis(100);
@@ -390,15 +399,13 @@ impl Transport<RoleClient> for ChildTransport {
             // Progress goes to its session here, in the order the child sent
             // it: handed to rmcp, each notification would run on a task of
             // its own and could reach the session after the call's result.
-            if line.windows(PROGRESS.len()).any(|w| w == PROGRESS)
-                && self.forward_progress(line).await
-            {
+            if mentions(line, &PROGRESS_FINDER) && self.forward_progress(line).await {
                 continue;
             }
             // A tool list is checked before rmcp reads it: one bad tool would
             // make rmcp read the whole answer as something else and drop the
             // child. Tool lists are rare; calls never come this way.
-            if line.windows(7).any(|w| w == b"\"tools\"")
+            if mentions(line, &TOOLS_KEY)
                 && let Some(msg) = repaired_tool_list(&self.link.id, line)
             {
                 return Some(msg);
