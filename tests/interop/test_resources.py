@@ -173,3 +173,28 @@ async def test_evoctl_reads_and_lists(offers: Evo) -> None:
     assert any(p["name"] == "everything_args-prompt" and p["server"] == "everything" for p in listed["prompts"])
     blob = offers.ctl("read", "demo://resource/dynamic/blob/1")
     assert blob.returncode == 0 and "--out FILE" in blob.stdout, blob.stdout
+
+
+async def test_a_childs_resource_list_change_reaches_sessions_in_both_eras(offers: Evo) -> None:
+    """server-everything registers a resource at run time (gzip-file-as-resource) and says so with
+    notifications/resources/list_changed: evo re-lists it, and sessions hear it (a plain
+    notification before 2026-07-28, their listen stream on it) and list the new URI."""
+    seen = Seen()
+    name = "evo-interop.txt.gz"
+    uri = f"demo://resource/session/{name}"
+    async with session(offers, "legacy", seen) as old, session(offers, "auto") as modern:
+        assert uri not in [r.uri for r in (await old.list_resources()).resources]
+        async with modern.listen(resources_list_changed=True) as sub:
+            done = await old.call_tool(
+                "everything_gzip-file-as-resource",
+                {"name": name, "data": "data:text/plain;base64,aGVsbG8gZXZv", "outputType": "resourceLink"},
+            )
+            assert not done.is_error, done
+            with anyio.fail_after(10):
+                async for _event in sub:
+                    break
+        with anyio.fail_after(10):
+            while "notifications/resources/list_changed" not in seen.methods:
+                await anyio.sleep(0.05)
+        assert uri in [r.uri for r in (await old.list_resources()).resources]
+        assert uri in [r.uri for r in (await modern.list_resources(cache_mode="refresh")).resources]
