@@ -180,7 +180,11 @@ impl Catalog {
                 },
             })
             .collect();
-        let snapshot = Arc::new(Snapshot::build(self.version, &servers, &self.permissions));
+        let snapshot = Arc::new(Snapshot::build_all(
+            self.version,
+            &servers,
+            &self.permissions,
+        ));
         let before = self.published.load();
         for d in &snapshot.duplicates {
             if !before.duplicates.contains(d) {

@@ -65,9 +65,14 @@ pub struct Snapshot {
     /// Quarantined tools (absent from `tools`): their definition changed
     /// since evo pinned it (`integrity: pin`). By exposed (and doubled) name.
     pub quarantined: HashMap<String, Quarantined>,
+    /// The permissions role these decisions are for (the one in force).
+    pub role: Option<String>,
     /// Servers that have listed no tools yet: while one is still starting,
     /// a call naming a tool evo does not know waits for it.
     pub unlisted: Vec<Arc<ServerLink>>,
+    /// The same catalog decided for each other role of the permissions
+    /// file, for HTTP identities that carry one ([`Snapshot::for_role`]).
+    pub by_role: HashMap<String, Arc<Snapshot>>,
 }
 
 impl Snapshot {
@@ -123,6 +128,24 @@ impl Snapshot {
             })
             .collect();
         Snapshot::build(version, &views, permissions)
+    }
+
+    /// The catalog as an identity with `role` sees it: `None` (no role of
+    /// its own) or the role in force is this snapshot; another role of the
+    /// permissions file is its own build. A role the file does not define
+    /// sees no tool at all (fail closed; the HTTP front also refuses it).
+    pub fn for_role(self: Arc<Self>, role: Option<&str>) -> Arc<Snapshot> {
+        let Some(role) = role else { return self };
+        if let Some(other) = self.by_role.get(role) {
+            return other.clone();
+        }
+        if self.role.as_deref() == Some(role) {
+            return self;
+        }
+        Arc::new(Snapshot {
+            version: self.version,
+            ..Snapshot::default()
+        })
     }
 
     /// The tool exposed as `name`, or whose doubled name `name` is.
@@ -285,7 +308,30 @@ impl Snapshot {
             relied_on,
             quarantined,
             unlisted,
+            role: permissions.active_role().map(str::to_owned),
+            by_role: HashMap::new(),
         }
+    }
+
+    /// [`Snapshot::build`] for the role in force, with a build for each
+    /// other role of the permissions file in [`Snapshot::by_role`].
+    pub fn build_all(
+        version: u64,
+        servers: &[ServerTools<'_>],
+        permissions: &crate::permissions::Permissions,
+    ) -> Snapshot {
+        let mut snapshot = Snapshot::build(version, servers, permissions);
+        snapshot.by_role = permissions
+            .other_roles()
+            .filter_map(|role| {
+                let decided = permissions.with_role(role)?;
+                Some((
+                    role.to_owned(),
+                    Arc::new(Snapshot::build(version, servers, &decided)),
+                ))
+            })
+            .collect();
+        snapshot
     }
 }
 

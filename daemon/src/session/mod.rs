@@ -40,6 +40,19 @@ pub struct SessionView {
     flags: Arc<SessionFlags>,
 }
 
+/// Who opened a session over HTTP, as the HTTP front authenticated them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpCaller {
+    /// `token:NAME` or `oauth:SUB`; `None` for the local owner (HTTP
+    /// without auth, on loopback).
+    pub identity: Option<String>,
+    /// The permissions role the identity carries; `None`: `active_role`.
+    pub role: Option<String>,
+    /// Known from the first request: `initialize` opens an initialize-era
+    /// session, a 2026-07-28 request the identity's stateless one.
+    pub era: evo_proto::ctl::SessionEra,
+}
+
 /// What a session's requests tell about its client.
 #[derive(Default)]
 struct SessionFlags {
@@ -49,6 +62,9 @@ struct SessionFlags {
     /// The lowest level of child log messages the client asked for with
     /// `logging/setLevel`, as its rank + 1; 0 until it asks (none sent).
     log_level: std::sync::atomic::AtomicU8,
+    /// `subscriptions/listen` streams open now: a session listening is in
+    /// use even when it sends nothing else.
+    listening: std::sync::atomic::AtomicUsize,
 }
 
 /// A log level's rank, lowest (debug) first.
@@ -96,6 +112,16 @@ impl SessionView {
         now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000
     }
 
+    /// Whether its requests speak 2026-07-28.
+    pub fn modern(&self) -> bool {
+        self.flags.modern.load(Ordering::Relaxed)
+    }
+
+    /// How many `subscriptions/listen` streams the client holds open.
+    pub fn listening(&self) -> usize {
+        self.flags.listening.load(Ordering::Relaxed)
+    }
+
     /// Milliseconds since the session's last request, for ordering sessions.
     pub fn idle_ms(&self) -> u64 {
         now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed))
@@ -115,6 +141,11 @@ pub struct Session {
     pub mode: DiscoveryMode,
     /// MCP runs on the client's own stdio, handed over by the shim.
     pub stdio: bool,
+    /// Set for a session served over HTTP: who opened it.
+    pub http: Option<HttpCaller>,
+    /// The profile its identity (or the shim) chose; carried for lists
+    /// that follow profiles.
+    pub profile: Option<String>,
     activated: ActivationSet,
     view: SessionView,
     peer: Option<Peer<RoleServer>>,
@@ -143,6 +174,8 @@ impl Session {
             name,
             mode,
             stdio: false,
+            http: None,
+            profile: None,
             view: SessionView::new(&activated),
             activated,
             peer: None,
@@ -155,6 +188,13 @@ impl Session {
         s
     }
 
+    /// Marks a session served over HTTP: who opened it decides its role
+    /// (and so which tools it sees).
+    pub fn over_http(&mut self, caller: HttpCaller) {
+        self.http = Some(caller);
+        self.visible = self.visible_names(&self.catalog());
+    }
+
     /// The proxied tools this session lists: exposed name and fingerprint.
     fn visible_names(&self, snapshot: &Snapshot) -> Vec<(String, u64)> {
         visible_entries(snapshot, self.mode, &self.activated)
@@ -162,9 +202,19 @@ impl Session {
             .collect()
     }
 
+    /// The permissions role its identity carries (`None`: the role in force).
+    pub fn role(&self) -> Option<&str> {
+        self.http.as_ref().and_then(|c| c.role.as_deref())
+    }
+
+    /// The catalog as this session's identity sees it.
+    fn catalog(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full().for_role(self.role())
+    }
+
     /// Sends list_changed if the visible set differs from the last one sent.
     fn refresh_visible(&mut self) {
-        let now = self.visible_names(&self.snapshot.load());
+        let now = self.visible_names(&self.catalog());
         if now != self.visible {
             self.visible = now;
             self.notify_list_changed();
@@ -213,13 +263,26 @@ impl Session {
             id: self.id.clone(),
             name: self.name.clone(),
             mode: self.mode,
-            io: if self.stdio {
+            io: if self.http.is_some() {
+                evo_proto::ctl::SessionIo::Http
+            } else if self.stdio {
                 evo_proto::ctl::SessionIo::Stdio
             } else {
                 evo_proto::ctl::SessionIo::Socket
             },
             activated: self.activated.iter().cloned().collect(),
             last_active: self.view.idle_secs(),
+            era: match &self.http {
+                Some(caller) => Some(caller.era),
+                None if self.view.flags.modern.load(Ordering::Relaxed) => {
+                    Some(evo_proto::ctl::SessionEra::Modern)
+                }
+                None if self.peer.is_some() => Some(evo_proto::ctl::SessionEra::Initialize),
+                None => None,
+            },
+            identity: self.http.as_ref().and_then(|c| c.identity.clone()),
+            profile: self.profile.clone(),
+            role: self.role().map(str::to_owned),
         }
     }
 }

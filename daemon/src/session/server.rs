@@ -42,6 +42,12 @@ pub struct SessionServer {
     /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
     /// that carries the user's answer.
     pub asks: Arc<std::sync::Mutex<Vec<Ask>>>,
+    /// The permissions role of the identity that opened it over HTTP;
+    /// `None`: the role in force (`active_role`).
+    pub role: Option<String>,
+    /// That identity (`token:NAME`, `oauth:SUB`); `None`: the local owner.
+    /// Held calls are approved for it alone.
+    pub identity: Option<String>,
 }
 
 /// The error for an MCP method evo does not serve: it aggregates tools only.
@@ -65,8 +71,36 @@ pub(super) fn text_result(text: impl Into<String>, is_error: bool) -> CallToolRe
 }
 
 impl SessionServer {
+    /// The rmcp face of a session the Supervisor just opened.
+    pub fn open(
+        opened: &crate::supervisor::OpenedSession,
+        supervisor: Addr<Supervisor>,
+        snapshot: Arc<ArcSwap<Snapshot>>,
+    ) -> SessionServer {
+        SessionServer {
+            id: opened.id.clone(),
+            mode: opened.mode,
+            session: opened.addr.clone(),
+            supervisor,
+            view: opened.view.clone(),
+            snapshot,
+            search_limit: opened.search_limit,
+            instructions_budget: opened.instructions_budget,
+            breaker: Default::default(),
+            asks: Default::default(),
+            role: opened.role.clone(),
+            identity: opened.identity.clone(),
+        }
+    }
+
+    /// The catalog as this session's identity sees it: one atomic load,
+    /// and for an identity with a role of its own one map lookup.
+    pub(super) fn catalog(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full().for_role(self.role.as_deref())
+    }
+
     pub(super) async fn list(&self) -> Vec<Tool> {
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
         let mut tools = native::tools();
         match self.mode {
             DiscoveryMode::Legacy => {
@@ -91,7 +125,7 @@ impl SessionServer {
         if let Some(text) = native::describe(name) {
             return text_result(text, false);
         }
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
         match (snapshot.get(name), snapshot.quarantined.get(name)) {
             (Some(entry), _) => text_result(disclosure::describe_tool(entry), false),
             (None, Some(held)) => text_result(held.refusal(), true),
@@ -105,7 +139,7 @@ impl SessionServer {
             .and_then(|a| a.get("domain"))
             .and_then(Value::as_str)
             .filter(|d| !d.trim().is_empty());
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
         match disclosure::describe_capability(
             &snapshot,
             domain.map(str::trim),
@@ -121,13 +155,15 @@ impl SessionServer {
             Ok(p) => p,
             Err(e) => return text_result(e, true),
         };
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
+        let started = std::time::Instant::now();
         let outcome = search::search(
             &snapshot,
             &params.query,
             params.limit,
             params.domain.as_deref(),
         );
+        crate::metrics::metrics().search(started.elapsed());
         let mut text = search::render(&outcome);
         if params.activate && !outcome.hits.is_empty() {
             let names: Vec<String> = outcome.hits.iter().map(|h| h.entry.name.clone()).collect();
@@ -182,7 +218,7 @@ impl ServerHandler for SessionServer {
             .build();
         let mut info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("evo", crate::VERSION));
-        let snapshot = self.snapshot.load();
+        let snapshot = self.catalog();
         let activated = self.view.activated.load();
         let mode = self.mode;
         let listed = |e: &ToolEntry| match mode {
@@ -207,10 +243,25 @@ impl ServerHandler for SessionServer {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let sink = context.sink().clone();
         let id = sink.id().clone();
+        let listening = &self.view.flags.listening;
+        listening.fetch_add(1, Ordering::Relaxed);
         let _ = self.session.send(Listener::Add(sink)).await;
         context.cancelled().await;
+        listening.fetch_sub(1, Ordering::Relaxed);
         self.session.do_send(Listener::Remove(id));
         Ok(())
+    }
+
+    /// The handshake of an initialize-era session: its peer is kept for
+    /// notifications (over HTTP this is the only place to learn it).
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.session.do_send(super::Attach(context.peer.clone()));
+        self.negotiate_initialize(&request)
     }
 
     /// Requests rmcp could not read as one it knows: a known method with
