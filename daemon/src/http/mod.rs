@@ -467,6 +467,22 @@ fn unreadable_message(body: &[u8]) -> Response<Body> {
     )
 }
 
+/// Largest body read (and dropped) before a refusal, so the client's
+/// connection stays usable; a larger one closes it instead.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// Reads a refused request's small body, so the connection can serve the
+/// client's next request.
+async fn drain_small(req: Request<Incoming>) {
+    let small = header_str(req.headers(), header::CONTENT_LENGTH)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n <= DRAIN_LIMIT);
+    if small {
+        let body = Limited::new(req.into_body(), DRAIN_LIMIT as usize);
+        let _ = tokio::time::timeout(Duration::from_secs(2), body.collect()).await;
+    }
+}
+
 fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -840,7 +856,10 @@ impl Front {
     async fn mcp(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let who = match self.admit(req.headers(), req.uri()).await {
             Ok(who) => who,
-            Err(refused) => return refused,
+            Err(refused) => {
+                drain_small(req).await;
+                return refused;
+            }
         };
         let session = header_str(req.headers(), SESSION_HEADER).map(str::to_owned);
         if let Some(id) = &session
