@@ -872,7 +872,13 @@ impl Front {
         }
         if req.method() != Method::POST {
             // GET (the session's stream), DELETE (end it), others (405): rmcp.
-            return self.0.mcp.handle(req).await;
+            let delete = req.method() == Method::DELETE;
+            let mut response = self.0.mcp.handle(req).await;
+            if delete && response.status() == StatusCode::ACCEPTED {
+                // Ended, nothing to say: what clients expect of a DELETE.
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+            return response;
         }
         let _ = peer;
         self.post(req, who, session.is_some()).await

@@ -420,7 +420,7 @@ fn both_eras_share_the_path_and_sessions_list_them() {
     // DELETE ends the session; its id is then unknown (404: re-initialize).
     let sid = old.session.clone().unwrap();
     let gone = request(port, "DELETE", "/mcp", &[("Mcp-Session-Id", &sid)], b"");
-    assert_eq!(gone.status, 202, "{}", gone.text());
+    assert_eq!(gone.status, 204, "{}", gone.text());
     let after = old.call_method("tools/list", json!({}));
     assert_eq!(after.status, 404, "{}", after.text());
     eventually(
