@@ -114,10 +114,16 @@ class EvoHttp:
     issuer: Issuer
     proc: subprocess.Popen[bytes] | None = None
     evoctl: str = field(default_factory=evoctl_bin)
+    #: The CA file clients trust when evod serves HTTPS (serve.http.tls).
+    ca: Path | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ca else "http"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"{self.scheme}://127.0.0.1:{self.port}/mcp"
 
     @property
     def log(self) -> Path:
@@ -128,9 +134,16 @@ class EvoHttp:
         return self.tmp / "evod.sock"
 
     @classmethod
-    def start(cls, permissions: str = "", required_scopes: list[str] | None = None) -> EvoHttp:
+    def start(
+        cls, permissions: str = "", required_scopes: list[str] | None = None, tls: tuple[bytes, bytes] | None = None
+    ) -> EvoHttp:
+        """`tls`: a PEM certificate and key to serve HTTPS with (written to cert.pem, key.pem)."""
         tmp = make_tmp()
         evo = cls(tmp=tmp, port=free_port(), issuer=Issuer())
+        if tls is not None:
+            (tmp / "cert.pem").write_bytes(tls[0])
+            (tmp / "key.pem").write_bytes(tls[1])
+            evo.ca = tmp / "cert.pem"
         oauth: dict[str, Any] = {
             "issuer": evo.issuer.url,
             "audience": evo.url,
@@ -140,10 +153,10 @@ class EvoHttp:
         }
         if required_scopes:
             oauth["required_scopes"] = required_scopes
-        config = {
-            "mcpServers": {"fx": {"command": fixture_bin()}},
-            "serve": {"http": {"listen": f"127.0.0.1:{evo.port}", "auth": {"oauth": oauth}}},
-        }
+        http: dict[str, Any] = {"listen": f"127.0.0.1:{evo.port}", "auth": {"oauth": oauth}}
+        if tls is not None:
+            http["tls"] = {"cert": "cert.pem", "key": "key.pem"}
+        config = {"mcpServers": {"fx": {"command": fixture_bin()}}, "serve": {"http": http}}
         (tmp / "mcp.config.json").write_text(json.dumps(config))
         if permissions:
             (tmp / "permissions.yml").write_text(permissions)
@@ -183,11 +196,20 @@ class EvoHttp:
             return self.get("/healthz")[0] == 200
         except OSError:
             return False
+        except Exception:  # an SSL error while the certificate is being read
+            return False
+
+    def _context(self) -> Any:
+        if self.ca is None:
+            return None
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.ca))
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
+        req = urllib.request.Request(f"{self.scheme}://127.0.0.1:{self.port}{path}", headers=headers or {})
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self._context()) as r:
                 return r.status, dict(r.headers), r.read()
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers), e.read()
@@ -198,7 +220,7 @@ class EvoHttp:
             headers["Authorization"] = f"Bearer {token}"
         req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self._context()) as r:
                 return r.status, dict(r.headers), r.read()
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers), e.read()
@@ -252,8 +274,9 @@ def start_fixture(**kwargs: Any) -> Iterator[EvoHttp]:
 async def http_client(evo: EvoHttp, token: str | None, mode: str, **client_kwargs: Any):  # type: ignore[no-untyped-def]
     """The official SDK's Streamable HTTP client on evo's endpoint with `token`."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    verify: Any = evo._context() if evo.ca else True
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as hc,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0), verify=verify) as hc,
         unwrapped(),
         Client(streamable_http_client(evo.url, http_client=hc), mode=mode, **client_kwargs) as client,
     ):
