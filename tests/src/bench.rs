@@ -1,6 +1,7 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
-//! then run `target/release/evo-bench [--quick]`. `--results` times cutting
+//! then run `target/release/evo-bench [--quick]`. `--http` measures the
+//! Streamable HTTP endpoint against an HTTP child called directly. `--results` times cutting
 //! large results. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
@@ -13,6 +14,10 @@
 #[path = "../tests/it/common.rs"]
 mod common;
 mod converge;
+#[path = "../tests/it/http.rs"]
+#[allow(dead_code)]
+mod http;
+mod httpbench;
 mod searcheval;
 
 use std::process::{Command, Stdio};
@@ -688,6 +693,10 @@ fn main() {
         }
         times.sort();
         println!("median {} µs", us(percentile(&times, 0.5)));
+        return;
+    }
+    if args.iter().any(|a| a == "--http") {
+        httpbench::http_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--results") {

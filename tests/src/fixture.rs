@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 
 const USAGE: &str = "usage: evo-fixture [--name NAME] [--replay FILE --server ID] \
 [--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE] [--stderr-burst N] \
-[--describe-from FILE] [--flip-description]";
+[--describe-from FILE] [--flip-description] [--http ADDR]";
 
 /// Command-line options, parsed by hand.
 #[derive(Debug)]
@@ -64,6 +64,9 @@ struct Options {
     /// `echo`'s description carries the list's number: a different one on
     /// every `tools/list`.
     flip_description: bool,
+    /// Serve Streamable HTTP on this address (`127.0.0.1:0`: a free port,
+    /// named on stderr) instead of stdio.
+    http: Option<String>,
 }
 
 impl Options {
@@ -82,6 +85,7 @@ impl Options {
             stderr_burst: 0,
             describe_from: None,
             flip_description: false,
+            http: None,
         };
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -106,6 +110,7 @@ impl Options {
                 "--empty-if" => opts.empty_if = Some(value("--empty-if")?),
                 "--describe-from" => opts.describe_from = Some(value("--describe-from")?),
                 "--flip-description" => opts.flip_description = true,
+                "--http" => opts.http = Some(value("--http")?),
                 "--delay-start-ms" => {
                     opts.delay_start_ms = value("--delay-start-ms")?
                         .parse()
@@ -887,6 +892,10 @@ async fn main() {
         flip_description: opts.flip_description,
         lists: Default::default(),
     };
+    if let Some(addr) = &opts.http {
+        serve_http(fixture, addr).await;
+        return;
+    }
     let running = match fixture.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,
         // The client went away before (or instead of) initializing, e.g. a
@@ -903,5 +912,47 @@ async fn main() {
     if let Err(e) = running.waiting().await {
         eprintln!("evo-fixture: session ended abnormally: {e}");
         std::process::exit(1);
+    }
+}
+
+/// `--http ADDR`: the same server over Streamable HTTP (rmcp's own service,
+/// sessions in memory, JSON answers where it can) on hyper, until killed.
+async fn serve_http(fixture: Fixture, addr: &str) {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("evo-fixture: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let local = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let service = StreamableHttpService::new(
+        move || Ok(fixture.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_json_response(true),
+    );
+    eprintln!("evo-fixture: listening on http://{local}/mcp");
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service.clone();
+        tokio::spawn(async move {
+            let handler = hyper::service::service_fn(move |req| {
+                let service = service.clone();
+                async move { Ok::<_, std::convert::Infallible>(service.handle(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
+                .await;
+        });
     }
 }

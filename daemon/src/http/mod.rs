@@ -625,7 +625,7 @@ impl Front {
         match path {
             "/healthz" => text(StatusCode::OK, "ok"),
             "/readyz" => self.readyz().await,
-            "/metrics" => self.metrics(req).await,
+            "/metrics" => self.metrics(req, peer).await,
             p if p == METADATA_PATH || p.starts_with("/.well-known/oauth-protected-resource/") => {
                 self.resource_metadata(req.headers())
             }
@@ -656,27 +656,42 @@ impl Front {
         }
     }
 
+    /// Who is on the other end, for the log: the peer, or with
+    /// `trust_forwarded` the first `X-Forwarded-For` entry a proxy set.
+    fn client(&self, headers: &HeaderMap, peer: SocketAddr) -> String {
+        if self.0.settings.trust_forwarded
+            && let Some(first) = header_str(headers, "x-forwarded-for")
+                .and_then(|v| v.split(',').next())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        {
+            return first.to_string();
+        }
+        peer.ip().to_string()
+    }
+
     /// Host and Origin, then the credential: the identity, or the refusal.
     async fn admit(
         &self,
         headers: &HeaderMap,
         uri: &http::Uri,
+        peer: SocketAddr,
     ) -> Result<Identity, Response<Body>> {
         let host =
             header_str(headers, header::HOST).or_else(|| uri.authority().map(|a| a.as_str()));
         if let Err(why) = self.0.hosts.check(host) {
-            tracing::debug!(host = ?host, "HTTP request refused: {why}");
+            tracing::debug!(host = ?host, client = %self.client(headers, peer), "HTTP request refused: {why}");
             return Err(text(StatusCode::FORBIDDEN, format!("forbidden: {why}")));
         }
         let origin = headers.get(header::ORIGIN).map(|v| v.as_bytes());
         if let Err(why) = origin::check_origin(origin, &self.0.origins) {
-            tracing::debug!("HTTP request refused: {why}");
+            tracing::debug!(client = %self.client(headers, peer), "HTTP request refused: {why}");
             return Err(text(StatusCode::FORBIDDEN, format!("forbidden: {why}")));
         }
         let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
         let who = match self.0.auth.authenticate(authorization).await {
             Ok(who) => who,
-            Err(denied) => return Err(self.refuse(headers, &denied)),
+            Err(denied) => return Err(self.refuse(headers, &denied, peer)),
         };
         if let Some(role) = &who.role {
             let snapshot = self.0.snapshot.load();
@@ -696,7 +711,7 @@ impl Front {
     }
 
     /// 401 (no or a bad credential) or 403 (scopes), with the challenge.
-    fn refuse(&self, headers: &HeaderMap, denied: &Denied) -> Response<Body> {
+    fn refuse(&self, headers: &HeaderMap, denied: &Denied, peer: SocketAddr) -> Response<Body> {
         let (status, error, description) = match denied {
             Denied::Missing => (
                 StatusCode::UNAUTHORIZED,
@@ -713,6 +728,7 @@ impl Front {
         // Never the credential itself: only why it was refused.
         tracing::debug!(
             status = status.as_u16(),
+            client = %self.client(headers, peer),
             "HTTP request refused: {description}"
         );
         let metadata = self
@@ -833,9 +849,9 @@ impl Front {
         response
     }
 
-    async fn metrics(&self, req: Request<Incoming>) -> Response<Body> {
+    async fn metrics(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         if !self.0.settings.metrics_public
-            && let Err(refused) = self.admit(req.headers(), req.uri()).await
+            && let Err(refused) = self.admit(req.headers(), req.uri(), peer).await
         {
             return refused;
         }
@@ -854,7 +870,7 @@ impl Front {
     }
 
     async fn mcp(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
-        let who = match self.admit(req.headers(), req.uri()).await {
+        let who = match self.admit(req.headers(), req.uri(), peer).await {
             Ok(who) => who,
             Err(refused) => {
                 drain_small(req).await;
@@ -880,7 +896,6 @@ impl Front {
             }
             return response;
         }
-        let _ = peer;
         self.post(req, who, session.is_some()).await
     }
 
