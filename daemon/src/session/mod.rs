@@ -29,6 +29,21 @@ use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 /// The set of proxied tools a session has made visible (exposed names).
 pub type ActivationSet = BTreeSet<String>;
 
+/// Log messages on their way to a client that its transport has not taken
+/// yet; past this many, new ones are dropped, so a client that does not read
+/// costs bounded memory (held back, not buffered).
+const MAX_UNSENT_LOGS: usize = 32;
+
+/// Notifications a session's client has not taken yet. list_changed is
+/// coalesced (one on its way says it all); log messages past
+/// [`MAX_UNSENT_LOGS`] are dropped.
+#[derive(Default)]
+struct Outbox {
+    logs: AtomicU64,
+    dropped_logs: AtomicU64,
+    list_changed: std::sync::atomic::AtomicBool,
+}
+
 /// What a session's rmcp handler reads without a round trip to its actor:
 /// the activation set (written only by the Session actor) and the time of
 /// the last request (written only by the handler), so a proxied call never
@@ -151,6 +166,8 @@ pub struct Session {
     peer: Option<Peer<RoleServer>>,
     /// `subscriptions/listen` streams of a 2026-07-28 session.
     listeners: Vec<SubscriptionSink>,
+    /// What is on its way to the client and not yet taken.
+    outbox: Arc<Outbox>,
     supervisor: Addr<Supervisor>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// The proxied tools visible at the last list_changed (or start), by
@@ -180,6 +197,7 @@ impl Session {
             activated,
             peer: None,
             listeners: Vec::new(),
+            outbox: Default::default(),
             supervisor,
             snapshot,
             visible: Vec::new(),
@@ -228,17 +246,28 @@ impl Session {
         if self.listeners.is_empty() && self.view.flags.modern.load(Ordering::Relaxed) {
             return; // a 2026-07-28 client that did not opt in
         }
+        if self.outbox.list_changed.swap(true, Ordering::AcqRel) {
+            return; // one not yet taken by the client says it already
+        }
+        let outbox = self.outbox.clone();
         if !self.listeners.is_empty() {
             let sinks = self.listeners.clone();
             tokio::spawn(async move {
                 for sink in sinks {
                     let _ = sink.notify_tool_list_changed().await;
                 }
+                // A change made while this one was on its way is in the
+                // list the client fetches when it reads this one.
+                outbox.list_changed.store(false, Ordering::Release);
             });
         } else if let Some(peer) = self.peer.clone() {
             tokio::spawn(async move {
-                let _ = peer.notify_tool_list_changed().await;
+                let sent = peer.notify_tool_list_changed().await;
+                outbox.list_changed.store(false, Ordering::Release);
+                drop(sent);
             });
+        } else {
+            self.outbox.list_changed.store(false, Ordering::Release);
         }
     }
 
@@ -394,6 +423,15 @@ impl Handler<crate::catalog::ChildLog> for Session {
         let Some(peer) = self.peer.clone() else {
             return;
         };
+        let outbox = self.outbox.clone();
+        if outbox.logs.fetch_add(1, Ordering::AcqRel) >= MAX_UNSENT_LOGS as u64 {
+            outbox.logs.fetch_sub(1, Ordering::AcqRel);
+            let dropped = outbox.dropped_logs.fetch_add(1, Ordering::Relaxed);
+            if dropped.is_power_of_two() || dropped == 0 {
+                tracing::debug!(session = %self.id, dropped = dropped + 1, "the client is not reading: child log messages dropped");
+            }
+            return;
+        }
         let mut params = msg.params;
         params.logger = Some(match params.logger.take() {
             Some(logger) => format!("{}/{logger}", msg.server),
@@ -401,6 +439,7 @@ impl Handler<crate::catalog::ChildLog> for Session {
         });
         tokio::spawn(async move {
             let _ = peer.notify_logging_message(params).await;
+            outbox.logs.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }

@@ -647,3 +647,47 @@ fn beyond_loopback_without_auth_is_refused_at_start() {
     );
     d.stop();
 }
+
+/// A client that never reads what evod sends it (here: the child's log
+/// messages it asked for, on its session's stream) is held back, not
+/// buffered without bound: evod's memory stays flat while another client
+/// makes the child log 20 MB at it, and that other client is served.
+#[test]
+fn a_client_that_never_reads_is_held_back_not_buffered() {
+    let (d, port) = http_daemon(fx_config(), json!({}), &["--mode", "legacy"]);
+    d.wait_ready(&["fx"]);
+    let mut deaf = HttpMcp::initialize(port, None);
+    let r = deaf.call_method("logging/setLevel", json!({"level": "info"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Its stream for server messages, opened and never read.
+    let sid = deaf.session.clone().unwrap();
+    let mut stream = Conn::open(port);
+    stream.send(
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream"), ("Mcp-Session-Id", &sid)],
+        b"",
+    );
+    let mut busy = HttpMcp::initialize(port, None);
+    let text = "x".repeat(64 * 1024);
+    busy.call("fx_echo", json!({"text": "warm up", "log_level": "info"}));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_kib(d.pid());
+    let started = std::time::Instant::now();
+    for _ in 0..300 {
+        let r = busy.call("fx_echo", json!({"text": text, "log_level": "info"}));
+        assert_eq!(r["isError"], false);
+    }
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = rss_kib(d.pid()).saturating_sub(before);
+    assert!(
+        grown < 12 * 1024,
+        "evod grew {grown} KiB while a client did not read ~20 MB sent its way"
+    );
+    assert!(
+        took < Duration::from_secs(60),
+        "the busy client was held up: {took:?}"
+    );
+    drop(stream);
+}
