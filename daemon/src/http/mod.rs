@@ -55,7 +55,8 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a TLS handshake may take.
 const TLS_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often idle stateless sessions are looked for.
+/// How often idle stateless sessions are looked for, at most (more often
+/// with a short `session_timeout_s`).
 const JANITOR_EVERY: Duration = Duration::from_secs(60);
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -356,9 +357,10 @@ async fn accept(listener: TcpListener, front: Front, connections: Arc<Semaphore>
 /// Ends stateless sessions nobody uses any more.
 async fn janitor(front: Front) {
     let idle = front.0.settings.session_timeout_s;
+    let every = JANITOR_EVERY.min(Duration::from_secs(idle.div_ceil(2).max(1)));
     loop {
         tokio::select! {
-            () = tokio::time::sleep(JANITOR_EVERY) => {}
+            () = tokio::time::sleep(every) => {}
             () = front.0.stop.fired() => return,
         }
         front

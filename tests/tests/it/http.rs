@@ -691,3 +691,32 @@ fn a_client_that_never_reads_is_held_back_not_buffered() {
     );
     drop(stream);
 }
+
+/// `session_timeout_s`: an HTTP session nobody uses ends, in both eras (the
+/// client of an initialize-era one gets 404 and initializes again).
+#[test]
+fn idle_http_sessions_end() {
+    let (d, port) = http_daemon(fx_config(), json!({"session_timeout_s": 2}), &[]);
+    d.wait_ready(&["fx"]);
+    let mut old = HttpMcp::initialize(port, None);
+    let mut modern = HttpMcp::modern(port, None);
+    assert!(modern.tools().contains(&"discover_tools".to_string()));
+    let http_sessions = || {
+        d.ctl_json(&["sessions"])["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["io"] == "http")
+            .count()
+    };
+    assert_eq!(http_sessions(), 2);
+    eventually(
+        with_log("idle HTTP sessions to end", &d.log),
+        Duration::from_secs(15),
+        || http_sessions() == 0,
+    );
+    assert_eq!(old.call_method("tools/list", json!({})).status, 404);
+    // Used again, each era is served (a new session).
+    assert!(!HttpMcp::initialize(port, None).tools().is_empty());
+    assert!(modern.tools().contains(&"discover_tools".to_string()));
+}
