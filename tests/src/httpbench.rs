@@ -425,9 +425,9 @@ pub fn http_benchmarks(quick: bool) {
             medians.push(median(&mut r));
             all[i].extend(r);
         }
-        for era in 0..2 {
+        for (era, pairs) in paired.iter_mut().enumerate() {
             let base = era * per_era;
-            paired[era].push(medians[base + 1].saturating_sub(medians[base]));
+            pairs.push(medians[base + 1].saturating_sub(medians[base]));
         }
     }
     for v in all.iter_mut() {
