@@ -147,8 +147,13 @@ async def test_scopes_are_required_when_configured() -> None:
 
 
 async def test_a_new_signing_key_is_fetched_at_most_once_a_minute(evo_http: EvoHttp) -> None:
-    """Last in the module: it waits out the minute since the key set was last fetched."""
+    """Last in the module: it waits out the minute since the key set was last fetched. A key that
+    leaves the set takes the tokens it signed with it, though evod had verified them before."""
     issuer = evo_http.issuer
+    # A token evod has verified (and remembers) whose key then leaves the set.
+    retiring = issuer.token(evo_http.url, kid="ec1", sub="retiring")
+    assert evo_http.post(LIST, retiring)[0] == 200
+    issuer.published.remove("ec1")
     issuer.add_key("rsa2", "RS256")  # published now; evod fetched the set before
     before = issuer.fetches
     token = issuer.token(evo_http.url, kid="rsa2", sub="rotated")
@@ -161,3 +166,6 @@ async def test_a_new_signing_key_is_fetched_at_most_once_a_minute(evo_http: EvoH
         status = evo_http.post(LIST, token)[0]
     # One fetch brought it (not one per request).
     assert issuer.fetches <= before + 1, (before, issuer.fetches)
+    # The new set no longer has ec1: what ec1 signed is refused, remembered or not.
+    status, headers, _ = evo_http.post(LIST, retiring)
+    assert status == 401 and "key id" in challenge(headers), challenge(headers)

@@ -681,7 +681,7 @@ fn main() {
         c.initialize();
         let tool = args.get(i + 3).map(String::as_str).unwrap_or("fx_echo");
         let mut times = Vec::new();
-        if tool == "fx_echo" {
+        if tool.ends_with("_echo") {
             time_calls(&mut c, tool, n, &mut times);
         } else {
             // Any other name: time the answers, whatever they are.
@@ -693,6 +693,18 @@ fn main() {
         }
         times.sort();
         println!("median {} µs", us(percentile(&times, 0.5)));
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--http-load") {
+        let port: u16 = args[i + 1]
+            .parse()
+            .expect("--http-load PORT N [TOOL [TOKEN]]");
+        let n: usize = args
+            .get(i + 2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000);
+        let tool = args.get(i + 3).map_or("fx_echo", String::as_str);
+        httpbench::http_load(port, n, tool, args.get(i + 4).map(String::as_str));
         return;
     }
     if args.iter().any(|a| a == "--http") {

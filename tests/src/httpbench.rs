@@ -280,6 +280,17 @@ fn jwt(
     iss: &str,
     aud: &str,
 ) -> String {
+    jwt_for(key, alg, kid, iss, aud, "bench")
+}
+
+fn jwt_for(
+    key: &jsonwebtoken::EncodingKey,
+    alg: jsonwebtoken::Algorithm,
+    kid: &str,
+    iss: &str,
+    aud: &str,
+    sub: &str,
+) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -288,7 +299,7 @@ fn jwt(
     header.kid = Some(kid.into());
     jsonwebtoken::encode(
         &header,
-        &json!({"iss": iss, "aud": aud, "sub": "bench", "exp": now + 3600, "iat": now}),
+        &json!({"iss": iss, "aud": aud, "sub": sub, "exp": now + 3600, "iat": now}),
         key,
     )
     .expect("sign a JWT")
@@ -313,32 +324,49 @@ fn jwt_validation(ec: &jsonwebtoken::EncodingKey, rsa: &jsonwebtoken::EncodingKe
     .unwrap();
     runtime.block_on(v.refresh(true));
     println!("\n## JWT validation in process (key set cached)\n");
-    println!("| algorithm | tokens | median µs | p99 µs |");
-    println!("|---|---|---|---|");
+    println!("| algorithm | token | checks | median µs | p99 µs |");
+    println!("|---|---|---|---|---|");
     for (name, key, alg, kid) in [
         ("ES256", ec, jsonwebtoken::Algorithm::ES256, "ec1"),
         ("RS256", rsa, jsonwebtoken::Algorithm::RS256, "rsa1"),
     ] {
-        let token = jwt(key, alg, kid, &iss, aud);
-        let mut times = Vec::with_capacity(5000);
+        // Each token seen for the first time: its signature is verified.
+        let fresh: Vec<String> = (0..2000)
+            .map(|i| jwt_for(key, alg, kid, &iss, aud, &format!("user{i}")))
+            .collect();
+        let mut first = Vec::with_capacity(fresh.len());
+        // The same token again (what a client sends on every request).
+        let mut again = Vec::with_capacity(5000);
         runtime.block_on(async {
-            for _ in 0..200 {
-                v.check(&token).await.expect("a valid token");
+            for t in fresh.iter().take(100) {
+                v.check(t).await.expect("a valid token");
             }
+            for t in &fresh[100..] {
+                let at = Instant::now();
+                let ok = v.check(t).await;
+                first.push(at.elapsed());
+                assert!(ok.is_ok());
+            }
+            let token = &fresh[0];
             for _ in 0..5000 {
-                let t = Instant::now();
-                let ok = v.check(&token).await;
-                times.push(t.elapsed());
+                let at = Instant::now();
+                let ok = v.check(token).await;
+                again.push(at.elapsed());
                 assert!(ok.is_ok());
             }
         });
-        times.sort();
-        println!(
-            "| {name} | {} | **{}** (budget 50) | {} |",
-            times.len(),
-            us(percentile(&times, 0.5)),
-            us(percentile(&times, 0.99))
-        );
+        for (what, times) in [
+            ("first use (signature checked)", &mut first),
+            ("used again (verified before)", &mut again),
+        ] {
+            times.sort();
+            println!(
+                "| {name} | {what} | {} | **{}** (budget 50) | {} |",
+                times.len(),
+                us(percentile(times, 0.5)),
+                us(percentile(times, 0.99))
+            );
+        }
     }
 }
 
@@ -359,6 +387,81 @@ fn throughput(make: &dyn Fn() -> Client, clients: usize, calls: usize) -> f64 {
     (clients * calls) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Where the added time goes: the HTTP front alone (to a stdio child), the
+/// HTTP child client alone (from the socket), neither (socket to stdio).
+fn breakdown(d: &Daemon, port: u16, token: &str, rounds: usize, per_round: usize) {
+    fn socket(d: &Daemon) -> McpClient {
+        let mut c = McpClient::connect_socket(&d.socket, "legacy");
+        c.initialize();
+        c
+    }
+    enum Path {
+        Http(Client),
+        Socket(McpClient, &'static str),
+    }
+    impl Path {
+        fn time(&mut self, n: usize, out: &mut Vec<Duration>) {
+            match self {
+                Path::Http(c) => c.time(n, out),
+                Path::Socket(c, tool) => {
+                    for i in 0..n {
+                        let t = Instant::now();
+                        let r = c.call(tool, json!({"text": i.to_string()}));
+                        out.push(t.elapsed());
+                        assert_eq!(r["content"][0]["text"], i.to_string(), "{r}");
+                    }
+                }
+            }
+        }
+    }
+    let mut paths = [
+        (
+            "client → evod HTTP (API token) → stdio fixture",
+            Path::Http(Client::new(port, Some(token), false, "fx_echo")),
+        ),
+        (
+            "client → evod socket → HTTP fixture",
+            Path::Socket(socket(d), "web_echo"),
+        ),
+        (
+            "client → evod socket → stdio fixture",
+            Path::Socket(socket(d), "fx_echo"),
+        ),
+    ];
+    let mut all: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
+    let mut sink = Vec::new();
+    for (_, p) in paths.iter_mut() {
+        p.time(100, &mut sink);
+    }
+    for _ in 0..rounds {
+        for (i, (_, p)) in paths.iter_mut().enumerate() {
+            p.time(per_round, &mut all[i]);
+        }
+    }
+    println!("\n## Where it goes (same run, alternating rounds)\n");
+    println!("| path | median µs | p99 µs |");
+    println!("|---|---|---|");
+    for ((name, _), v) in paths.iter().zip(all.iter_mut()) {
+        v.sort();
+        println!(
+            "| {name} | {} | {} |",
+            us(percentile(v, 0.5)),
+            us(percentile(v, 0.99))
+        );
+    }
+}
+
+/// `--http-load PORT N [TOOL [TOKEN]]`: N sequential calls of TOOL
+/// (`fx_echo`) in an initialize-era session on a running evod's HTTP
+/// endpoint, for profiling it from outside.
+pub fn http_load(port: u16, n: usize, tool: &str, token: Option<&str>) {
+    let mut c = Client::new(port, token, false, tool);
+    let mut times = Vec::with_capacity(n);
+    c.time(n, &mut times);
+    times.sort();
+    println!("median {} µs", us(percentile(&times, 0.5)));
+}
+
 pub fn http_benchmarks(quick: bool) {
     let (rounds, per_round, tp_calls) = if quick { (10, 40, 100) } else { (40, 100, 400) };
     let fx = HttpFixture::start();
@@ -373,12 +476,13 @@ pub fn http_benchmarks(quick: bool) {
                                "jwks_url": format!("http://127.0.0.1:{jp}/jwks.json")});
     }
     let config = json!({
-        "mcpServers": {"web": {"type": "http", "url": format!("http://127.0.0.1:{}/mcp", fx.port)}},
+        "mcpServers": {"web": {"type": "http", "url": format!("http://127.0.0.1:{}/mcp", fx.port)},
+                       "fx": fixture_server(&[])},
         "serve": {"http": {"listen": format!("127.0.0.1:{port}"), "auth": auth}},
     });
     let d = Daemon::start_with(&config, &["--mode", "legacy"], &[]);
     crate::http::wait_http(&d, port);
-    d.wait_ready(&["web"]);
+    d.wait_ready(&["web", "fx"]);
     let (code, out, err) = d.ctl(&["token", "create", "bench"]);
     assert_eq!(code, 0, "{err}");
     let token = out.trim().to_string();
@@ -464,6 +568,7 @@ pub fn http_benchmarks(quick: bool) {
         }
     }
     drop(paths);
+    breakdown(&d, port, &token, rounds, per_round);
 
     // Throughput, 16 clients, alternating twice.
     let direct = || Client::new(fx.port, None, false, "echo");

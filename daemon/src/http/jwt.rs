@@ -24,6 +24,8 @@ const REFETCH_EVERY: Duration = Duration::from_secs(60);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest key set read.
 const MAX_JWKS_BYTES: usize = 1024 * 1024;
+/// Tokens remembered as verified; past this many the memory is cleared.
+const MAX_VERIFIED: usize = 4096;
 
 /// The algorithms a token may be signed with.
 const ACCEPTED: [Algorithm; 9] = [
@@ -80,6 +82,11 @@ pub struct JwtValidator {
     /// fetch runs so concurrent requests wait for it instead of fetching too.
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
     client: reqwest::Client,
+    /// Tokens already verified (by their SHA-256) with what they said and
+    /// when they expire: a client presents the same token on every request,
+    /// and its signature need not be checked again until then. Cleared when
+    /// the key set changes.
+    verified: std::sync::Mutex<std::collections::HashMap<[u8; 32], (Bearer, u64)>>,
 }
 
 impl JwtValidator {
@@ -94,6 +101,7 @@ impl JwtValidator {
             keys: ArcSwap::from_pointee(KeySet::default()),
             last_fetch: tokio::sync::Mutex::new(None),
             client,
+            verified: Default::default(),
         }))
     }
 
@@ -124,6 +132,11 @@ impl JwtValidator {
             Ok(keys) => {
                 tracing::info!(jwks_url = %self.settings.jwks_url, keys = keys.len(), "OAuth key set fetched");
                 set.keys = keys;
+                // A key may be gone: what it verified is verified no more.
+                self.verified
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
             }
             Err(e) => {
                 tracing::warn!(jwks_url = %self.settings.jwks_url, "cannot fetch the OAuth key set: {e}");
@@ -173,6 +186,30 @@ impl JwtValidator {
     /// Checks a bearer token. An unknown key id fetches the key set again
     /// (at most once a minute) before the token is refused.
     pub async fn check(&self, token: &str) -> Result<Bearer, Refusal> {
+        use sha2::Digest;
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some((bearer, exp)) = self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&digest)
+            && now <= exp.saturating_add(LEEWAY_S)
+        {
+            return Ok(bearer.clone());
+        }
+        let (bearer, exp) = self.check_signed(token).await?;
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= MAX_VERIFIED {
+            verified.clear();
+        }
+        verified.insert(digest, (bearer.clone(), exp));
+        Ok(bearer)
+    }
+
+    /// [`JwtValidator::check`] without the memory of verified tokens:
+    /// what the token says, and its `exp`.
+    async fn check_signed(&self, token: &str) -> Result<(Bearer, u64), Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Invalid("the token is not a JWT".into()))?;
         if !ACCEPTED.contains(&header.alg) {
@@ -193,7 +230,8 @@ impl JwtValidator {
                 })??
             }
         };
-        self.bearer(claims)
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        Ok((self.bearer(claims)?, exp))
     }
 
     /// Verifies with the keys at hand: `None` when none could apply (the
