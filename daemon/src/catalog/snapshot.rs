@@ -127,7 +127,7 @@ impl Snapshot {
                 held: &held,
             })
             .collect();
-        Snapshot::build(version, &views, permissions)
+        Snapshot::build_all(version, &views, permissions)
     }
 
     /// The catalog as an identity with `role` sees it: `None` (no role of
@@ -629,6 +629,36 @@ mod tests {
         assert!(s.refusal("fs_read").is_none());
         assert!(s.approval_rule("fs_write").is_some());
         assert!(s.approval_rule("fs_read").is_none());
+    }
+
+    #[test]
+    fn each_role_of_the_permissions_file_has_its_own_decisions() {
+        let s = Arc::new(build(
+            json!({"fs": {"command": "x"}}),
+            &[("fs", vec![tool("read", false), tool("write", false)])],
+            &[],
+            "active_role: dev\nroles:\n  dev: { default_permission: allow }\n  readonly: { default_permission: deny, overrides: { fs_read: allow } }\n  careful: { overrides: { fs_write: require_approval } }\n",
+        ));
+        assert_eq!(names(&s.clone().for_role(None)), ["fs_read", "fs_write"]);
+        assert_eq!(
+            names(&s.clone().for_role(Some("dev"))),
+            ["fs_read", "fs_write"]
+        );
+        let readonly = s.clone().for_role(Some("readonly"));
+        assert_eq!(names(&readonly), ["fs_read"]);
+        assert!(
+            readonly
+                .refusal("fs_write")
+                .is_some_and(|r| r.contains("readonly"))
+        );
+        let careful = s.clone().for_role(Some("careful"));
+        assert!(careful.approval_rule("fs_write").is_some());
+        assert!(s.approval_rule("fs_write").is_none());
+        // A role the file does not define sees nothing (fail closed), and is
+        // still the catalog of this version (calls do not wait for it).
+        let unknown = s.clone().for_role(Some("root"));
+        assert!(unknown.tools.is_empty());
+        assert_eq!(unknown.version, s.version);
     }
 
     #[test]
