@@ -114,6 +114,14 @@ enum Command {
     Deny { id: String },
     /// Calls waiting for approval
     Approvals,
+    /// API tokens for the HTTP endpoint (serve.http)
+    ///
+    /// The tokens file keeps each token's name, role, profile, creation
+    /// time and SHA-256, never the token: `create` prints it once.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
     /// Show how quarantined tools changed: pinned and current definitions
     ///
     /// A unified diff of each tool's pinned definition against the one its
@@ -213,6 +221,25 @@ enum Command {
     /// zsh: into a directory on $fpath as `_evoctl`;
     /// fish: `evoctl completions fish > ~/.config/fish/completions/evoctl.fish`.
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenAction {
+    /// Make a token and print it (once): stdout has the token alone
+    Create {
+        /// Who holds it: names its identity (`token:NAME`) in sessions and approvals
+        name: String,
+        /// The permissions.yml role its sessions get [default: active_role]
+        #[arg(long)]
+        role: Option<String>,
+        /// The profile its sessions use
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// The tokens (never the tokens themselves)
+    List,
+    /// Refuse a token from the next request on and end its sessions
+    Revoke { name: String },
 }
 
 /// `evoctl status | head`: a reader that closes early ends the command
@@ -374,6 +401,19 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         Command::Approve { id } => CtlRequest::Approve { id },
         Command::Deny { id } => CtlRequest::Deny { id },
         Command::Approvals => CtlRequest::Approvals,
+        Command::Token { action } => match action {
+            TokenAction::Create {
+                name,
+                role,
+                profile,
+            } => CtlRequest::TokenCreate {
+                name,
+                role,
+                profile,
+            },
+            TokenAction::List => CtlRequest::TokenList,
+            TokenAction::Revoke { name } => CtlRequest::TokenRevoke { name },
+        },
         Command::Diff { server, tool } => CtlRequest::Diff { server, tool },
         Command::Trust { server, tool } => CtlRequest::Trust { server, tool },
         Command::Docs { out } => return (CtlRequest::Docs, out),

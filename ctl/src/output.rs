@@ -263,6 +263,18 @@ pub fn render(
             if let Some(why) = &s.daemon.guard_error {
                 println!("WARNING: {why}");
             }
+            if let Some(h) = &s.http {
+                let scheme = if h.tls { "https" } else { "http" };
+                let auth = if h.auth.is_empty() {
+                    "no auth".to_string()
+                } else {
+                    format!("auth: {}", h.auth.join(", "))
+                };
+                println!("http: {scheme}://{}{} ({auth})", h.listen, h.path);
+                if let Some(why) = &h.warning {
+                    println!("WARNING: {why}");
+                }
+            }
             for line in file_health("config", &s.config, true) {
                 println!("{line}");
             }
@@ -433,9 +445,9 @@ pub fn render(
                         s.id.clone(),
                         s.name.clone().unwrap_or_else(|| "-".into()),
                         s.mode.to_string(),
-                        s.era.to_string(),
                         s.io.to_string(),
-                        s.identity.clone().unwrap_or_else(|| "-".into()),
+                        s.era.map_or("-", |e| e.as_str()).to_string(),
+                        s.identity.clone().unwrap_or_else(|| "owner".into()),
                         s.profile.clone().unwrap_or_else(|| "-".into()),
                         s.activated.len().to_string(),
                         format!("{} ago", age(s.last_active)),
@@ -447,8 +459,8 @@ pub fn render(
                     "SESSION",
                     "NAME",
                     "MODE",
-                    "ERA",
                     "IO",
+                    "ERA",
                     "IDENTITY",
                     "PROFILE",
                     "ACTIVATED",
@@ -526,12 +538,13 @@ pub fn render(
                     vec![
                         a.id.clone(),
                         a.tool.clone(),
+                        a.identity.clone().unwrap_or_else(|| "owner".into()),
                         age(a.age_s),
                         shorten(&a.arguments, ARGUMENTS_WIDTH),
                     ]
                 })
                 .collect();
-            table(&["ID", "TOOL", "AGE", "ARGUMENTS"], &rows);
+            table(&["ID", "TOOL", "IDENTITY", "AGE", "ARGUMENTS"], &rows);
             println!(
                 "\nevoctl approve ID lets the identical call pass once; evoctl deny ID refuses it."
             );
@@ -556,6 +569,37 @@ pub fn render(
             }
         }
         Reply::Tool(t) => print!("{}", t.text),
+        Reply::TokenCreated(t) => {
+            // The token alone on stdout (`TOKEN=$(evoctl token create ci)`),
+            // what it is on stderr.
+            eprintln!(
+                "token '{}' created (role {}, profile {}), recorded by its SHA-256 in {}.\nIt is shown this once: give it to the client now (Authorization: Bearer TOKEN).",
+                t.name,
+                t.role.as_deref().unwrap_or("-"),
+                t.profile.as_deref().unwrap_or("-"),
+                t.file
+            );
+            println!("{}", t.token);
+        }
+        Reply::Tokens(l) => {
+            if l.tokens.is_empty() {
+                println!("no API tokens in {}", l.file);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = l
+                .tokens
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.name.clone(),
+                        t.role.clone().unwrap_or_else(|| "-".into()),
+                        t.profile.clone().unwrap_or_else(|| "-".into()),
+                        t.created.clone(),
+                    ]
+                })
+                .collect();
+            table(&["NAME", "ROLE", "PROFILE", "CREATED"], &rows);
+        }
         Reply::Diff(d) => {
             for t in &d.tools {
                 println!(

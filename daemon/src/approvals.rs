@@ -29,6 +29,9 @@ pub struct Approval {
     pub key: u64,
     /// The arguments as JSON, cut short, for the person deciding.
     pub preview: String,
+    /// Whose call it is (an HTTP identity); `None`: the local owner's.
+    /// An approval is consumed only by a call of the same identity.
+    pub identity: Option<String>,
     pub state: State,
     /// When it was asked for, or last decided.
     pub since: Instant,
@@ -56,15 +59,23 @@ impl ApprovalBook {
             .retain(|a| now.duration_since(a.since) < WINDOW);
     }
 
-    /// Gate for a call of `tool` with arguments `key`: consumes an approval,
-    /// reports a denial, or holds the call (a new request, or the one already
-    /// pending for the identical call).
-    pub fn check(&mut self, tool: &str, key: u64, preview: &str, now: Instant) -> Gate {
+    /// Gate for a call of `tool` with arguments `key` by `identity`:
+    /// consumes an approval, reports a denial, or holds the call (a new
+    /// request, or the one already pending for the identical call). Another
+    /// identity's approvals and denials never apply.
+    pub fn check(
+        &mut self,
+        tool: &str,
+        key: u64,
+        identity: Option<&str>,
+        preview: &str,
+        now: Instant,
+    ) -> Gate {
         self.expire(now);
         if let Some(i) = self
             .entries
             .iter()
-            .position(|a| a.tool == tool && a.key == key)
+            .position(|a| a.tool == tool && a.key == key && a.identity.as_deref() == identity)
         {
             let a = &self.entries[i];
             return match a.state {
@@ -83,6 +94,7 @@ impl ApprovalBook {
             tool: tool.to_string(),
             key,
             preview: preview.chars().take(200).collect(),
+            identity: identity.map(str::to_owned),
             state: State::Pending,
             since: now,
         });
@@ -173,23 +185,23 @@ mod tests {
     fn approve_passes_the_identical_call_once() {
         let mut b = ApprovalBook::default();
         let t0 = Instant::now();
-        let Gate::Pending(id) = b.check("fs_write", 1, "{}", t0) else {
+        let Gate::Pending(id) = b.check("fs_write", 1, None, "{}", t0) else {
             panic!()
         };
         assert_eq!(
-            b.check("fs_write", 1, "{}", t0),
+            b.check("fs_write", 1, None, "{}", t0),
             Gate::Pending(id.clone()),
             "same call, same id"
         );
-        let Gate::Pending(other) = b.check("fs_write", 2, "{}", t0) else {
+        let Gate::Pending(other) = b.check("fs_write", 2, None, "{}", t0) else {
             panic!()
         };
         assert_ne!(id, other, "other arguments, other request");
         assert_eq!(b.pending(t0).len(), 2);
         b.decide(&id, true, t0).unwrap();
-        assert_eq!(b.check("fs_write", 1, "{}", t0), Gate::Pass);
+        assert_eq!(b.check("fs_write", 1, None, "{}", t0), Gate::Pass);
         assert!(
-            matches!(b.check("fs_write", 1, "{}", t0), Gate::Pending(n) if n != id),
+            matches!(b.check("fs_write", 1, None, "{}", t0), Gate::Pending(n) if n != id),
             "only once"
         );
         assert!(b.decide(&id, true, t0).is_err(), "used up");
@@ -199,20 +211,48 @@ mod tests {
     fn deny_refuses_until_it_expires_and_unknown_ids_are_errors() {
         let mut b = ApprovalBook::default();
         let t0 = Instant::now();
-        let Gate::Pending(id) = b.check("x", 7, "{}", t0) else {
+        let Gate::Pending(id) = b.check("x", 7, None, "{}", t0) else {
             panic!()
         };
         b.decide(&id, false, t0).unwrap();
-        assert_eq!(b.check("x", 7, "{}", t0), Gate::Denied(id.clone()));
+        assert_eq!(b.check("x", 7, None, "{}", t0), Gate::Denied(id.clone()));
         let later = t0 + WINDOW + Duration::from_secs(1);
         assert!(
-            matches!(b.check("x", 7, "{}", later), Gate::Pending(n) if n != id),
+            matches!(b.check("x", 7, None, "{}", later), Gate::Pending(n) if n != id),
             "asked again"
         );
         assert!(b.decide("ap999", true, t0).unwrap_err().contains("ap999"));
-        let Gate::Pending(old) = b.check("y", 1, "{}", t0) else {
+        let Gate::Pending(old) = b.check("y", 1, None, "{}", t0) else {
             panic!()
         };
         assert!(b.decide(&old, true, later).unwrap_err().contains("expired"));
+    }
+
+    #[test]
+    fn an_approval_is_consumed_only_by_its_own_identity() {
+        let mut b = ApprovalBook::default();
+        let t0 = Instant::now();
+        let alice = Some("token:alice");
+        let Gate::Pending(id) = b.check("fs_write", 1, alice, "{}", t0) else {
+            panic!()
+        };
+        b.decide(&id, true, t0).unwrap();
+        assert!(
+            matches!(b.check("fs_write", 1, Some("token:bob"), "{}", t0), Gate::Pending(n) if n != id),
+            "bob's identical call is held anew"
+        );
+        assert!(
+            matches!(b.check("fs_write", 1, None, "{}", t0), Gate::Pending(n) if n != id),
+            "so is the local owner's"
+        );
+        assert_eq!(b.check("fs_write", 1, alice, "{}", t0), Gate::Pass);
+        let pending = b.pending(t0);
+        assert_eq!(
+            pending
+                .iter()
+                .map(|a| a.identity.as_deref())
+                .collect::<Vec<_>>(),
+            [Some("token:bob"), None]
+        );
     }
 }

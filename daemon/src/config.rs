@@ -44,6 +44,8 @@ use sha2::{Digest, Sha256};
 use crate::envfile;
 use crate::jsonkeys::KeyLines;
 
+pub mod serve;
+
 /// Per-call timeout when a server sets no `timeout_s`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `discovery.search_limit` when unset.
@@ -74,6 +76,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "env_file",
     "integrity",
     "profiles",
+    "serve",
     "$schema",
 ];
 const SERVER_KEYS: &[&str] = &[
@@ -106,14 +109,16 @@ const LIMITS_KEYS: &[&str] = &[
 
 /// Every key the loader knows, by section (`""` top level, `"server"` per
 /// server), so documentation can be checked against it.
-pub fn known_keys() -> [(&'static str, &'static [&'static str]); 5] {
-    [
+pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
+    let mut keys = vec![
         ("", TOP_LEVEL_KEYS),
         ("server", SERVER_KEYS),
         ("discovery", DISCOVERY_KEYS),
         ("cache", CACHE_KEYS),
         ("limits", LIMITS_KEYS),
-    ]
+    ];
+    keys.extend(serve::known_keys());
+    keys
 }
 
 /// A loaded config file: what the supervisor starts, and what it tells the user about.
@@ -136,6 +141,8 @@ pub struct Config {
     /// `profiles`: named sets of tools (exposed names or globs), in file
     /// order. An entry that is not a list of strings is skipped with a warning.
     pub profiles: BTreeMap<String, Vec<String>>,
+    /// `serve`: the HTTP endpoint, when there is one.
+    pub serve: serve::ServeSettings,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,
@@ -828,6 +835,10 @@ fn parse_root_value(
     }
     if let Some(value) = present(root, "profiles") {
         config.profiles = parse_profiles(value, &mut warnings);
+    }
+    if let Some(value) = present(root, "serve") {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        config.serve = serve::parse_serve(value, dir, &mut warnings).map_err(invalid)?;
     }
 
     let mut seen = HashSet::new();

@@ -155,6 +155,7 @@ async fn handle(
                     name: hello.session,
                     profile: hello.profile,
                     stdio,
+                    ..Default::default()
                 })
                 .await
             {
@@ -183,19 +184,7 @@ async fn handle(
                 opened.addr.do_send(session::Close);
                 return;
             }
-            let server = SessionServer {
-                id: opened.id.clone(),
-                mode: opened.mode,
-                profile: opened.profile.clone(),
-                session: opened.addr.clone(),
-                supervisor: supervisor.clone(),
-                view: opened.view.clone(),
-                snapshot,
-                search_limit: opened.search_limit,
-                instructions_budget: opened.instructions_budget,
-                breaker: Default::default(),
-                asks: Default::default(),
-            };
+            let server = SessionServer::open(&opened, supervisor.clone(), snapshot);
             let addr = opened.addr;
             #[cfg(unix)]
             if stdio {

@@ -3,8 +3,8 @@
 //! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
 //! Pure modules (values in, values out): [`config`], [`envfile`],
 //! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
-//! [`breaker`], [`permissions`], [`approvals`], [`integrity`]. I/O glue: [`control`] serves
-//! the control socket, [`transport`] frames a session's MCP lines,
+//! [`breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
+//! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`transport`] frames a session's MCP lines,
 //! [`childio`] is a stdio child's transport, [`watch`] watches the config
 //! files, [`activation`] takes a systemd-passed socket, [`guard`] is the process
 //! that ends the children's process groups if evod is killed.
@@ -23,9 +23,11 @@ pub mod disclosure;
 pub mod envfile;
 pub mod example;
 pub mod guard;
+pub mod http;
 pub mod integrity;
 pub mod jsonkeys;
 pub mod lines;
+pub mod metrics;
 pub mod names;
 pub mod native;
 pub mod offers;
@@ -39,6 +41,7 @@ pub mod search;
 pub mod session;
 pub mod shutdown;
 pub mod supervisor;
+pub mod tokens;
 pub mod watch;
 
 /// The daemon's version, shown in handshakes and `evoctl status`.

@@ -17,7 +17,8 @@ use evo_daemon::supervisor::{DaemonOptions, Shutdown, Supervisor};
 /// evod: one MCP endpoint for many MCP servers.
 ///
 /// Starts the servers in the config, merges their tools and serves MCP
-/// sessions to `evoctl shim` on the control socket.
+/// sessions to `evoctl shim` on the control socket, and over Streamable
+/// HTTP with `serve.http` in the config or `--http`.
 #[derive(Parser, Debug)]
 #[command(name = "evod", version)]
 struct Args {
@@ -39,6 +40,12 @@ struct Args {
     /// Log format on stderr
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Serve MCP over Streamable HTTP on ADDR (host:port), overriding serve.http.listen
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Serve HTTP beyond loopback without serve.http.auth: anyone who reaches it can call every tool
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 fn env_path(key: &str) -> Option<PathBuf> {
@@ -103,10 +110,37 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
     })
 }
 
-#[cfg(unix)]
-type Inherited = std::os::fd::OwnedFd;
-#[cfg(not(unix))]
-type Inherited = std::convert::Infallible;
+use evo_daemon::activation::Inherited;
+
+/// The HTTP endpoint's settings: the config's `serve.http`, with `--http`
+/// for its address (turning it on when the config has none), or what
+/// systemd passed. `None`: no HTTP endpoint.
+fn http_options(
+    args: &Args,
+    opts: &DaemonOptions,
+    inherited: &mut Inherited,
+) -> Option<evo_daemon::http::HttpOptions> {
+    let config = evo_daemon::config::load(&opts.config_path);
+    if let Err(e) = &config
+        && (args.http.is_some() || !inherited.http.is_empty())
+    {
+        tracing::warn!("{e}; serving HTTP with default settings");
+    }
+    let config = config.unwrap_or_default();
+    let mut settings = config.serve.http.clone();
+    if let Some(listen) = &args.http {
+        settings.get_or_insert_with(Default::default).listen = listen.clone();
+    }
+    if settings.is_none() && !inherited.http.is_empty() {
+        settings = Some(Default::default());
+    }
+    Some(evo_daemon::http::HttpOptions {
+        settings: settings?,
+        insecure_no_auth: args.insecure_no_auth,
+        max_message_bytes: config.limits.max_message_bytes,
+        inherited: std::mem::take(&mut inherited.http),
+    })
+}
 
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EVO_LOG")
@@ -135,8 +169,7 @@ fn main() -> std::process::ExitCode {
     }
     let args = Args::parse();
     // Before any thread starts: it edits the environment.
-    #[cfg(unix)]
-    let inherited = evo_daemon::activation::take_inherited();
+    let mut inherited = evo_daemon::activation::take_inherited();
     init_logging(&args.log_format);
     let opts = match resolve(&args) {
         Ok(o) => o,
@@ -145,6 +178,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    let http = http_options(&args, &opts, &mut inherited);
     // Before the first child is spawned, and before threads and sockets.
     evo_daemon::guard::start();
     // Actors run on the system thread; MCP I/O on one tokio worker. Measured
@@ -173,10 +207,7 @@ fn main() -> std::process::ExitCode {
         let runtime = builder.build();
         runtime.expect("the tokio runtime must start")
     });
-    #[cfg(unix)]
-    let result = system.block_on(async move { run(opts, inherited).await });
-    #[cfg(not(unix))]
-    let result = system.block_on(async move { run(opts, None).await });
+    let result = system.block_on(async move { run(opts, inherited, http).await });
     if let Err(e) = result {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
@@ -191,8 +222,25 @@ fn main() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-async fn run(mut opts: DaemonOptions, inherited: Option<Inherited>) -> Result<(), String> {
-    let listener = match inherited {
+async fn run(
+    mut opts: DaemonOptions,
+    inherited: Inherited,
+    http: Option<evo_daemon::http::HttpOptions>,
+) -> Result<(), String> {
+    // Refused (beyond loopback without auth) or unable to listen: evod
+    // stops here, before any child starts.
+    let http = match http {
+        Some(options) => Some(evo_daemon::http::bind(options).await?),
+        None => None,
+    };
+    #[cfg(unix)]
+    let control = inherited.control;
+    #[cfg(not(unix))]
+    let control: Option<std::convert::Infallible> = {
+        let _ = inherited;
+        None
+    };
+    let listener = match control {
         #[cfg(unix)]
         Some(fd) => {
             opts.socket_activated = true;
@@ -222,6 +270,11 @@ async fn run(mut opts: DaemonOptions, inherited: Option<Inherited>) -> Result<()
     let stop = StopSignal::new();
     let supervisor =
         Supervisor::new(opts, catalog, refresher, snapshot.clone(), stop.clone()).start();
+    if let Some(bound) = http {
+        let front =
+            evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone());
+        supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
+    }
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),

@@ -276,6 +276,9 @@ pub struct Permissions {
     from_file: bool,
     /// The active role after `EVO_ROLE` and `active_role`, if any.
     role: Option<ActiveRole>,
+    /// The file's other roles, which an HTTP identity may carry instead
+    /// ([`Permissions::with_role`]).
+    others: Vec<ActiveRole>,
     rules: PatternMap,
     default_deny: bool,
     warnings: Vec<String>,
@@ -407,9 +410,11 @@ impl Permissions {
             (None, None) => None,
         };
 
+        let role = chosen.map(|index| roles.remove(index));
         Ok(Permissions {
             from_file: true,
-            role: chosen.map(|index| roles.swap_remove(index)),
+            role,
+            others: roles,
             rules,
             default_deny: env.default_deny,
             warnings,
@@ -515,6 +520,31 @@ impl Permissions {
     /// The role in force (after `EVO_ROLE`), if any.
     pub fn active_role(&self) -> Option<&str> {
         self.role.as_ref().map(|role| role.name.as_str())
+    }
+
+    /// The roles the file defines besides the one in force, in file order.
+    pub fn other_roles(&self) -> impl Iterator<Item = &str> {
+        self.others.iter().map(|role| role.name.as_str())
+    }
+
+    /// Whether the file defines `role` (the one in force included).
+    pub fn defines_role(&self, role: &str) -> bool {
+        self.active_role() == Some(role) || self.other_roles().any(|r| r == role)
+    }
+
+    /// These permissions with `role` in force instead of `active_role`: what
+    /// an HTTP identity carrying that role is decided by. `None` when the
+    /// file defines no such role.
+    pub fn with_role(&self, role: &str) -> Option<Permissions> {
+        if self.active_role() == Some(role) {
+            return Some(self.clone());
+        }
+        let chosen = self.others.iter().find(|r| r.name == role)?.clone();
+        Some(Permissions {
+            role: Some(chosen),
+            others: Vec::new(),
+            ..self.clone()
+        })
     }
 
     /// Things worth telling the user that did not stop the file from loading.

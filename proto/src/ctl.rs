@@ -87,6 +87,22 @@ pub enum CtlRequest {
         #[serde(default)]
         tool: Option<String>,
     },
+    /// A new API token for the HTTP endpoint: the reply carries the token
+    /// itself, once; the tokens file keeps only its SHA-256.
+    TokenCreate {
+        name: String,
+        #[serde(default)]
+        role: Option<String>,
+        #[serde(default)]
+        profile: Option<String>,
+    },
+    /// The API tokens (names, roles, profiles, dates; never a token).
+    TokenList,
+    /// Forget a token: refused from the next request on, and the sessions
+    /// opened with it end.
+    TokenRevoke {
+        name: String,
+    },
 }
 
 impl CtlRequest {
@@ -149,6 +165,10 @@ impl CtlReply {
 /// [`Reply::decode`] takes the request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one reply is built per control request and serialised at once"
+)]
 pub enum Reply {
     /// `status`.
     Status(StatusReport),
@@ -180,6 +200,10 @@ pub enum Reply {
     Docs(String),
     /// `diff`.
     Diff(DiffReport),
+    /// `token create`.
+    TokenCreated(TokenCreated),
+    /// `token list`.
+    Tokens(TokenList),
 }
 
 impl Reply {
@@ -211,9 +235,12 @@ impl Reply {
             | CtlRequest::Approve { .. }
             | CtlRequest::Deny { .. }
             | CtlRequest::Stop
-            | CtlRequest::Trust { .. } => Reply::Action(from_value(data)?),
+            | CtlRequest::Trust { .. }
+            | CtlRequest::TokenRevoke { .. } => Reply::Action(from_value(data)?),
             CtlRequest::Docs => Reply::Docs(from_value(data)?),
             CtlRequest::Diff { .. } => Reply::Diff(from_value(data)?),
+            CtlRequest::TokenCreate { .. } => Reply::TokenCreated(from_value(data)?),
+            CtlRequest::TokenList => Reply::Tokens(from_value(data)?),
         })
     }
 }
@@ -252,6 +279,55 @@ pub struct StatusReport {
     /// Every profile, with its tool count and the sessions using it.
     #[serde(default)]
     pub profiles: Vec<ProfileInfo>,
+    /// The HTTP endpoint (`serve.http`), when evod serves one.
+    #[serde(default)]
+    pub http: Option<HttpStatus>,
+}
+
+/// `evoctl status --json`: `http`, the Streamable HTTP endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpStatus {
+    /// The address it listens on (`127.0.0.1:8787`).
+    pub listen: String,
+    /// The MCP path (`/mcp`).
+    pub path: String,
+    pub tls: bool,
+    /// How clients authenticate: `tokens`, `oauth`; empty without auth.
+    pub auth: Vec<String>,
+    /// Started with `--insecure-no-auth` on an address others can reach.
+    pub insecure_no_auth: bool,
+    /// Something the person who runs evod should act on.
+    pub warning: Option<String>,
+}
+
+/// Reply to `token create`: the token, shown this once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenCreated {
+    pub name: String,
+    /// The bearer token; evod keeps only its SHA-256.
+    pub token: String,
+    pub role: Option<String>,
+    pub profile: Option<String>,
+    /// RFC 3339, UTC.
+    pub created: String,
+    /// The tokens file it was recorded in.
+    pub file: String,
+}
+
+/// One API token as `token list` shows it (never the token).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    pub name: String,
+    pub role: Option<String>,
+    pub profile: Option<String>,
+    pub created: String,
+}
+
+/// `evoctl token list --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenList {
+    pub tokens: Vec<TokenInfo>,
+    pub file: String,
 }
 
 /// A tool whose definition differs from the one evo pinned.
@@ -550,13 +626,35 @@ pub enum SessionIo {
     /// The shim copies them over the control socket.
     #[default]
     Socket,
+    /// Streamable HTTP (`serve.http`).
+    Http,
 }
 
+/// Which MCP era a session speaks: the `initialize` handshake (2024-11-05
+/// to 2025-11-25) or the 2026-07-28 per-request envelope.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SessionEra {
+    #[default]
+    #[serde(rename = "initialize")]
+    Initialize,
+    #[serde(rename = "2026-07-28")]
+    Modern,
+}
+
+impl SessionEra {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEra::Initialize => "initialize",
+            SessionEra::Modern => "2026-07-28",
+        }
+    }
+}
 impl SessionIo {
     pub fn as_str(self) -> &'static str {
         match self {
             SessionIo::Stdio => "stdio",
             SessionIo::Socket => "socket",
+            SessionIo::Http => "http",
         }
     }
 }
@@ -618,36 +716,19 @@ pub struct SessionInfo {
     pub activated: Vec<String>,
     /// Seconds since the session last sent a request.
     pub last_active: u64,
-    /// The MCP era its requests speak.
+    /// `None` until its first request tells.
     #[serde(default)]
-    pub era: SessionEra,
-    /// Who the session belongs to: `local` for the socket's owner, else the
-    /// HTTP identity (a token's name, a JWT's subject).
+    pub era: Option<SessionEra>,
+    /// Who opened it over HTTP (`token:NAME`, `oauth:SUB`); `None` for the
+    /// local owner (the socket, or HTTP without auth).
     #[serde(default)]
     pub identity: Option<String>,
-    /// The profile whose tools it lists (`evoctl shim --profile`).
+    /// The profile its identity (or the shim) chose.
     #[serde(default)]
     pub profile: Option<String>,
-}
-
-/// Which era of MCP a session speaks: the `initialize` handshake (through
-/// 2025-11-25), or 2026-07-28's per-request envelope.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SessionEra {
-    #[default]
-    #[serde(rename = "initialize")]
-    Initialize,
-    #[serde(rename = "2026-07-28")]
-    Modern,
-}
-
-impl SessionEra {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionEra::Initialize => "initialize",
-            SessionEra::Modern => "2026-07-28",
-        }
-    }
+    /// The permissions role its identity carries; `None`: `active_role`.
+    #[serde(default)]
+    pub role: Option<String>,
 }
 
 impl fmt::Display for SessionEra {
@@ -899,6 +980,10 @@ pub struct PendingApproval {
     pub arguments: String,
     /// Seconds since the call was first held.
     pub age_s: u64,
+    /// Whose call it is (`token:NAME`, `oauth:SUB`); `None`: the local
+    /// owner's. Only a call of the same identity consumes the approval.
+    #[serde(default)]
+    pub identity: Option<String>,
 }
 
 /// `evoctl approvals --json`: calls waiting for approval, in the order held.
@@ -951,11 +1036,12 @@ mod tests {
                 tool: "fx_echo".into(),
                 arguments: r#"{"text":"hi"}"#.into(),
                 age_s: 3,
+                identity: None,
             }],
         };
         assert_eq!(
             serde_json::to_string(&report).unwrap(),
-            r#"{"approvals":[{"id":"ap1","tool":"fx_echo","arguments":"{\"text\":\"hi\"}","age_s":3}]}"#
+            r#"{"approvals":[{"id":"ap1","tool":"fx_echo","arguments":"{\"text\":\"hi\"}","age_s":3,"identity":null}]}"#
         );
     }
 
@@ -1001,7 +1087,11 @@ mod tests {
         ] {
             assert_eq!((wire(mode), mode.as_str()), (name.into(), name));
         }
-        for (io, name) in [(SessionIo::Stdio, "stdio"), (SessionIo::Socket, "socket")] {
+        for (io, name) in [
+            (SessionIo::Stdio, "stdio"),
+            (SessionIo::Socket, "socket"),
+            (SessionIo::Http, "http"),
+        ] {
             assert_eq!((wire(io), io.as_str()), (name.into(), name));
         }
     }
@@ -1045,9 +1135,10 @@ mod tests {
             io: SessionIo::Stdio,
             activated: vec!["fx_echo".into()],
             last_active: 2,
-            era: SessionEra::Modern,
-            identity: Some("local".into()),
-            profile: Some("coding".into()),
+            era: Some(SessionEra::Modern),
+            identity: Some("token:ci".into()),
+            profile: None,
+            role: None,
         };
         let reply = Reply::Sessions(SessionsReport {
             sessions: vec![session],
@@ -1055,7 +1146,7 @@ mod tests {
         let line = serde_json::to_string(&CtlReply::data(reply.clone())).unwrap();
         assert_eq!(
             line,
-            r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2,"era":"2026-07-28","identity":"local","profile":"coding"}]}}"#
+            r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2,"era":"2026-07-28","identity":"token:ci","profile":null,"role":null}]}}"#
         );
         let back: CtlReply = serde_json::from_str(&line).unwrap();
         assert_eq!(

@@ -1,6 +1,7 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
-//! then run `target/release/evo-bench [--quick]`. `--results` times cutting
+//! then run `target/release/evo-bench [--quick]`. `--http` measures the
+//! Streamable HTTP endpoint against an HTTP child called directly. `--results` times cutting
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
 //! `--offers` resource reads and prompt lists. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
@@ -14,6 +15,10 @@
 #[path = "../tests/it/common.rs"]
 mod common;
 mod converge;
+#[path = "../tests/it/http.rs"]
+#[allow(dead_code)]
+mod http;
+mod httpbench;
 mod offerbench;
 mod profilebench;
 mod searcheval;
@@ -679,7 +684,7 @@ fn main() {
         c.initialize();
         let tool = args.get(i + 3).map(String::as_str).unwrap_or("fx_echo");
         let mut times = Vec::new();
-        if tool == "fx_echo" {
+        if tool.ends_with("_echo") {
             time_calls(&mut c, tool, n, &mut times);
         } else {
             // Any other name: time the answers, whatever they are.
@@ -691,6 +696,22 @@ fn main() {
         }
         times.sort();
         println!("median {} µs", us(percentile(&times, 0.5)));
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--http-load") {
+        let port: u16 = args[i + 1]
+            .parse()
+            .expect("--http-load PORT N [TOOL [TOKEN]]");
+        let n: usize = args
+            .get(i + 2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000);
+        let tool = args.get(i + 3).map_or("fx_echo", String::as_str);
+        httpbench::http_load(port, n, tool, args.get(i + 4).map(String::as_str));
+        return;
+    }
+    if args.iter().any(|a| a == "--http") {
+        httpbench::http_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--results") {

@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 
 const USAGE: &str = "usage: evo-fixture [--name NAME] [--replay FILE --server ID] \
 [--page-size N] [--extra-tools N] [--delay-start-ms N] [--exit-at-start] [--crash-every N] [--exit-if FILE] [--empty-if FILE] [--stderr-burst N] \
-[--describe-from FILE] [--flip-description] [--offers]";
+[--describe-from FILE] [--flip-description] [--http ADDR] [--offers]";
 
 /// Command-line options, parsed by hand.
 #[derive(Debug)]
@@ -67,6 +67,9 @@ struct Options {
     /// Also offer resources (`fx://readme`, `fx://shared`, templates
     /// `fx://echo/{text}` and `fx://big/{bytes}`) and a prompt (`greet`).
     offers: bool,
+    /// Serve Streamable HTTP on this address (`127.0.0.1:0`: a free port,
+    /// named on stderr) instead of stdio.
+    http: Option<String>,
 }
 
 impl Options {
@@ -86,6 +89,7 @@ impl Options {
             describe_from: None,
             flip_description: false,
             offers: false,
+            http: None,
         };
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -111,6 +115,7 @@ impl Options {
                 "--describe-from" => opts.describe_from = Some(value("--describe-from")?),
                 "--flip-description" => opts.flip_description = true,
                 "--offers" => opts.offers = true,
+                "--http" => opts.http = Some(value("--http")?),
                 "--delay-start-ms" => {
                     opts.delay_start_ms = value("--delay-start-ms")?
                         .parse()
@@ -1003,6 +1008,10 @@ async fn main() {
         lists: Default::default(),
         offers: opts.offers,
     };
+    if let Some(addr) = &opts.http {
+        serve_http(fixture, addr).await;
+        return;
+    }
     let running = match fixture.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,
         // The client went away before (or instead of) initializing, e.g. a
@@ -1019,5 +1028,47 @@ async fn main() {
     if let Err(e) = running.waiting().await {
         eprintln!("evo-fixture: session ended abnormally: {e}");
         std::process::exit(1);
+    }
+}
+
+/// `--http ADDR`: the same server over Streamable HTTP (rmcp's own service,
+/// sessions in memory, JSON answers where it can) on hyper, until killed.
+async fn serve_http(fixture: Fixture, addr: &str) {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("evo-fixture: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let local = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let service = StreamableHttpService::new(
+        move || Ok(fixture.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_json_response(true),
+    );
+    eprintln!("evo-fixture: listening on http://{local}/mcp");
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service.clone();
+        tokio::spawn(async move {
+            let handler = hyper::service::service_fn(move |req| {
+                let service = service.clone();
+                async move { Ok::<_, std::convert::Infallible>(service.handle(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
+                .await;
+        });
     }
 }

@@ -188,10 +188,12 @@ impl Catalog {
                 offered: &s.offered,
             })
             .collect();
-        let snapshot = Arc::new(
-            Snapshot::build(self.version, &servers, &self.permissions)
-                .with_profiles(&self.profiles),
-        );
+        let snapshot = Arc::new(Snapshot::build_all(
+            self.version,
+            &servers,
+            &self.permissions,
+            &self.profiles,
+        ));
         let before = self.published.load();
         for d in &snapshot.duplicates {
             if !before.duplicates.contains(d) {

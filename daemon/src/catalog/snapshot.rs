@@ -67,6 +67,8 @@ pub struct Snapshot {
     /// Quarantined tools (absent from `tools`): their definition changed
     /// since evo pinned it (`integrity: pin`). By exposed (and doubled) name.
     pub quarantined: HashMap<String, Quarantined>,
+    /// The permissions role these decisions are for (the one in force).
+    pub role: Option<String>,
     /// Servers that have listed no tools yet: while one is still starting,
     /// a call naming a tool evo does not know waits for it.
     pub unlisted: Vec<Arc<ServerLink>>,
@@ -76,6 +78,9 @@ pub struct Snapshot {
     pub profiles: HashMap<String, Arc<crate::profiles::Resolved>>,
     /// Resources, resource templates and prompts of every server.
     pub offers: crate::offers::Offers,
+    /// The same catalog decided for each other role of the permissions
+    /// file, for HTTP identities that carry one ([`Snapshot::for_role`]).
+    pub by_role: HashMap<String, Arc<Snapshot>>,
 }
 
 impl Snapshot {
@@ -132,7 +137,25 @@ impl Snapshot {
                 offered: &offered,
             })
             .collect();
-        Snapshot::build(version, &views, permissions)
+        Snapshot::build_all(version, &views, permissions, &Default::default())
+    }
+
+    /// The catalog as an identity with `role` sees it: `None` (no role of
+    /// its own) or the role in force is this snapshot; another role of the
+    /// permissions file is its own build. A role the file does not define
+    /// sees no tool at all (fail closed; the HTTP front also refuses it).
+    pub fn for_role(self: Arc<Self>, role: Option<&str>) -> Arc<Snapshot> {
+        let Some(role) = role else { return self };
+        if let Some(other) = self.by_role.get(role) {
+            return other.clone();
+        }
+        if self.role.as_deref() == Some(role) {
+            return self;
+        }
+        Arc::new(Snapshot {
+            version: self.version,
+            ..Snapshot::default()
+        })
     }
 
     /// This snapshot with `book`'s profiles resolved against its tools.
@@ -320,7 +343,31 @@ impl Snapshot {
             hot,
             profiles: HashMap::new(),
             offers,
+            role: permissions.active_role().map(str::to_owned),
+            by_role: HashMap::new(),
         }
+    }
+
+    /// [`Snapshot::build`] for the role in force, with a build for each
+    /// other role of the permissions file in [`Snapshot::by_role`].
+    pub fn build_all(
+        version: u64,
+        servers: &[ServerTools<'_>],
+        permissions: &crate::permissions::Permissions,
+        profiles: &crate::profiles::ProfileBook,
+    ) -> Snapshot {
+        let mut snapshot = Snapshot::build(version, servers, permissions).with_profiles(profiles);
+        snapshot.by_role = permissions
+            .other_roles()
+            .filter_map(|role| {
+                let decided = permissions.with_role(role)?;
+                Some((
+                    role.to_owned(),
+                    Arc::new(Snapshot::build(version, servers, &decided).with_profiles(profiles)),
+                ))
+            })
+            .collect();
+        snapshot
     }
 }
 
@@ -627,6 +674,36 @@ mod tests {
         assert!(s.refusal("fs_read").is_none());
         assert!(s.approval_rule("fs_write").is_some());
         assert!(s.approval_rule("fs_read").is_none());
+    }
+
+    #[test]
+    fn each_role_of_the_permissions_file_has_its_own_decisions() {
+        let s = Arc::new(build(
+            json!({"fs": {"command": "x"}}),
+            &[("fs", vec![tool("read", false), tool("write", false)])],
+            &[],
+            "active_role: dev\nroles:\n  dev: { default_permission: allow }\n  readonly: { default_permission: deny, overrides: { fs_read: allow } }\n  careful: { overrides: { fs_write: require_approval } }\n",
+        ));
+        assert_eq!(names(&s.clone().for_role(None)), ["fs_read", "fs_write"]);
+        assert_eq!(
+            names(&s.clone().for_role(Some("dev"))),
+            ["fs_read", "fs_write"]
+        );
+        let readonly = s.clone().for_role(Some("readonly"));
+        assert_eq!(names(&readonly), ["fs_read"]);
+        assert!(
+            readonly
+                .refusal("fs_write")
+                .is_some_and(|r| r.contains("readonly"))
+        );
+        let careful = s.clone().for_role(Some("careful"));
+        assert!(careful.approval_rule("fs_write").is_some());
+        assert!(s.approval_rule("fs_write").is_none());
+        // A role the file does not define sees nothing (fail closed), and is
+        // still the catalog of this version (calls do not wait for it).
+        let unknown = s.clone().for_role(Some("root"));
+        assert!(unknown.tools.is_empty());
+        assert_eq!(unknown.version, s.version);
     }
 
     #[test]

@@ -109,6 +109,7 @@ impl SessionServer {
                 tool: entry.name.clone(),
                 key,
                 preview,
+                identity: self.identity.clone(),
             })
             .await;
         match gate {

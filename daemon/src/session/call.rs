@@ -22,8 +22,37 @@ use crate::child::io::Direct;
 use crate::child::link::ProgressRoute;
 use crate::config::DiscoveryMode;
 use crate::example;
+use crate::metrics::{CallOutcome, metrics};
 use crate::repair::{self, Checked};
 use crate::result_limit;
+
+/// How a forwarded call came back. An answer or a timeout is about the
+/// arguments (the retry-loop breaker counts it); an unreachable server or a
+/// client's cancellation is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reached {
+    Answered,
+    TimedOut,
+    Unreachable,
+    Cancelled,
+}
+
+impl Reached {
+    fn about_arguments(self) -> bool {
+        matches!(self, Reached::Answered | Reached::TimedOut)
+    }
+
+    /// What `/metrics` counts, given whether the answer was an error.
+    fn outcome(self, is_error: bool) -> CallOutcome {
+        match self {
+            Reached::Answered if is_error => CallOutcome::ToolError,
+            Reached::Answered => CallOutcome::Ok,
+            Reached::TimedOut => CallOutcome::Timeout,
+            Reached::Unreachable => CallOutcome::Unavailable,
+            Reached::Cancelled => CallOutcome::Cancelled,
+        }
+    }
+}
 
 /// How long a call naming an unknown tool waits for servers that are still
 /// starting and have listed nothing yet (see `snapshot_knowing`).
@@ -32,23 +61,20 @@ pub(super) const LISTING_WAIT: std::time::Duration = std::time::Duration::from_s
 impl SessionServer {
     /// Forwards a call to the tool's child, with the server's timeout and the
     /// client's cancellation. Every failure becomes an `isError` result that
-    /// names the server. The flag says whether the outcome is about these
-    /// arguments (the child answered, or took too long on them), as opposed
-    /// to the server being unreachable or the client cancelling: only the
-    /// former counts toward the retry-loop breaker.
+    /// names the server; [`Reached`] says how it came back.
     pub(super) async fn forward(
         &self,
         entry: &ToolEntry,
         arguments: Option<JsonObject>,
         ctx: &RequestContext<RoleServer>,
-    ) -> (CallToolResponse, bool) {
+    ) -> (CallToolResponse, Reached) {
         let server = &entry.server;
         let _busy = server.begin_call();
         let peer = match server.peer().await {
             Ok(p) => p,
             Err(e) => {
                 let text = format!("{} not called: {e}", entry.name);
-                return (text_result(text, true).into(), false);
+                return (text_result(text, true).into(), Reached::Unreachable);
             }
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
@@ -98,7 +124,7 @@ impl SessionServer {
                     .await
                 {
                     Ok(h) => h,
-                    Err(e) => return (self.call_failed(entry, e, &peer), false),
+                    Err(e) => return (self.call_failed(entry, e, &peer), Reached::Unreachable),
                 };
                 let _route = server.route_progress(
                     handle.progress_token.clone(),
@@ -139,7 +165,7 @@ impl SessionServer {
         peer: &Arc<Peer<RoleClient>>,
         cancel: Option<rmcp::model::RequestId>,
         ctx: &RequestContext<RoleServer>,
-    ) -> (CallToolResponse, bool) {
+    ) -> (CallToolResponse, Reached) {
         let server = &entry.server;
         let outcome = tokio::select! {
             biased;
@@ -160,10 +186,10 @@ impl SessionServer {
             None => {
                 tell_child("cancelled by the client").await;
                 let text = format!("{} cancelled by the client", entry.name);
-                (text_result(text, true).into(), false)
+                (text_result(text, true).into(), Reached::Cancelled)
             }
-            Some(Ok(Ok(resp))) => (mark_complete(resp), true),
-            Some(Ok(Err(e))) => (self.call_failed(entry, e, peer), false),
+            Some(Ok(Ok(resp))) => (mark_complete(resp), Reached::Answered),
+            Some(Ok(Err(e))) => (self.call_failed(entry, e, peer), Reached::Unreachable),
             Some(Err(_)) => {
                 tell_child("timed out").await;
                 let timed_out = text_result(
@@ -177,7 +203,7 @@ impl SessionServer {
                     true,
                 )
                 .into();
-                (timed_out, true)
+                (timed_out, Reached::TimedOut)
             }
         }
     }
@@ -231,7 +257,7 @@ impl SessionServer {
     ) -> Arc<Snapshot> {
         let deadline = Instant::now() + LISTING_WAIT;
         loop {
-            let snapshot = self.snapshot.load_full();
+            let snapshot = self.catalog();
             let settled = snapshot.get(name).is_some()
                 || snapshot.denied.contains_key(name)
                 || snapshot.quarantined.contains_key(name)
@@ -259,7 +285,12 @@ impl SessionServer {
             let text = snapshot
                 .refusal(name)
                 .unwrap_or_else(|| unknown_tool_message(&snapshot, name, Asker::Agent));
+            metrics().call("", CallOutcome::Refused, None);
             return Ok(text_result(text, true).into());
+        };
+        let refused = |text: String| -> Result<CallToolResponse, ErrorData> {
+            metrics().call(&entry.server.id, CallOutcome::Refused, None);
+            Ok(text_result(text, true).into())
         };
         self.view.touch();
         // On 2026-07-28 a call never changes the list: it routes, that is all.
@@ -302,7 +333,7 @@ impl SessionServer {
         let key = canonical_key(&args);
         let prior = self.breaker_do(|b| b.prior_failures(&entry.name, key));
         if prior >= REFUSE_AFTER {
-            return Ok(text_result(refusal_text(entry, prior), true).into());
+            return refused(refusal_text(entry, prior));
         }
         if let Some(schema) = entry.compiled() {
             // The validator takes a Value: move the map in and back out.
@@ -340,22 +371,30 @@ impl SessionServer {
                         ) + "\n\n"
                             + &text;
                     }
-                    return Ok(text_result(text, true).into());
+                    return refused(text);
                 }
             }
         }
         if let Some(rule) = snapshot.approval_rule(&entry.name) {
             match self.approval(entry, rule, &args, key, answers, ctx).await {
                 Approval::Granted => {}
-                Approval::Refused(why) => return Ok(text_result(why, true).into()),
+                Approval::Refused(why) => return refused(why),
                 Approval::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
             }
         }
-        let (response, about_arguments) = self.forward(entry, Some(args), ctx).await;
+        let started = Instant::now();
+        let (response, reached) = self.forward(entry, Some(args), ctx).await;
+        let is_error =
+            matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true));
+        metrics().call(
+            &entry.server.id,
+            reached.outcome(is_error),
+            Some(started.elapsed()),
+        );
         let CallToolResponse::Complete(mut result) = response else {
             return Ok(response);
         };
-        match (result.is_error == Some(true), about_arguments) {
+        match (result.is_error == Some(true), reached.about_arguments()) {
             (false, _) => self.breaker_do(|b| b.succeeded(&entry.name)),
             (true, true) => {
                 let failures = self.breaker_do(|b| b.failed(&entry.name, key));

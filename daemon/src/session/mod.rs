@@ -30,6 +30,21 @@ use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 /// The set of proxied tools a session has made visible (exposed names).
 pub type ActivationSet = BTreeSet<String>;
 
+/// Log messages on their way to a client that its transport has not taken
+/// yet; past this many, new ones are dropped, so a client that does not read
+/// costs bounded memory (held back, not buffered).
+const MAX_UNSENT_LOGS: usize = 32;
+
+/// Notifications a session's client has not taken yet. list_changed is
+/// coalesced (one on its way says it all); log messages past
+/// [`MAX_UNSENT_LOGS`] are dropped.
+#[derive(Default)]
+struct Outbox {
+    logs: AtomicU64,
+    dropped_logs: AtomicU64,
+    list_changed: std::sync::atomic::AtomicBool,
+}
+
 /// What a session's rmcp handler reads without a round trip to its actor:
 /// the activation set (written only by the Session actor) and the time of
 /// the last request (written only by the handler), so a proxied call never
@@ -46,6 +61,18 @@ pub struct SessionView {
 
 /// Resource subscriptions a session holds: (key, server) pairs.
 type Subscribed = Vec<(String, Arc<crate::child::link::ServerLink>)>;
+/// Who opened a session over HTTP, as the HTTP front authenticated them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpCaller {
+    /// `token:NAME` or `oauth:SUB`; `None` for the local owner (HTTP
+    /// without auth, on loopback).
+    pub identity: Option<String>,
+    /// The permissions role the identity carries; `None`: `active_role`.
+    pub role: Option<String>,
+    /// Known from the first request: `initialize` opens an initialize-era
+    /// session, a 2026-07-28 request the identity's stateless one.
+    pub era: evo_proto::ctl::SessionEra,
+}
 
 /// What a session's requests tell about its client.
 #[derive(Default)]
@@ -56,6 +83,9 @@ struct SessionFlags {
     /// The lowest level of child log messages the client asked for with
     /// `logging/setLevel`, as its rank + 1; 0 until it asks (none sent).
     log_level: std::sync::atomic::AtomicU8,
+    /// `subscriptions/listen` streams open now: a session listening is in
+    /// use even when it sends nothing else.
+    listening: std::sync::atomic::AtomicUsize,
 }
 
 /// A log level's rank, lowest (debug) first.
@@ -146,6 +176,16 @@ impl SessionView {
         now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000
     }
 
+    /// Whether its requests speak 2026-07-28.
+    pub fn modern(&self) -> bool {
+        self.flags.modern.load(Ordering::Relaxed)
+    }
+
+    /// How many `subscriptions/listen` streams the client holds open.
+    pub fn listening(&self) -> usize {
+        self.flags.listening.load(Ordering::Relaxed)
+    }
+
     /// Milliseconds since the session's last request, for ordering sessions.
     pub fn idle_ms(&self) -> u64 {
         now_ms().saturating_sub(self.last_active_ms.load(Ordering::Relaxed))
@@ -167,11 +207,15 @@ pub struct Session {
     pub profile: Option<String>,
     /// MCP runs on the client's own stdio, handed over by the shim.
     pub stdio: bool,
+    /// Set for a session served over HTTP: who opened it.
+    pub http: Option<HttpCaller>,
     activated: ActivationSet,
     view: SessionView,
     peer: Option<Peer<RoleServer>>,
     /// `subscriptions/listen` streams of a 2026-07-28 session.
     listeners: Vec<SubscriptionSink>,
+    /// What is on its way to the client and not yet taken.
+    outbox: Arc<Outbox>,
     supervisor: Addr<Supervisor>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// The proxied tools visible at the last list_changed (or start), by
@@ -200,10 +244,12 @@ impl Session {
             mode,
             profile,
             stdio: false,
+            http: None,
             view: SessionView::new(&activated),
             activated,
             peer: None,
             listeners: Vec::new(),
+            outbox: Default::default(),
             supervisor,
             snapshot,
             visible: Vec::new(),
@@ -213,6 +259,13 @@ impl Session {
         s.visible = s.visible_names(&now);
         s.offers_seen = now.offers.fingerprints;
         s
+    }
+
+    /// Marks a session served over HTTP: who opened it decides its role
+    /// (and so which tools it sees).
+    pub fn over_http(&mut self, caller: HttpCaller) {
+        self.http = Some(caller);
+        self.visible = self.visible_names(&self.catalog());
     }
 
     /// The proxied tools this session lists: exposed name and fingerprint.
@@ -233,9 +286,19 @@ impl Session {
         }
     }
 
+    /// The permissions role its identity carries (`None`: the role in force).
+    pub fn role(&self) -> Option<&str> {
+        self.http.as_ref().and_then(|c| c.role.as_deref())
+    }
+
+    /// The catalog as this session's identity sees it.
+    fn catalog(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full().for_role(self.role())
+    }
+
     /// Sends list_changed if the visible set differs from the last one sent.
     fn refresh_visible(&mut self) {
-        let now = self.visible_names(&self.snapshot.load());
+        let now = self.visible_names(&self.catalog());
         if now != self.visible {
             self.visible = now;
             self.notify_list_changed();
@@ -249,17 +312,28 @@ impl Session {
         if self.listeners.is_empty() && self.view.flags.modern.load(Ordering::Relaxed) {
             return; // a 2026-07-28 client that did not opt in
         }
+        if self.outbox.list_changed.swap(true, Ordering::AcqRel) {
+            return; // one not yet taken by the client says it already
+        }
+        let outbox = self.outbox.clone();
         if !self.listeners.is_empty() {
             let sinks = self.listeners.clone();
             tokio::spawn(async move {
                 for sink in sinks {
                     let _ = sink.notify_tool_list_changed().await;
                 }
+                // A change made while this one was on its way is in the
+                // list the client fetches when it reads this one.
+                outbox.list_changed.store(false, Ordering::Release);
             });
         } else if let Some(peer) = self.peer.clone() {
             tokio::spawn(async move {
-                let _ = peer.notify_tool_list_changed().await;
+                let sent = peer.notify_tool_list_changed().await;
+                outbox.list_changed.store(false, Ordering::Release);
+                drop(sent);
             });
+        } else {
+            self.outbox.list_changed.store(false, Ordering::Release);
         }
     }
 
@@ -284,16 +358,26 @@ impl Session {
             id: self.id.clone(),
             name: self.name.clone(),
             mode: self.mode,
-            io: if self.stdio {
+            io: if self.http.is_some() {
+                evo_proto::ctl::SessionIo::Http
+            } else if self.stdio {
                 evo_proto::ctl::SessionIo::Stdio
             } else {
                 evo_proto::ctl::SessionIo::Socket
             },
             activated: self.activated.iter().cloned().collect(),
             last_active: self.view.idle_secs(),
-            era: self.view.era(),
-            identity: Some("local".into()),
+            era: match &self.http {
+                Some(caller) => Some(caller.era),
+                None if self.view.flags.modern.load(Ordering::Relaxed) => {
+                    Some(evo_proto::ctl::SessionEra::Modern)
+                }
+                None if self.peer.is_some() => Some(evo_proto::ctl::SessionEra::Initialize),
+                None => None,
+            },
+            identity: self.http.as_ref().and_then(|c| c.identity.clone()),
             profile: self.profile.clone(),
+            role: self.role().map(str::to_owned),
         }
     }
 }
@@ -443,6 +527,15 @@ impl Handler<crate::catalog::ChildLog> for Session {
         let Some(peer) = self.peer.clone() else {
             return;
         };
+        let outbox = self.outbox.clone();
+        if outbox.logs.fetch_add(1, Ordering::AcqRel) >= MAX_UNSENT_LOGS as u64 {
+            outbox.logs.fetch_sub(1, Ordering::AcqRel);
+            let dropped = outbox.dropped_logs.fetch_add(1, Ordering::Relaxed);
+            if dropped.is_power_of_two() || dropped == 0 {
+                tracing::debug!(session = %self.id, dropped = dropped + 1, "the client is not reading: child log messages dropped");
+            }
+            return;
+        }
         let mut params = msg.params;
         params.logger = Some(match params.logger.take() {
             Some(logger) => format!("{}/{logger}", msg.server),
@@ -450,6 +543,7 @@ impl Handler<crate::catalog::ChildLog> for Session {
         });
         tokio::spawn(async move {
             let _ = peer.notify_logging_message(params).await;
+            outbox.logs.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }

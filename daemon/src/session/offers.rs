@@ -129,7 +129,7 @@ impl SessionServer {
         what: &str,
         has: impl Fn(&crate::offers::OfferCaps) -> bool,
     ) -> Result<(), ErrorData> {
-        if has(&self.snapshot.load().offers.caps) {
+        if has(&self.catalog().offers.caps) {
             Ok(())
         } else {
             Err(none_offer(method, what))
@@ -141,7 +141,7 @@ impl SessionServer {
         request: Option<&PaginatedRequestParams>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.offered("resources/list", "resources", |c| c.resources)?;
-        resources_page(&self.snapshot.load().offers, request)
+        resources_page(&self.catalog().offers, request)
     }
 
     pub(super) fn templates_page(
@@ -149,7 +149,7 @@ impl SessionServer {
         request: Option<&PaginatedRequestParams>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.offered("resources/templates/list", "resources", |c| c.resources)?;
-        templates_page(&self.snapshot.load().offers, request)
+        templates_page(&self.catalog().offers, request)
     }
 
     pub(super) fn prompts_page(
@@ -157,12 +157,12 @@ impl SessionServer {
         request: Option<&PaginatedRequestParams>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.offered("prompts/list", "prompts", |c| c.prompts)?;
-        prompts_page(&self.snapshot.load().offers, request)
+        prompts_page(&self.catalog().offers, request)
     }
 
     /// The server that owns `uri`, or an error saying none does.
     fn owner(&self, uri: &str) -> Result<Arc<ServerLink>, ErrorData> {
-        let snapshot = self.snapshot.load();
+        let snapshot = self.catalog();
         snapshot.offers.owner_of(uri).cloned().ok_or_else(|| {
             ErrorData::resource_not_found(
                 format!(
@@ -220,7 +220,7 @@ impl SessionServer {
         request: GetPromptRequestParams,
     ) -> Result<GetPromptResponse, ErrorData> {
         let (server, upstream) = {
-            let snapshot = self.snapshot.load();
+            let snapshot = self.catalog();
             match snapshot.offers.prompt(&request.name) {
                 Some(p) => (p.server.clone(), p.upstream.clone()),
                 None => {
@@ -258,7 +258,7 @@ impl SessionServer {
         self.offered("completion/complete", "completions", |c| c.completions)?;
         let mut request = request;
         let server = {
-            let snapshot = self.snapshot.load();
+            let snapshot = self.catalog();
             match &mut request.r#ref {
                 Reference::Prompt(p) => match snapshot.offers.prompt(&p.name) {
                     Some(entry) => {

@@ -44,6 +44,12 @@ pub struct SessionServer {
     /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
     /// that carries the user's answer.
     pub asks: Arc<std::sync::Mutex<Vec<Ask>>>,
+    /// The permissions role of the identity that opened it over HTTP;
+    /// `None`: the role in force (`active_role`).
+    pub role: Option<String>,
+    /// That identity (`token:NAME`, `oauth:SUB`); `None`: the local owner.
+    /// Held calls are approved for it alone.
+    pub identity: Option<String>,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -75,10 +81,39 @@ pub(super) fn text_result(text: impl Into<String>, is_error: bool) -> CallToolRe
 }
 
 impl SessionServer {
+    /// The rmcp face of a session the Supervisor just opened.
+    pub fn open(
+        opened: &crate::supervisor::OpenedSession,
+        supervisor: Addr<Supervisor>,
+        snapshot: Arc<ArcSwap<Snapshot>>,
+    ) -> SessionServer {
+        SessionServer {
+            id: opened.id.clone(),
+            mode: opened.mode,
+            profile: opened.profile.clone(),
+            session: opened.addr.clone(),
+            supervisor,
+            view: opened.view.clone(),
+            snapshot,
+            search_limit: opened.search_limit,
+            instructions_budget: opened.instructions_budget,
+            breaker: Default::default(),
+            asks: Default::default(),
+            role: opened.role.clone(),
+            identity: opened.identity.clone(),
+        }
+    }
+
+    /// The catalog as this session's identity sees it: one atomic load,
+    /// and for an identity with a role of its own one map lookup.
+    pub(super) fn catalog(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full().for_role(self.role.as_deref())
+    }
+
     /// The session's tools/list: native tools, then its proxied tools in
     /// catalog order (the same catalog gives the same order).
     pub fn list(&self) -> Vec<Tool> {
-        let snapshot = self.snapshot.load();
+        let snapshot = self.catalog();
         let activated = self.view.activated.load();
         super::list_tools(&snapshot, self.visibility(&activated))
     }
@@ -95,7 +130,7 @@ impl SessionServer {
     /// The server's description of itself: capabilities and the
     /// instructions, worded for the session's era.
     fn info(&self, modern: bool) -> ServerConfig {
-        let snapshot = self.snapshot.load();
+        let snapshot = self.catalog();
         let offers = snapshot.offers.caps;
         #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
         let mut capabilities = ServerCapabilities::builder()
@@ -151,7 +186,7 @@ impl SessionServer {
         if let Some(text) = native::describe(name) {
             return text_result(text, false);
         }
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
         match (snapshot.get(name), snapshot.quarantined.get(name)) {
             (Some(entry), _) => text_result(disclosure::describe_tool(entry), false),
             (None, Some(held)) => text_result(held.refusal(), true),
@@ -165,7 +200,7 @@ impl SessionServer {
             .and_then(|a| a.get("domain"))
             .and_then(Value::as_str)
             .filter(|d| !d.trim().is_empty());
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
         match disclosure::describe_capability(
             &snapshot,
             domain.map(str::trim),
@@ -191,13 +226,15 @@ impl SessionServer {
             Err(e) => return text_result(e, true),
         };
         let modern = self.view.is_modern();
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.catalog();
+        let started = std::time::Instant::now();
         let outcome = search::search(
             &snapshot,
             &params.query,
             params.limit,
             params.domain.as_deref(),
         );
+        crate::metrics::metrics().search(started.elapsed());
         let mut text = search::render(&outcome, params.schemas || modern);
         if modern {
             self.view.touch();
@@ -276,7 +313,7 @@ impl ServerHandler for SessionServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        let snapshot = self.snapshot.load();
+        let snapshot = self.catalog();
         let offers = &snapshot.offers;
         let mut filter = SubscriptionFilter::builder().tools_list_changed();
         if offers.caps.resources {
@@ -319,11 +356,26 @@ impl ServerHandler for SessionServer {
                 tracing::warn!(session = %self.id, uri = %uri, error = %e.message, "a listen stream's resource subscription failed at the server");
             }
         }
+        let listening = &self.view.flags.listening;
+        listening.fetch_add(1, Ordering::Relaxed);
         let _ = self.session.send(Listener::Add(sink)).await;
         context.cancelled().await;
+        listening.fetch_sub(1, Ordering::Relaxed);
         self.session.do_send(Listener::Remove(id));
         self.view.end_subscriptions(Some(&key));
         Ok(())
+    }
+
+    /// The handshake of an initialize-era session: its peer is kept for
+    /// notifications (over HTTP this is the only place to learn it).
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.session.do_send(super::Attach(context.peer.clone()));
+        self.negotiate_initialize(&request)
     }
 
     /// Requests rmcp could not read as one it knows: a known method with

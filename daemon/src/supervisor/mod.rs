@@ -50,6 +50,10 @@ struct SessionEntry {
     name: Option<String>,
     profile: Option<String>,
     view: session::SessionView,
+    /// Where its messages travel, for `/metrics`.
+    io: evo_proto::ctl::SessionIo,
+    /// Its era when it is known from the start (HTTP sessions).
+    era: Option<evo_proto::ctl::SessionEra>,
 }
 
 /// The Supervisor actor. See the module docs.
@@ -87,6 +91,12 @@ pub struct Supervisor {
     watched: Vec<PathBuf>,
     /// Fired when the daemon stops; sessions end with it.
     stop: StopSignal,
+    /// The HTTP front, when evod serves `serve.http`.
+    front: Option<crate::http::Front>,
+    /// The API tokens for the HTTP endpoint, as last read or written.
+    tokens: Arc<crate::tokens::TokenTable>,
+    /// Why the tokens file could not be read, when it could not.
+    tokens_error: Option<String>,
 }
 
 impl Supervisor {
@@ -123,7 +133,46 @@ impl Supervisor {
             watcher: None,
             watched: Vec::new(),
             stop,
+            front: None,
+            tokens: Default::default(),
+            tokens_error: None,
         }
+    }
+
+    /// The tokens file in force: `serve.http.auth.tokens_file`, else
+    /// `tokens.json` beside the config.
+    fn tokens_path(&self) -> PathBuf {
+        config::serve::tokens_path(&self.opts.config_path, &self.config.serve)
+    }
+
+    /// Re-reads the tokens file; tokens no longer in it end their sessions.
+    fn reload_tokens(&mut self) {
+        let path = self.tokens_path();
+        match crate::tokens::TokenTable::load(&path) {
+            Ok(table) => {
+                self.tokens_error = None;
+                if table != *self.tokens {
+                    self.set_tokens(table);
+                }
+            }
+            Err(e) => {
+                tracing::error!("{e}; the tokens read before stay in force");
+                self.tokens_error = Some(e);
+            }
+        }
+    }
+
+    /// Puts `table` in force: the front accepts its tokens from the next
+    /// request on, and the sessions of tokens it lacks end.
+    fn set_tokens(&mut self, table: crate::tokens::TokenTable) {
+        let table = Arc::new(table);
+        if let Some(front) = &self.front {
+            front.set_tokens(table.clone());
+            for name in self.tokens.removed_in(&table) {
+                front.end_identity(&format!("token:{name}"));
+            }
+        }
+        self.tokens = table;
     }
 
     fn load_config(&mut self) {
@@ -279,6 +328,11 @@ impl Supervisor {
         // As at start: an entry that cannot be used fails that server alone
         // (shown failed with its error); the valid ones apply.
         self.log_problems(&cfg);
+        if cfg.serve != self.config.serve {
+            tracing::warn!(
+                "serve.http changed: the HTTP endpoint keeps its settings until evod restarts (the tokens file is read again now)"
+            );
+        }
         self.config_error = None;
         // Children started by this reload read messages up to the new limit.
         let around = self.surroundings(&cfg.limits);
@@ -545,8 +599,87 @@ impl Actor for Supervisor {
             .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
         self.load_config();
         let _ = self.load_permissions();
+        self.reload_tokens();
         self.start_children();
         self.watch_files(ctx);
+    }
+}
+
+/// The HTTP front is serving: it takes its tokens from the Supervisor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AttachFront(pub crate::http::Front);
+
+impl Handler<AttachFront> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: AttachFront, _: &mut Context<Self>) {
+        msg.0.set_tokens(self.tokens.clone());
+        self.front = Some(msg.0);
+    }
+}
+
+/// `/readyz`: is the config loaded (and, later, the store reachable)?
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct Readiness;
+
+impl Handler<Readiness> for Supervisor {
+    type Result = Result<(), String>;
+    fn handle(&mut self, _: Readiness, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Err("evod is shutting down".into());
+        }
+        match &self.config_error {
+            Some(e) => Err(format!("the config did not load: {e}")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `/metrics`: the states of a scrape (sessions, children, restarts).
+#[derive(Message)]
+#[rtype(result = "crate::metrics::Gathered")]
+pub struct GatherMetrics;
+
+impl Handler<GatherMetrics> for Supervisor {
+    type Result = ResponseFuture<crate::metrics::Gathered>;
+    fn handle(&mut self, _: GatherMetrics, _: &mut Context<Self>) -> Self::Result {
+        use evo_proto::ctl::SessionEra;
+        let sessions = self
+            .sessions
+            .values()
+            .map(|e| {
+                let era = match e.era {
+                    Some(era) => era.as_str(),
+                    None if e.view.modern() => SessionEra::Modern.as_str(),
+                    None => SessionEra::Initialize.as_str(),
+                };
+                (e.io.as_str(), era)
+            })
+            .collect();
+        let children: Vec<(String, Addr<ChildServer>)> = self
+            .children
+            .iter()
+            .map(|c| (c.spec.id.clone(), c.addr.clone()))
+            .collect();
+        let states = self
+            .children
+            .iter()
+            .map(|c| evo_proto::ctl::ServerState::from(c.link.state()).as_str())
+            .collect();
+        Box::pin(async move {
+            let mut restarts = Vec::with_capacity(children.len());
+            for (id, addr) in children {
+                if let Ok(st) = addr.send(child::GetStatus).await {
+                    restarts.push((id, st.restarts));
+                }
+            }
+            crate::metrics::Gathered {
+                sessions,
+                children: states,
+                restarts,
+            }
+        })
     }
 }
 
@@ -568,8 +701,9 @@ impl Handler<CatalogChanged> for Supervisor {
     }
 }
 
-/// A new MCP connection passed the handshake: create its Session.
-#[derive(Message)]
+/// A new MCP connection passed the handshake (or an HTTP request needs a
+/// session): create its Session.
+#[derive(Message, Default)]
 #[rtype(result = "Result<OpenedSession, Refused>")]
 pub struct OpenSession {
     pub mode: Option<String>,
@@ -581,6 +715,8 @@ pub struct OpenSession {
     /// The client's stdio is handed to the daemon (else MCP runs on the
     /// control socket).
     pub stdio: bool,
+    /// Served over HTTP: who the front authenticated.
+    pub http: Option<session::HttpCaller>,
 }
 
 /// Why a session was not opened. `usage`: because of how the client was
@@ -609,6 +745,10 @@ pub struct OpenedSession {
     pub search_limit: usize,
     pub instructions_budget: usize,
     pub max_message_bytes: usize,
+    /// The permissions role of its HTTP identity (`None`: `active_role`).
+    pub role: Option<String>,
+    /// Its HTTP identity (`None`: the local owner).
+    pub identity: Option<String>,
 }
 
 impl Handler<OpenSession> for Supervisor {
@@ -648,6 +788,19 @@ impl Handler<OpenSession> for Supervisor {
             self.snapshot.clone(),
         );
         session.stdio = msg.stdio;
+        let (role, identity) = match &msg.http {
+            Some(c) => (c.role.clone(), c.identity.clone()),
+            None => (None, None),
+        };
+        let io = match (&msg.http, msg.stdio) {
+            (Some(_), _) => evo_proto::ctl::SessionIo::Http,
+            (None, true) => evo_proto::ctl::SessionIo::Stdio,
+            (None, false) => evo_proto::ctl::SessionIo::Socket,
+        };
+        let era = msg.http.as_ref().map(|c| c.era);
+        if let Some(caller) = msg.http {
+            session.over_http(caller);
+        }
         let view = session.view();
         let addr = session.start();
         self.sessions.insert(
@@ -657,9 +810,18 @@ impl Handler<OpenSession> for Supervisor {
                 name: msg.name,
                 profile: msg.profile.clone(),
                 view: view.clone(),
+                io,
+                era,
             },
         );
-        tracing::info!(session = %id, mode = mode.as_str(), profile = ?msg.profile, "session opened");
+        tracing::info!(
+            session = %id,
+            mode = mode.as_str(),
+            io = io.as_str(),
+            identity = identity.as_deref().unwrap_or("owner"),
+            profile = ?msg.profile,
+            "session opened"
+        );
         Ok(OpenedSession {
             id,
             mode,
@@ -669,6 +831,8 @@ impl Handler<OpenSession> for Supervisor {
             search_limit: self.config.discovery.search_limit,
             instructions_budget: self.config.discovery.instructions_budget,
             max_message_bytes: self.config.limits.max_message_bytes,
+            role,
+            identity,
         })
     }
 }
@@ -721,16 +885,22 @@ pub struct CheckApproval {
     pub tool: String,
     pub key: u64,
     pub preview: String,
+    /// The calling session's identity (`None`: the local owner).
+    pub identity: Option<String>,
 }
 
 impl Handler<CheckApproval> for Supervisor {
     type Result = MessageResult<CheckApproval>;
     fn handle(&mut self, msg: CheckApproval, _: &mut Context<Self>) -> Self::Result {
-        let gate = self
-            .approvals
-            .check(&msg.tool, msg.key, &msg.preview, Instant::now());
+        let gate = self.approvals.check(
+            &msg.tool,
+            msg.key,
+            msg.identity.as_deref(),
+            &msg.preview,
+            Instant::now(),
+        );
         if let crate::approvals::Gate::Pending(id) = &gate {
-            tracing::warn!(id = %id, tool = %msg.tool, "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
+            tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or("owner"), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
         }
         MessageResult(gate)
     }
@@ -749,6 +919,7 @@ impl Handler<FileChanged> for Supervisor {
         }
         tracing::info!(config = %self.opts.config_path.display(), "config, env or permissions file changed; reloading");
         let _ = self.reload();
+        self.reload_tokens();
         self.watch_files(ctx);
     }
 }

@@ -30,6 +30,116 @@ impl ResolvedSession {
 }
 
 impl Supervisor {
+    /// `evoctl token create`: a new token, recorded (its hash) in the
+    /// tokens file before it is shown.
+    fn create_token(
+        &mut self,
+        name: &str,
+        role: Option<String>,
+        profile: Option<String>,
+    ) -> CtlReply {
+        if let Some(e) = &self.tokens_error {
+            return CtlReply::error(
+                ErrorKind::InvalidRequest,
+                format!("{e}; fix the tokens file first"),
+            );
+        }
+        if let Some(r) = &role
+            && !self.permissions.defines_role(r)
+        {
+            let known: Vec<&str> = self
+                .permissions
+                .active_role()
+                .into_iter()
+                .chain(self.permissions.other_roles())
+                .collect();
+            return CtlReply::error(
+                ErrorKind::InvalidRequest,
+                if known.is_empty() {
+                    format!("role '{r}' is not defined: permissions.yml has no `roles`")
+                } else {
+                    format!(
+                        "role '{r}' is not defined in permissions.yml (its roles: {})",
+                        known.join(", ")
+                    )
+                },
+            );
+        }
+        let mut table = (*self.tokens).clone();
+        let created = crate::tokens::rfc3339(SystemTime::now());
+        let token = match table.create(name, role.clone(), profile.clone(), created.clone()) {
+            Ok(t) => t,
+            Err(e) => return CtlReply::error(ErrorKind::InvalidRequest, e),
+        };
+        let path = self.tokens_path();
+        if let Err(e) = table.save(&path) {
+            return CtlReply::error(ErrorKind::Internal, e);
+        }
+        tracing::info!(token = %name, role = ?role, profile = ?profile, file = %path.display(), "API token created");
+        self.set_tokens(table);
+        CtlReply::data(Reply::TokenCreated(ctl::TokenCreated {
+            name: name.to_string(),
+            token,
+            role,
+            profile,
+            created,
+            file: path.display().to_string(),
+        }))
+    }
+
+    /// `evoctl token create|list|revoke`.
+    fn token_request(&mut self, req: CtlRequest) -> CtlReply {
+        match req {
+            CtlRequest::TokenCreate {
+                name,
+                role,
+                profile,
+            } => self.create_token(&name, role, profile),
+            CtlRequest::TokenRevoke { name } => self.revoke_token(&name),
+            _ => self.list_tokens(),
+        }
+    }
+
+    /// `evoctl token list`: never the tokens, only what the file says of them.
+    fn list_tokens(&self) -> CtlReply {
+        let tokens = self
+            .tokens
+            .entries()
+            .iter()
+            .map(|e| ctl::TokenInfo {
+                name: e.name.clone(),
+                role: e.role.clone(),
+                profile: e.profile.clone(),
+                created: e.created.clone(),
+            })
+            .collect();
+        CtlReply::data(Reply::Tokens(ctl::TokenList {
+            tokens,
+            file: self.tokens_path().display().to_string(),
+        }))
+    }
+
+    /// `evoctl token revoke`: refused from the next request on; its
+    /// sessions end.
+    fn revoke_token(&mut self, name: &str) -> CtlReply {
+        let mut table = (*self.tokens).clone();
+        if let Err(e) = table.revoke(name) {
+            return CtlReply::error(ErrorKind::NotFound, e);
+        }
+        let path = self.tokens_path();
+        if let Err(e) = table.save(&path) {
+            return CtlReply::error(ErrorKind::Internal, e);
+        }
+        tracing::info!(token = %name, "API token revoked");
+        self.set_tokens(table);
+        CtlReply::data(Reply::Action(ctl::ActionReport {
+            message: format!(
+                "token '{name}' revoked: it is refused from the next request on, and its sessions end"
+            ),
+            ..Default::default()
+        }))
+    }
+
     fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
         match self.approvals.decide(id, approve, Instant::now()) {
             Ok(a) => {
@@ -313,7 +423,9 @@ impl Supervisor {
         let limit = limit
             .unwrap_or(self.config.discovery.search_limit)
             .clamp(1, search::MAX_LIMIT);
+        let started = Instant::now();
         let outcome = search::search(&snapshot, &query, limit, None);
+        crate::metrics::metrics().search(started.elapsed());
         CtlReply::data(Reply::Search(ctl::SearchResults {
             query,
             results: outcome
@@ -365,6 +477,7 @@ impl Supervisor {
             .iter()
             .map(|&i| snapshot.tools[i].name.clone())
             .collect();
+        let http = self.front.as_ref().map(crate::http::Front::status);
         // A file that did not load has its error, not the warnings of the
         // text it replaced.
         let config_status = ctl::FileStatus {
@@ -465,6 +578,7 @@ impl Supervisor {
                 quarantined,
                 hot,
                 profiles,
+                http,
             }))
         })
     }
@@ -567,11 +681,12 @@ impl Supervisor {
                     ..Default::default()
                 })
                 .collect();
+            let snapshot = snapshot.for_role(info.role.as_deref());
             let by = session::Visibility {
                 mode: info.mode,
                 activated: &activated,
                 profile: info.profile.as_deref(),
-                modern: info.era == ctl::SessionEra::Modern,
+                modern: info.era == Some(ctl::SessionEra::Modern),
             };
             tools.extend(
                 session::visible_entries(&snapshot, by)
@@ -787,6 +902,7 @@ impl Handler<Ctl> for Supervisor {
                         id: a.id,
                         tool: a.tool,
                         arguments: a.preview,
+                        identity: a.identity,
                     })
                     .collect();
                 ready(CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
@@ -794,6 +910,7 @@ impl Handler<Ctl> for Supervisor {
                 })))
             }
             CtlRequest::Reload => {
+                self.reload_tokens();
                 let reply = match self.reload() {
                     Ok(report) => CtlReply::data(Reply::Action(report)),
                     Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e),
@@ -807,6 +924,9 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::Trust { server, tool } => {
                 self.ask_catalog(crate::catalog::TrustTools { server, tool }, Reply::Action)
             }
+            req @ (CtlRequest::TokenCreate { .. }
+            | CtlRequest::TokenList
+            | CtlRequest::TokenRevoke { .. }) => ready(self.token_request(req)),
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);
                 ready(CtlReply::data(Reply::Action(ctl::ActionReport {

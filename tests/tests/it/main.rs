@@ -13,6 +13,8 @@ mod correction;
 mod discovery;
 mod foundation;
 mod hostile;
+mod http;
+mod http_auth;
 mod integrity;
 mod limits;
 mod offers;

@@ -1,0 +1,1134 @@
+//! The HTTP front (`serve.http`, `evod --http`): MCP over Streamable HTTP,
+//! with rmcp's own server side ([`StreamableHttpService`] and its session
+//! manager) behind checks of evo's own, on hyper's HTTP/1 server.
+//!
+//! A request to the MCP path goes: Host and Origin ([`origin`]), the bearer
+//! credential ([`auth`]: API tokens, OAuth access tokens via [`jwt`]), the
+//! identity's role, then for a POST the body: content type, size (413 past
+//! `limits.max_message_bytes`, read no further), JSON (400 with a JSON-RPC
+//! parse error), no batches. Then the Session that serves it is chosen
+//! ([`sessions`]) and rmcp handles the request. Besides it: `/healthz`,
+//! `/readyz`, `/metrics`, and the protected resource metadata (RFC 9728).
+//!
+//! Everything here runs on the tokio workers; the front reaches actors only
+//! by message (opening a session, readiness, metrics), and the Supervisor
+//! reaches the front through [`Front`]'s methods (tokens, revocation,
+//! status).
+
+pub mod auth;
+pub mod jwt;
+pub mod origin;
+mod sessions;
+mod tls;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use self::auth::{Authenticator, Denied, Identity};
+use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
+use crate::catalog::snapshot::Snapshot;
+use crate::config::serve::HttpSettings;
+use crate::session::{HttpCaller, SessionServer};
+use crate::shutdown::StopSignal;
+use crate::supervisor::{GatherMetrics, OpenSession, Readiness, Supervisor};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// How long a client may take to send its request headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a TLS handshake may take.
+const TLS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often idle stateless sessions are looked for, at most (more often
+/// with a short `session_timeout_s`).
+const JANITOR_EVERY: Duration = Duration::from_secs(60);
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// What `main` hands the front.
+pub struct HttpOptions {
+    pub settings: HttpSettings,
+    /// `--insecure-no-auth`.
+    pub insecure_no_auth: bool,
+    /// `limits.max_message_bytes`: the largest request body.
+    pub max_message_bytes: usize,
+    /// Listeners systemd passed (a second `ListenStream`), used instead of
+    /// binding `settings.listen`.
+    pub inherited: Vec<std::net::TcpListener>,
+}
+
+/// The running HTTP front; cheap to clone. See the module docs.
+#[derive(Clone)]
+pub struct Front(Arc<Inner>);
+
+struct Inner {
+    settings: HttpSettings,
+    listening: Vec<SocketAddr>,
+    /// Beyond loopback with no auth, by `--insecure-no-auth`.
+    insecure: bool,
+    hosts: origin::HostPolicy,
+    origins: Vec<origin::AllowedOrigin>,
+    auth: Authenticator,
+    registry: Arc<Registry>,
+    manager: Arc<TrackedSessions>,
+    mcp: StreamableHttpService<SessionServer, TrackedSessions>,
+    supervisor: Addr<Supervisor>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    max_body: usize,
+    tls: Option<tls::Tls>,
+    stop: StopSignal,
+}
+
+/// Resolves and binds `listen` (every address a name resolves to).
+async fn bind_all(listen: &str) -> Result<Vec<TcpListener>, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| format!("serve.http.listen {listen:?}: not an address to listen on ({e}); write host:port, like 127.0.0.1:8787"))?
+        .collect();
+    let mut bound = Vec::new();
+    let mut failed = Vec::new();
+    for addr in addrs {
+        if bound
+            .iter()
+            .any(|l: &TcpListener| l.local_addr().ok() == Some(addr))
+        {
+            continue;
+        }
+        match TcpListener::bind(addr).await {
+            Ok(l) => bound.push(l),
+            Err(e) => failed.push(format!("{addr}: {e}")),
+        }
+    }
+    if bound.is_empty() {
+        return Err(format!(
+            "cannot listen for HTTP on {listen}: {}",
+            failed.join("; ")
+        ));
+    }
+    for f in failed {
+        tracing::warn!("HTTP: not listening on {f}");
+    }
+    Ok(bound)
+}
+
+/// The refusal to serve MCP beyond loopback without authentication.
+fn exposed_without_auth(listen: &str) -> String {
+    format!(
+        "serve.http listens on {listen}, which other machines can reach, and serve.http.auth is not set: anyone who reaches it could call every tool as you. Set serve.http.auth (API tokens from `evoctl token create NAME`, or OAuth), listen on 127.0.0.1, or start evod with --insecure-no-auth to accept that"
+    )
+}
+
+/// The listeners, bound and checked, before anything else of evod starts.
+pub struct Bound {
+    settings: HttpSettings,
+    listeners: Vec<TcpListener>,
+    insecure_no_auth: bool,
+    max_message_bytes: usize,
+    tls: Option<tls::Tls>,
+    jwt: Option<Arc<jwt::JwtValidator>>,
+}
+
+/// Binds the listener(s) and loads what serving needs (TLS files, the OAuth
+/// settings). Refuses (with the message to print) an address beyond
+/// loopback without `auth` unless `--insecure-no-auth`.
+pub async fn bind(opts: HttpOptions) -> Result<Bound, String> {
+    let settings = opts.settings;
+    let listeners = if opts.inherited.is_empty() {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
+            .await
+            .map_err(|e| format!("serve.http.listen {:?}: not an address to listen on ({e}); write host:port, like 127.0.0.1:8787", settings.listen))?
+            .collect();
+        let loopback = !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback());
+        if !loopback && settings.auth.is_none() && !opts.insecure_no_auth {
+            return Err(exposed_without_auth(&settings.listen));
+        }
+        bind_all(&settings.listen).await?
+    } else {
+        let mut ls = Vec::new();
+        for l in opts.inherited {
+            l.set_nonblocking(true)
+                .map_err(|e| format!("the HTTP socket systemd passed: {e}"))?;
+            ls.push(
+                TcpListener::from_std(l)
+                    .map_err(|e| format!("the HTTP socket systemd passed: {e}"))?,
+            );
+        }
+        ls
+    };
+    let tls = settings.tls.as_ref().map(tls::Tls::load).transpose()?;
+    let jwt = match settings.auth.as_ref().and_then(|a| a.oauth.clone()) {
+        Some(oauth) => Some(jwt::JwtValidator::new(oauth)?),
+        None => None,
+    };
+    let bound = Bound {
+        settings,
+        listeners,
+        insecure_no_auth: opts.insecure_no_auth,
+        max_message_bytes: opts.max_message_bytes,
+        tls,
+        jwt,
+    };
+    let shown = bound.shown();
+    if !bound.loopback() && bound.settings.auth.is_none() {
+        if !bound.insecure_no_auth {
+            return Err(exposed_without_auth(&shown));
+        }
+        tracing::warn!(
+            "HTTP endpoint on {shown} WITHOUT AUTHENTICATION (--insecure-no-auth): anyone who can reach it can call every tool"
+        );
+    }
+    Ok(bound)
+}
+
+impl Bound {
+    fn addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    fn loopback(&self) -> bool {
+        self.addrs().iter().all(|a| a.ip().is_loopback())
+    }
+
+    fn shown(&self) -> String {
+        self.addrs()
+            .iter()
+            .map(SocketAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Starts serving on the bound listeners.
+pub fn serve(
+    bound: Bound,
+    supervisor: Addr<Supervisor>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    stop: StopSignal,
+) -> Front {
+    let listening = bound.addrs();
+    let loopback = bound.loopback();
+    let shown = bound.shown();
+    let Bound {
+        settings,
+        listeners,
+        max_message_bytes,
+        tls,
+        jwt,
+        ..
+    } = bound;
+    let opts_max = max_message_bytes;
+    let auth = Authenticator::new(settings.auth.is_some(), jwt.clone());
+    let registry = Arc::new(Registry::default());
+    let mut local = LocalSessionManager::default();
+    local.session_config.keep_alive = Some(Duration::from_secs(settings.session_timeout_s));
+    let manager = Arc::new(TrackedSessions {
+        inner: local,
+        registry: registry.clone(),
+    });
+    let cancel = tokio_util::sync::CancellationToken::new();
+    {
+        let (cancel, stop) = (cancel.clone(), stop.clone());
+        tokio::spawn(async move {
+            stop.fired().await;
+            cancel.cancel();
+        });
+    }
+    // Host and Origin are checked by the front (loopback origins allowed by
+    // default), so rmcp's own checks are off.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_json_response(true)
+        .with_max_request_body_bytes(opts_max)
+        .with_cancellation_token(cancel);
+    let mcp = StreamableHttpService::new(sessions::prepared_server, manager.clone(), config);
+    let origins = settings
+        .allowed_origins
+        .iter()
+        .filter_map(|o| origin::AllowedOrigin::parse(o))
+        .collect();
+    let hosts = origin::HostPolicy {
+        loopback_only: loopback,
+        allowed: settings
+            .allowed_hosts
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+    };
+    let connections = Arc::new(Semaphore::new(settings.max_connections));
+    let front = Front(Arc::new(Inner {
+        listening,
+        insecure: !loopback && settings.auth.is_none(),
+        hosts,
+        origins,
+        auth,
+        registry,
+        manager,
+        mcp,
+        supervisor,
+        snapshot,
+        max_body: opts_max,
+        tls,
+        stop,
+        settings,
+    }));
+    for listener in listeners {
+        tokio::spawn(accept(listener, front.clone(), connections.clone()));
+    }
+    if let Some(jwt) = jwt {
+        tokio::spawn(async move { jwt.refresh(true).await });
+    }
+    tokio::spawn(janitor(front.clone()));
+    let scheme = if front.0.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(
+        "serving MCP over Streamable HTTP at {scheme}://{shown}{} (auth: {})",
+        front.0.settings.path,
+        front.auth_kinds().join(", ").as_str().if_empty("none")
+    );
+    front
+}
+
+trait IfEmpty {
+    fn if_empty<'a>(&'a self, or: &'a str) -> &'a str;
+}
+
+impl IfEmpty for str {
+    fn if_empty<'a>(&'a self, or: &'a str) -> &'a str {
+        if self.is_empty() { or } else { self }
+    }
+}
+
+/// Accepts connections; past `max_connections` at once, new ones wait in
+/// the kernel's queue (held back, not buffered here).
+async fn accept(listener: TcpListener, front: Front, connections: Arc<Semaphore>) {
+    let stop = front.0.stop.clone();
+    loop {
+        let permit = tokio::select! {
+            p = connections.clone().acquire_owned() => p,
+            () = stop.fired() => return,
+        };
+        let Ok(permit) = permit else { return };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = stop.fired() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let front = front.clone();
+                front.0.stop.clone().spawn_session(async move {
+                    front.connection(stream, peer).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed on the HTTP listener");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Ends stateless sessions nobody uses any more.
+async fn janitor(front: Front) {
+    let idle = front.0.settings.session_timeout_s;
+    let every = JANITOR_EVERY.min(Duration::from_secs(idle.div_ceil(2).max(1)));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = front.0.stop.fired() => return,
+        }
+        front
+            .0
+            .registry
+            .end_stateless(|_, s| s.view.idle_secs() >= idle && s.view.listening() == 0)
+            .await;
+    }
+}
+
+fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
+    let mut message = message.into();
+    message.push('\n');
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from(message)).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+}
+
+fn json_body(status: StatusCode, value: &Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(value.to_string())).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+}
+
+/// A JSON-RPC error as the whole answer to a POST that could not be served.
+fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response<Body> {
+    json_body(
+        status,
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+    )
+}
+
+/// What a POST body is, read just far enough to route it.
+#[derive(Debug, PartialEq, Eq)]
+struct Peeked {
+    method: Option<String>,
+}
+
+/// Refusals of a body rmcp would not read: not JSON (-32700), a batch or
+/// not an object (-32600). `Ok` carries the method, when there is one.
+fn peek(body: &[u8]) -> Result<Peeked, Box<Response<Body>>> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        return Err(Box::new(match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Err(e) => parse_error(&e),
+            Ok(_) => jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32600,
+                "JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send one message per request".into(),
+            ),
+        }));
+    }
+    match serde_json::from_slice::<Head<'_>>(body) {
+        Ok(head) => Ok(Peeked {
+            method: head.method.map(std::borrow::Cow::into_owned),
+        }),
+        Err(e) if e.is_syntax() || e.is_eof() => Err(Box::new(parse_error(&e))),
+        Err(e) => Err(Box::new(jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            format!("invalid request: a JSON-RPC message is a JSON object ({e})"),
+        ))),
+    }
+}
+
+fn parse_error(e: &serde_json::Error) -> Response<Body> {
+    jsonrpc_error(
+        StatusCode::BAD_REQUEST,
+        Value::Null,
+        -32700,
+        format!("parse error: the body is not valid JSON ({e})"),
+    )
+}
+
+/// A body rmcp could not read as a JSON-RPC message (it answers 415): the
+/// JSON-RPC invalid-request error, under the message's id when it has one.
+fn unreadable_message(body: &[u8]) -> Response<Body> {
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let id = value
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut problem = "it is not a JSON-RPC 2.0 request, notification or response".to_string();
+    if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        problem = "\"jsonrpc\": \"2.0\" is missing".into();
+    } else if value.get("method").is_some_and(|m| !m.is_string()) {
+        problem = "\"method\" must be a string".into();
+    }
+    jsonrpc_error(
+        StatusCode::BAD_REQUEST,
+        id,
+        -32600,
+        format!("invalid request: {problem}"),
+    )
+}
+
+/// Largest body read (and dropped) before a refusal, so the client's
+/// connection stays usable; a larger one closes it instead.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// Reads a refused request's small body, so the connection can serve the
+/// client's next request.
+async fn drain_small(req: Request<Incoming>) {
+    let small = header_str(req.headers(), header::CONTENT_LENGTH)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n <= DRAIN_LIMIT);
+    if small {
+        let body = Limited::new(req.into_body(), DRAIN_LIMIT as usize);
+        let _ = tokio::time::timeout(Duration::from_secs(2), body.collect()).await;
+    }
+}
+
+fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Whether `Accept` names both what a Streamable HTTP POST may answer with.
+fn accepts_both(headers: &HeaderMap) -> bool {
+    let mut json = false;
+    let mut sse = false;
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(v) = value.to_str() else { continue };
+        for item in v.split(',') {
+            let essence = item.split(';').next().unwrap_or("").trim();
+            json |= essence.eq_ignore_ascii_case("application/json");
+            sse |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && sse
+}
+
+fn is_json_content(headers: &HeaderMap) -> bool {
+    header_str(headers, header::CONTENT_TYPE).is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
+impl Front {
+    /// Replaces the API tokens accepted (from the next request on).
+    pub fn set_tokens(&self, table: Arc<crate::tokens::TokenTable>) {
+        self.0.auth.set_tokens(table);
+    }
+
+    /// Ends every session of identity `key` (a revoked token's).
+    pub fn end_identity(&self, key: &str) {
+        let front = self.clone();
+        let key = key.to_owned();
+        tokio::spawn(async move {
+            use rmcp::transport::streamable_http_server::session::SessionManager as _;
+            for id in front.0.registry.ids_of(&key) {
+                let _ = front.0.manager.close_session(&id).await;
+            }
+            front
+                .0
+                .registry
+                .end_stateless(|who, _| who.key.as_deref() == Some(key.as_str()))
+                .await;
+            tracing::info!(identity = %key, "sessions of a revoked credential ended");
+        });
+    }
+
+    fn auth_kinds(&self) -> Vec<String> {
+        let mut kinds = Vec::new();
+        if self.0.auth.required {
+            kinds.push("tokens".to_string());
+        }
+        if self.0.auth.jwt.is_some() {
+            kinds.push("oauth".to_string());
+        }
+        kinds
+    }
+
+    /// `evoctl status`'s `http`.
+    pub fn status(&self) -> evo_proto::ctl::HttpStatus {
+        let i = &self.0;
+        evo_proto::ctl::HttpStatus {
+            listen: i
+                .listening
+                .iter()
+                .map(SocketAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            path: i.settings.path.clone(),
+            tls: i.tls.is_some(),
+            auth: self.auth_kinds(),
+            insecure_no_auth: i.insecure,
+            warning: if i.insecure {
+                Some("the HTTP endpoint is reachable from other machines and has no authentication (--insecure-no-auth): anyone who reaches it can call every tool".into())
+            } else {
+                i.auth.jwt.as_ref().and_then(|j| j.problem())
+            },
+        }
+    }
+
+    /// The addresses it listens on (the first is what tests connect to).
+    pub fn listening(&self) -> &[SocketAddr] {
+        &self.0.listening
+    }
+
+    async fn connection(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        match &self.0.tls {
+            Some(tls) => {
+                let acceptor = tls.acceptor();
+                match tokio::time::timeout(TLS_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(s)) => self.serve(s, peer).await,
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            }
+            None => self.serve(stream, peer).await,
+        }
+    }
+
+    async fn serve<IO>(&self, io: IO, peer: SocketAddr)
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let front = self.clone();
+        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let front = front.clone();
+            async move {
+                let response = front.handle(req, peer).await;
+                crate::metrics::metrics().http_response(response.status().as_u16());
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+                }
+            }
+            () = self.0.stop.fired() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+            }
+        }
+    }
+
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        let path = req.uri().path();
+        if path == self.0.settings.path {
+            return self.mcp(req, peer).await;
+        }
+        match path {
+            "/healthz" => text(StatusCode::OK, "ok"),
+            "/readyz" => self.readyz().await,
+            "/metrics" => self.metrics(req, peer).await,
+            p if p == METADATA_PATH || p.starts_with("/.well-known/oauth-protected-resource/") => {
+                self.resource_metadata(req.headers())
+            }
+            _ => text(
+                StatusCode::NOT_FOUND,
+                format!("not found: MCP is served at {}", self.0.settings.path),
+            ),
+        }
+    }
+
+    async fn readyz(&self) -> Response<Body> {
+        let mut problems = Vec::new();
+        match self.0.supervisor.send(Readiness).await {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => problems.push(why),
+            Err(_) => problems.push("evod is shutting down".to_string()),
+        }
+        if let Some(p) = self.0.auth.jwt.as_ref().and_then(|j| j.problem()) {
+            problems.push(p);
+        }
+        if problems.is_empty() {
+            text(StatusCode::OK, "ready")
+        } else {
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {}", problems.join("; ")),
+            )
+        }
+    }
+
+    /// Who is on the other end, for the log: the peer, or with
+    /// `trust_forwarded` the first `X-Forwarded-For` entry a proxy set.
+    fn client(&self, headers: &HeaderMap, peer: SocketAddr) -> String {
+        if self.0.settings.trust_forwarded
+            && let Some(first) = header_str(headers, "x-forwarded-for")
+                .and_then(|v| v.split(',').next())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        {
+            return first.to_string();
+        }
+        peer.ip().to_string()
+    }
+
+    /// Host and Origin, then the credential: the identity, or the refusal.
+    async fn admit(
+        &self,
+        headers: &HeaderMap,
+        uri: &http::Uri,
+        peer: SocketAddr,
+    ) -> Result<Identity, Response<Body>> {
+        let host =
+            header_str(headers, header::HOST).or_else(|| uri.authority().map(|a| a.as_str()));
+        if let Err(why) = self.0.hosts.check(host) {
+            tracing::debug!(host = ?host, client = %self.client(headers, peer), "HTTP request refused: {why}");
+            return Err(text(StatusCode::FORBIDDEN, format!("forbidden: {why}")));
+        }
+        let origin = headers.get(header::ORIGIN).map(|v| v.as_bytes());
+        if let Err(why) = origin::check_origin(origin, &self.0.origins) {
+            tracing::debug!(client = %self.client(headers, peer), "HTTP request refused: {why}");
+            return Err(text(StatusCode::FORBIDDEN, format!("forbidden: {why}")));
+        }
+        let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+        let who = match self.0.auth.authenticate(authorization).await {
+            Ok(who) => who,
+            Err(denied) => return Err(self.refuse(headers, &denied, peer)),
+        };
+        if let Some(role) = &who.role {
+            let snapshot = self.0.snapshot.load();
+            let known = snapshot.role.as_deref() == Some(role.as_str())
+                || snapshot.by_role.contains_key(role);
+            if !known {
+                tracing::warn!(identity = who.label(), role = %role, "refused: the identity's role is not in permissions.yml");
+                return Err(text(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "forbidden: your role '{role}' is not defined in evo's permissions.yml; ask the person who runs evo to add it under `roles`"
+                    ),
+                ));
+            }
+        }
+        Ok(who)
+    }
+
+    /// 401 (no or a bad credential) or 403 (scopes), with the challenge.
+    fn refuse(&self, headers: &HeaderMap, denied: &Denied, peer: SocketAddr) -> Response<Body> {
+        let (status, error, description) = match denied {
+            Denied::Missing => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_request",
+                "this endpoint needs `Authorization: Bearer TOKEN` (an API token from `evoctl token create`, or an OAuth access token)".to_string(),
+            ),
+            Denied::Invalid(why) => (StatusCode::UNAUTHORIZED, "invalid_token", why.clone()),
+            Denied::Scope(scopes) => (
+                StatusCode::FORBIDDEN,
+                "insufficient_scope",
+                format!("the token lacks a required scope ({})", scopes.join(" ")),
+            ),
+        };
+        // Never the credential itself: only why it was refused.
+        tracing::debug!(
+            status = status.as_u16(),
+            client = %self.client(headers, peer),
+            "HTTP request refused: {description}"
+        );
+        let metadata = self
+            .0
+            .auth
+            .jwt
+            .is_some()
+            .then(|| self.metadata_url(headers));
+        let mut response = json_body(
+            status,
+            &json!({"error": error, "error_description": description}),
+        );
+        if let Ok(v) = http::HeaderValue::from_str(&auth::challenge(denied, metadata.as_deref())) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        response
+    }
+
+    /// `scheme://host` clients reach evo at: `public_url`, else this
+    /// request's (trusting `X-Forwarded-Proto`/`-Host` only when
+    /// `trust_forwarded` is set).
+    fn base_url(&self, headers: &HeaderMap) -> String {
+        let s = &self.0.settings;
+        if let Some(public) = &s.public_url
+            && let Ok(uri) = public.parse::<http::Uri>()
+            && let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority())
+        {
+            return format!("{scheme}://{authority}");
+        }
+        let first = |name: &str| {
+            header_str(headers, name)
+                .and_then(|v| v.split(',').next())
+                .map(str::trim)
+        };
+        let mut scheme = if self.0.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut host = header_str(headers, header::HOST)
+            .unwrap_or("localhost")
+            .to_string();
+        if s.trust_forwarded {
+            if let Some(p) = first("x-forwarded-proto").filter(|p| matches!(*p, "http" | "https")) {
+                scheme = if p == "https" { "https" } else { "http" };
+            }
+            if let Some(h) = first("x-forwarded-host").filter(|h| !h.is_empty()) {
+                host = h.to_string();
+            }
+        }
+        format!("{scheme}://{host}")
+    }
+
+    /// The endpoint's resource identifier (RFC 9728): `public_url`, else the
+    /// OAuth audience when it is a URL (tokens are bound to it), else this
+    /// request's base URL and the MCP path.
+    fn resource(&self, headers: &HeaderMap) -> String {
+        let s = &self.0.settings;
+        if let Some(public) = &s.public_url {
+            return public.clone();
+        }
+        if let Some(aud) = s
+            .auth
+            .as_ref()
+            .and_then(|a| a.oauth.as_ref())
+            .map(|o| o.audience.clone())
+            .filter(|a| evo_proto::entry::has_http_scheme(a))
+        {
+            return aud;
+        }
+        format!("{}{}", self.base_url(headers), s.path)
+    }
+
+    /// Where the protected resource metadata of [`Front::resource`] is: the
+    /// well-known path inserted between its origin and its path.
+    fn metadata_url(&self, headers: &HeaderMap) -> String {
+        let resource = self.resource(headers);
+        match resource.parse::<http::Uri>() {
+            Ok(uri) if uri.scheme_str().is_some() && uri.authority().is_some() => {
+                let path = uri.path().trim_end_matches('/');
+                format!(
+                    "{}://{}{METADATA_PATH}{path}",
+                    uri.scheme_str().unwrap_or("http"),
+                    uri.authority().map_or("", |a| a.as_str())
+                )
+            }
+            _ => format!("{}{METADATA_PATH}", self.base_url(headers)),
+        }
+    }
+
+    /// RFC 9728 protected resource metadata (with OAuth configured).
+    fn resource_metadata(&self, headers: &HeaderMap) -> Response<Body> {
+        let Some(oauth) = self.0.settings.auth.as_ref().and_then(|a| a.oauth.as_ref()) else {
+            return text(
+                StatusCode::NOT_FOUND,
+                "not found: this endpoint takes API tokens only (no OAuth is configured)",
+            );
+        };
+        let servers = if oauth.authorization_servers.is_empty() {
+            vec![oauth.issuer.clone()]
+        } else {
+            oauth.authorization_servers.clone()
+        };
+        let mut doc = json!({
+            "resource": self.resource(headers),
+            "authorization_servers": servers,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "evo",
+        });
+        if !oauth.required_scopes.is_empty() {
+            doc["scopes_supported"] = json!(oauth.required_scopes);
+        }
+        let mut response = json_body(StatusCode::OK, &doc);
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            http::HeaderValue::from_static("max-age=300"),
+        );
+        response
+    }
+
+    async fn metrics(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        if !self.0.settings.metrics_public
+            && let Err(refused) = self.admit(req.headers(), req.uri(), peer).await
+        {
+            return refused;
+        }
+        let gathered = self
+            .0
+            .supervisor
+            .send(GatherMetrics)
+            .await
+            .unwrap_or_default();
+        let body = crate::metrics::metrics().render(&gathered);
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)
+            .body(Full::new(Bytes::from(body)).boxed())
+            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+    }
+
+    async fn mcp(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        let who = match self.admit(req.headers(), req.uri(), peer).await {
+            Ok(who) => who,
+            Err(refused) => {
+                drain_small(req).await;
+                return refused;
+            }
+        };
+        let session = header_str(req.headers(), SESSION_HEADER).map(str::to_owned);
+        if let Some(id) = &session
+            && self.0.registry.owner_check(id, &who) == Ownership::NotFound
+        {
+            return text(
+                StatusCode::NOT_FOUND,
+                "not found: no such session (it ended, evod restarted, or it is not yours); initialize a new one",
+            );
+        }
+        if req.method() != Method::POST {
+            // GET (the session's stream), DELETE (end it), others (405): rmcp.
+            let delete = req.method() == Method::DELETE;
+            let mut response = self.0.mcp.handle(req).await;
+            if delete && response.status() == StatusCode::ACCEPTED {
+                // Ended, nothing to say: what clients expect of a DELETE.
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+            return response;
+        }
+        self.post(req, who, session.is_some()).await
+    }
+
+    async fn post(
+        &self,
+        req: Request<Incoming>,
+        who: Identity,
+        in_session: bool,
+    ) -> Response<Body> {
+        let (parts, body) = req.into_parts();
+        if !is_json_content(&parts.headers) {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported media type: send the JSON-RPC message with Content-Type: application/json",
+            );
+        }
+        if !accepts_both(&parts.headers) {
+            return text(
+                StatusCode::NOT_ACCEPTABLE,
+                "not acceptable: a Streamable HTTP client must send Accept: application/json, text/event-stream",
+            );
+        }
+        let max = self.0.max_body;
+        let too_large = || {
+            jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                -32600,
+                format!(
+                    "message exceeds the limit of {max} bytes (limits.max_message_bytes) and was not read; send smaller arguments or raise the limit"
+                ),
+            )
+        };
+        let declared = header_str(&parts.headers, header::CONTENT_LENGTH)
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max as u64) {
+            return too_large();
+        }
+        let bytes =
+            match tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, max).collect()).await {
+                Ok(Ok(collected)) => collected.to_bytes(),
+                Ok(Err(e))
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some() =>
+                {
+                    return too_large();
+                }
+                Ok(Err(e)) => {
+                    return text(
+                        StatusCode::BAD_REQUEST,
+                        format!("bad request: the body could not be read ({e})"),
+                    );
+                }
+                Err(_) => {
+                    return text(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "request timeout: the body did not arrive within {} s",
+                            BODY_TIMEOUT.as_secs()
+                        ),
+                    );
+                }
+            };
+        let peeked = match peek(&bytes) {
+            Ok(p) => p,
+            Err(refused) => return *refused,
+        };
+        let prepared = if in_session {
+            Prepared::none()
+        } else if peeked.method.as_deref() == Some("initialize") {
+            match self
+                .open(&who, evo_proto::ctl::SessionEra::Initialize)
+                .await
+            {
+                Ok(server) => Prepared::opening(server, who.key.clone()),
+                Err(refused) => return refused,
+            }
+        } else if self.stateless_request(&parts.headers, &bytes, peeked.method.as_deref()) {
+            let opened = self
+                .0
+                .registry
+                .stateless(&who, || async {
+                    self.open(&who, evo_proto::ctl::SessionEra::Modern)
+                        .await
+                        .map_err(|_| "evod is not opening sessions".to_string())
+                })
+                .await;
+            match opened {
+                Ok(server) => {
+                    server.view.touch();
+                    Prepared::stateless(server)
+                }
+                Err(why) => return text(StatusCode::SERVICE_UNAVAILABLE, why),
+            }
+        } else {
+            Prepared::none()
+        };
+        let request = Request::from_parts(parts, Full::new(bytes.clone()));
+        let (response, unused) = prepared.run(self.0.mcp.handle(request)).await;
+        if let Some(session) = unused {
+            session.do_send(crate::session::Close);
+        }
+        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            // The content type was checked above: rmcp could not read the
+            // JSON as a JSON-RPC message.
+            return unreadable_message(&bytes);
+        }
+        response
+    }
+
+    /// A request of the 2026-07-28 era, which has no sessions: its
+    /// identity's stateless session serves it.
+    fn stateless_request(&self, headers: &HeaderMap, body: &[u8], method: Option<&str>) -> bool {
+        method == Some("server/discover")
+            || header_str(headers, PROTOCOL_HEADER).is_some_and(|v| v >= "2026-07-28")
+            || memchr::memmem::find(body, b"io.modelcontextprotocol/protocolVersion").is_some()
+    }
+
+    async fn open(
+        &self,
+        who: &Identity,
+        era: evo_proto::ctl::SessionEra,
+    ) -> Result<SessionServer, Response<Body>> {
+        let opened = self
+            .0
+            .supervisor
+            .send(OpenSession {
+                http: Some(HttpCaller {
+                    identity: who.key.clone(),
+                    role: who.role.clone(),
+                    era,
+                }),
+                profile: who.profile.clone(),
+                ..Default::default()
+            })
+            .await;
+        match opened {
+            Ok(Ok(o)) => Ok(SessionServer::open(
+                &o,
+                self.0.supervisor.clone(),
+                self.0.snapshot.clone(),
+            )),
+            // The credential names a profile the config does not define.
+            Ok(Err(why)) if why.usage => Err(text(
+                StatusCode::FORBIDDEN,
+                format!("this credential's {}", why.message),
+            )),
+            Ok(Err(why)) => Err(text(StatusCode::SERVICE_UNAVAILABLE, why.message)),
+            Err(_) => Err(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "evod is shutting down",
+            )),
+        }
+    }
+
+    /// Open initialize-era sessions (for tests and status).
+    pub fn open_sessions(&self) -> usize {
+        self.0.registry.open_sessions()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_and_body(r: Result<Peeked, Box<Response<Body>>>) -> (u16, Value) {
+        let r = r.unwrap_err();
+        let status = r.status().as_u16();
+        let body = futures::executor::block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[test]
+    fn bodies_rmcp_would_not_read_get_their_json_rpc_error() {
+        assert_eq!(
+            peek(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#).unwrap(),
+            Peeked {
+                method: Some("initialize".into())
+            }
+        );
+        assert_eq!(peek(br#"{"id":1}"#).unwrap(), Peeked { method: None });
+        for (body, code) in [
+            (&b"{not json"[..], -32700),
+            (b"", -32700),
+            (
+                b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+                -32600,
+            ),
+            (b"[1,", -32700),
+            (b"42", -32600),
+            (b"\"initialize\"", -32600),
+        ] {
+            let (status, v) = status_and_body(peek(body));
+            assert_eq!(status, 400, "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                v["error"]["code"],
+                code,
+                "{}: {v}",
+                String::from_utf8_lossy(body)
+            );
+            assert_eq!(v["id"], Value::Null);
+        }
+        let r = unreadable_message(br#"{"id": 7, "method": "tools/list"}"#);
+        assert_eq!(r.status(), 400);
+        let body = futures::executor::block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            (v["id"].clone(), v["error"]["code"].clone()),
+            (json!(7), json!(-32600))
+        );
+        assert!(v["error"]["message"].as_str().unwrap().contains("jsonrpc"));
+    }
+
+    #[test]
+    fn accept_and_content_type_are_read_like_rmcp_reads_them() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ACCEPT,
+            "application/json, text/event-stream".parse().unwrap(),
+        );
+        h.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
+        assert!(accepts_both(&h) && is_json_content(&h));
+        h.insert(header::ACCEPT, "application/json".parse().unwrap());
+        h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(!accepts_both(&h) && !is_json_content(&h));
+    }
+}

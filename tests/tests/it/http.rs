@@ -1,0 +1,722 @@
+//! The HTTP endpoint (`serve.http`): a real evod listening on a free
+//! loopback port, spoken to by a hand-written HTTP/1.1 client (independent
+//! of hyper and rmcp), so what is on the wire is what the tests see.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// A free loopback port (bound, then released for evod to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP response, whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text()))
+    }
+
+    /// The JSON-RPC messages of the body: the body itself (JSON), or the
+    /// `data:` lines of an event stream.
+    pub fn messages(&self) -> Vec<Value> {
+        let is_sse = self
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if !is_sse {
+            return vec![self.json()];
+        }
+        self.text()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("bad SSE data ({e}): {d}")))
+            .collect()
+    }
+
+    /// The JSON-RPC response (or error) among the messages.
+    pub fn answer(&self) -> Value {
+        self.messages()
+            .into_iter()
+            .find(|m| m.get("result").is_some() || m.get("error").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {} {}", self.status, self.text()))
+    }
+}
+
+/// A keep-alive HTTP/1.1 connection.
+pub struct Conn {
+    stream: BufReader<TcpStream>,
+    host: String,
+}
+
+impl Conn {
+    pub fn open(port: u16) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to evod's HTTP port");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Conn {
+            stream: BufReader::new(stream),
+            host: format!("127.0.0.1:{port}"),
+        }
+    }
+
+    /// Sends the head of a request (with `Host` unless given) and `body`.
+    pub fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) {
+        let mut head = format!("{method} {path} HTTP/1.1\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            head.push_str(&format!("Host: {}\r\n", self.host));
+        }
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        // One write: a head and a body sent apart wait on Nagle and the
+        // peer's delayed ACK (40 ms a request).
+        let mut whole = head.into_bytes();
+        whole.extend_from_slice(body);
+        let s = self.stream.get_mut();
+        s.write_all(&whole).unwrap();
+        s.flush().unwrap();
+    }
+
+    /// Reads one whole response (Content-Length or chunked).
+    pub fn read(&mut self) -> Reply {
+        let mut line = String::new();
+        self.stream.read_line(&mut line).expect("status line");
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            self.stream.read_line(&mut h).unwrap();
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        let mut body = Vec::new();
+        if get("transfer-encoding").is_some_and(|t| t.contains("chunked")) {
+            loop {
+                let mut size = String::new();
+                self.stream.read_line(&mut size).unwrap();
+                let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                if n == 0 {
+                    let mut end = String::new();
+                    self.stream.read_line(&mut end).unwrap();
+                    break;
+                }
+                let mut chunk = vec![0; n + 2];
+                self.stream.read_exact(&mut chunk).unwrap();
+                body.extend_from_slice(&chunk[..n]);
+            }
+        } else if let Some(n) = get("content-length").and_then(|n| n.parse::<usize>().ok()) {
+            body.resize(n, 0);
+            self.stream.read_exact(&mut body).unwrap();
+        }
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Reply {
+        self.send(method, path, headers, body);
+        self.read()
+    }
+}
+
+/// A request on a fresh connection.
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    Conn::open(port).request(method, path, headers, body)
+}
+
+pub const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+pub const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+/// An MCP client over HTTP: initialize-era with a session id, or 2026-07-28
+/// without one.
+pub struct HttpMcp {
+    pub port: u16,
+    pub token: Option<String>,
+    pub session: Option<String>,
+    pub next: u64,
+}
+
+impl HttpMcp {
+    fn headers<'a>(
+        &'a self,
+        extra: &[(&'a str, &'a str)],
+        auth: &'a str,
+    ) -> Vec<(&'a str, &'a str)> {
+        let mut h = vec![ACCEPT, JSON];
+        if self.token.is_some() {
+            h.push(("Authorization", auth));
+        }
+        if let Some(s) = &self.session {
+            h.push(("Mcp-Session-Id", s.as_str()));
+        }
+        h.extend_from_slice(extra);
+        h
+    }
+
+    pub fn post(&mut self, msg: &Value, extra: &[(&str, &str)]) -> Reply {
+        let auth = format!("Bearer {}", self.token.clone().unwrap_or_default());
+        let headers = self.headers(extra, &auth);
+        request(
+            self.port,
+            "POST",
+            "/mcp",
+            &headers,
+            msg.to_string().as_bytes(),
+        )
+    }
+
+    /// `initialize` + `notifications/initialized`: a session of its own.
+    pub fn initialize(port: u16, token: Option<&str>) -> HttpMcp {
+        let mut c = HttpMcp {
+            port,
+            token: token.map(str::to_owned),
+            session: None,
+            next: 1,
+        };
+        let r = c.post(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "evo-it", "version": "1"}}}),
+            &[],
+        );
+        assert_eq!(r.status, 200, "initialize: {}", r.text());
+        c.session = Some(
+            r.header("mcp-session-id")
+                .expect("an Mcp-Session-Id")
+                .to_string(),
+        );
+        let n = c.post(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            &[],
+        );
+        assert_eq!(n.status, 202, "{}", n.text());
+        c
+    }
+
+    /// A client of the 2026-07-28 era (no session).
+    pub fn modern(port: u16, token: Option<&str>) -> HttpMcp {
+        HttpMcp {
+            port,
+            token: token.map(str::to_owned),
+            session: None,
+            next: 1,
+        }
+    }
+
+    /// A request; for a 2026-07-28 client with its per-request envelope and
+    /// headers.
+    pub fn call_method(&mut self, method: &str, mut params: Value) -> Reply {
+        let id = self.next;
+        self.next += 1;
+        if self.session.is_none() {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "evo-it", "version": "1"}
+            });
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let mut extra = vec![
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", method),
+            ];
+            if method == "tools/call" {
+                extra.push(("Mcp-Name", name.as_str()));
+            }
+            return self.post(
+                &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+                &extra,
+            );
+        }
+        self.post(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            &[],
+        )
+    }
+
+    /// `tools/call`: the result.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.call_method("tools/call", json!({"name": tool, "arguments": args}));
+        assert_eq!(r.status, 200, "{tool}: {}", r.text());
+        let a = r.answer();
+        a.get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool}: {a}"))
+    }
+
+    /// Exposed names of `tools/list`.
+    pub fn tools(&mut self) -> Vec<String> {
+        let r = self.call_method("tools/list", json!({}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let a = r.answer();
+        a["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{a}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+/// The first text of a tool result.
+pub fn result_text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// evod serving `config` (with `serve.http` merged in) on a free port.
+pub fn http_daemon(config: Value, http: Value, args: &[&str]) -> (Daemon, u16) {
+    let port = free_port();
+    let mut config = config;
+    let mut http = http;
+    http["listen"] = json!(format!("127.0.0.1:{port}"));
+    config["serve"] = json!({ "http": http });
+    let d = Daemon::start_with(&config, args, &[]);
+    wait_http(&d, port);
+    (d, port)
+}
+
+pub fn wait_http(d: &Daemon, port: u16) {
+    eventually(
+        with_log("evod's HTTP endpoint to answer /healthz", &d.log),
+        Duration::from_secs(20),
+        || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && request(port, "GET", "/healthz", &[], b"").status == 200
+        },
+    );
+}
+
+fn fx_config() -> Value {
+    json!({"mcpServers": {"fx": fixture_server(&[])}})
+}
+
+#[test]
+fn both_eras_share_the_path_and_sessions_list_them() {
+    let (d, port) = http_daemon(fx_config(), json!({}), &["--mode", "legacy"]);
+    d.wait_ready(&["fx"]);
+    let mut old = HttpMcp::initialize(port, None);
+    assert!(old.tools().contains(&"fx_echo".to_string()));
+    let r = old.call("fx_echo", json!({"text": "over http"}));
+    assert_eq!(result_text(&r), "over http");
+
+    let mut modern = HttpMcp::modern(port, None);
+    let discover = modern.call_method("server/discover", json!({}));
+    assert_eq!(discover.status, 200, "{}", discover.text());
+    assert!(
+        discover.answer()["result"]["supportedVersions"]
+            .to_string()
+            .contains("2026-07-28"),
+        "{}",
+        discover.text()
+    );
+    assert!(
+        discover.header("mcp-session-id").is_none(),
+        "no sessions in 2026-07-28"
+    );
+    let r = modern.call("fx_add", json!({"a": 2, "b": 3}));
+    assert_eq!(result_text(&r), "5");
+
+    let sessions = d.ctl_json(&["sessions"]);
+    let list = sessions["sessions"].as_array().unwrap();
+    let http: Vec<&Value> = list.iter().filter(|s| s["io"] == "http").collect();
+    assert_eq!(http.len(), 2, "{sessions:#}");
+    for key in [
+        "id",
+        "name",
+        "mode",
+        "activated",
+        "last_active",
+        "io",
+        "era",
+        "identity",
+        "profile",
+    ] {
+        assert!(
+            http[0].get(key).is_some(),
+            "sessions --json lacks {key}: {sessions:#}"
+        );
+    }
+    let mut eras: Vec<&str> = http.iter().map(|s| s["era"].as_str().unwrap()).collect();
+    eras.sort_unstable();
+    assert_eq!(eras, ["2026-07-28", "initialize"]);
+    assert!(
+        http.iter().all(|s| s["identity"].is_null()),
+        "no auth: the local owner"
+    );
+
+    // DELETE ends the session; its id is then unknown (404: re-initialize).
+    let sid = old.session.clone().unwrap();
+    let gone = request(port, "DELETE", "/mcp", &[("Mcp-Session-Id", &sid)], b"");
+    assert_eq!(gone.status, 204, "{}", gone.text());
+    let after = old.call_method("tools/list", json!({}));
+    assert_eq!(after.status, 404, "{}", after.text());
+    eventually(
+        "the deleted session to leave `evoctl sessions`",
+        Duration::from_secs(5),
+        || {
+            let s = d.ctl_json(&["sessions"]);
+            s["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["io"] == "http")
+                .count()
+                == 1
+        },
+    );
+    let unknown = HttpMcp {
+        session: Some("no-such-session".into()),
+        ..HttpMcp::modern(port, None)
+    }
+    .call_method("tools/list", json!({}));
+    assert_eq!(unknown.status, 404);
+}
+
+#[test]
+fn bad_input_gets_one_answer_each_and_the_session_goes_on() {
+    let cfg =
+        json!({"mcpServers": {"fx": fixture_server(&[])}, "limits": {"max_message_bytes": 4096}});
+    let (d, port) = http_daemon(cfg, json!({}), &["--mode", "legacy"]);
+    d.wait_ready(&["fx"]);
+    let mut c = HttpMcp::initialize(port, None);
+    let sid = c.session.clone().unwrap();
+    let session = ("Mcp-Session-Id", sid.as_str());
+    let post = |headers: &[(&str, &str)], body: &[u8]| request(port, "POST", "/mcp", headers, body);
+
+    let r = post(&[ACCEPT, JSON, session], b"{not json");
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (400, json!(-32700)),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.json()["id"], Value::Null);
+
+    let r = post(
+        &[ACCEPT, JSON, session],
+        br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+    );
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (400, json!(-32600)),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("batch"));
+
+    let r = post(
+        &[ACCEPT, JSON, session],
+        br#"{"id": 9, "method": "tools/list"}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        (r.json()["id"].clone(), r.json()["error"]["code"].clone()),
+        (json!(9), json!(-32600))
+    );
+
+    let r = post(&[ACCEPT, ("Content-Type", "text/plain"), session], b"{}");
+    assert_eq!(r.status, 415, "{}", r.text());
+    let r = post(
+        &[JSON, session],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    );
+    assert_eq!(r.status, 406, "missing Accept: {}", r.text());
+
+    // Over the limit by Content-Length: answered at once, the body unread
+    // (the client never sends it).
+    let mut conn = Conn::open(port);
+    conn.send(
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, session, ("Content-Length", "100000000")],
+        b"",
+    );
+    let r = conn.read();
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert!(r.text().contains("4096"), "{}", r.text());
+    // Over the limit without a declared length (chunked): cut off at the limit.
+    let mut chunked = Conn::open(port);
+    let big = "x".repeat(8000);
+    let body = format!("{:x}\r\n{big}\r\n0\r\n\r\n", big.len());
+    let mut raw = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMcp-Session-Id: {sid}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    raw.push_str(&body);
+    chunked.stream.get_mut().write_all(raw.as_bytes()).unwrap();
+    let r = chunked.read();
+    assert_eq!(r.status, 413, "{}", r.text());
+
+    // Host and origin, checked before anything else.
+    let r = post(
+        &[ACCEPT, JSON, session, ("Host", "attacker.example")],
+        b"{}",
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = post(
+        &[
+            ACCEPT,
+            JSON,
+            session,
+            ("Origin", "https://attacker.example"),
+        ],
+        b"{}",
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("allowed_origins"), "{}", r.text());
+
+    // After all that, the session still works.
+    let r = c.call("fx_echo", json!({"text": "still here"}));
+    assert_eq!(result_text(&r), "still here");
+    let r = c.call_method("no/such/method", json!({}));
+    assert_eq!(r.answer()["error"]["code"], -32601, "{}", r.text());
+}
+
+#[test]
+fn origins_from_loopback_and_the_allowed_list_pass() {
+    let (d, port) = http_daemon(
+        fx_config(),
+        json!({"allowed_origins": ["https://app.example"]}),
+        &[],
+    );
+    d.wait_ready(&["fx"]);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "o", "version": "1"}}});
+    for (origin, status) in [
+        ("http://localhost:5173", 200),
+        ("https://app.example", 200),
+        ("https://app.example:8443", 403),
+        ("http://evil.example", 403),
+    ] {
+        let r = request(
+            port,
+            "POST",
+            "/mcp",
+            &[ACCEPT, JSON, ("Origin", origin)],
+            init.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, status, "{origin}: {}", r.text());
+    }
+}
+
+#[test]
+fn health_and_readiness() {
+    let (mut d, port) = http_daemon(fx_config(), json!({}), &[]);
+    assert_eq!(request(port, "GET", "/healthz", &[], b"").status, 200);
+    let ready = request(port, "GET", "/readyz", &[], b"");
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    // A config that does not load: not ready, and the answer says why.
+    std::fs::write(&d.config, b"{ broken").unwrap();
+    d.stop();
+    d.spawn(&["--http", &format!("127.0.0.1:{port}")], &[]);
+    wait_http(&d, port);
+    let r = request(port, "GET", "/readyz", &[], b"");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("config"), "{}", r.text());
+    assert_eq!(request(port, "GET", "/nowhere", &[], b"").status, 404);
+}
+
+#[test]
+fn beyond_loopback_without_auth_is_refused_at_start() {
+    let dir = TempDir::new("open");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(&cfg, b"{}").unwrap();
+    let port = free_port();
+    let run = |extra: &[&str]| {
+        std::process::Command::new(bin("evod"))
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--socket")
+            .arg(dir.path().join("s.sock"))
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(["--http", &format!("0.0.0.0:{port}")])
+            .args(extra)
+            .env_remove("EVO_SOCKET")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let (code, _, err) = outcome(run(&[]));
+    assert_ne!(code, 0, "evod must refuse: {err}");
+    assert!(
+        err.contains("--insecure-no-auth") && err.contains("serve.http.auth"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("s.sock").exists(),
+        "it did not start serving"
+    );
+
+    let cfg_value = json!({"mcpServers": {"fx": fixture_server(&[])}});
+    let mut d = Daemon::start_with(
+        &cfg_value,
+        &["--http", &format!("0.0.0.0:{port}"), "--insecure-no-auth"],
+        &[],
+    );
+    wait_http(&d, port);
+    assert!(
+        d.log_text().contains("WITHOUT AUTHENTICATION"),
+        "{}",
+        d.log_text()
+    );
+    let status = d.ctl_json(&["status"]);
+    assert_eq!(status["http"]["insecure_no_auth"], true, "{status:#}");
+    assert!(
+        status["http"]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("no authentication")
+    );
+    let (_, text, _) = d.ctl(&["status"]);
+    assert!(
+        text.contains("WARNING") && text.contains("authentication"),
+        "{text}"
+    );
+    d.stop();
+}
+
+/// A client that never reads what evod sends it (here: the child's log
+/// messages it asked for, on its session's stream) is held back, not
+/// buffered without bound: evod's memory stays flat while another client
+/// makes the child log 20 MB at it, and that other client is served.
+#[test]
+fn a_client_that_never_reads_is_held_back_not_buffered() {
+    let (d, port) = http_daemon(fx_config(), json!({}), &["--mode", "legacy"]);
+    d.wait_ready(&["fx"]);
+    let mut deaf = HttpMcp::initialize(port, None);
+    let r = deaf.call_method("logging/setLevel", json!({"level": "info"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Its stream for server messages, opened and never read.
+    let sid = deaf.session.clone().unwrap();
+    let mut stream = Conn::open(port);
+    stream.send(
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream"), ("Mcp-Session-Id", &sid)],
+        b"",
+    );
+    let mut busy = HttpMcp::initialize(port, None);
+    let text = "x".repeat(64 * 1024);
+    busy.call("fx_echo", json!({"text": "warm up", "log_level": "info"}));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_kib(d.pid());
+    let started = std::time::Instant::now();
+    for _ in 0..300 {
+        let r = busy.call("fx_echo", json!({"text": text, "log_level": "info"}));
+        assert_eq!(r["isError"], false);
+    }
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = rss_kib(d.pid()).saturating_sub(before);
+    assert!(
+        grown < 12 * 1024,
+        "evod grew {grown} KiB while a client did not read ~20 MB sent its way"
+    );
+    assert!(
+        took < Duration::from_secs(60),
+        "the busy client was held up: {took:?}"
+    );
+    drop(stream);
+}
+
+/// `session_timeout_s`: an HTTP session nobody uses ends, in both eras (the
+/// client of an initialize-era one gets 404 and initializes again).
+#[test]
+fn idle_http_sessions_end() {
+    let (d, port) = http_daemon(fx_config(), json!({"session_timeout_s": 2}), &[]);
+    d.wait_ready(&["fx"]);
+    let mut old = HttpMcp::initialize(port, None);
+    let mut modern = HttpMcp::modern(port, None);
+    assert!(modern.tools().contains(&"discover_tools".to_string()));
+    let http_sessions = || {
+        d.ctl_json(&["sessions"])["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["io"] == "http")
+            .count()
+    };
+    assert_eq!(http_sessions(), 2);
+    eventually(
+        with_log("idle HTTP sessions to end", &d.log),
+        Duration::from_secs(15),
+        || http_sessions() == 0,
+    );
+    assert_eq!(old.call_method("tools/list", json!({})).status, 404);
+    // Used again, each era is served (a new session).
+    assert!(!HttpMcp::initialize(port, None).tools().is_empty());
+    assert!(modern.tools().contains(&"discover_tools".to_string()));
+}
