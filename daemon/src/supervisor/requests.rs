@@ -628,7 +628,7 @@ impl Handler<Ctl> for Supervisor {
                         id: a.id,
                         tool: a.tool,
                         arguments: a.preview,
-                        identity: a.identity,
+                        identity: Some(a.identity.unwrap_or_else(|| ctl::LOCAL_IDENTITY.into())),
                     })
                     .collect();
                 ready(CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
