@@ -446,8 +446,8 @@ pub fn render(
                         s.name.clone().unwrap_or_else(|| "-".into()),
                         s.mode.to_string(),
                         s.io.to_string(),
-                        s.era.map_or("-", |e| e.as_str()).to_string(),
-                        s.identity.clone().unwrap_or_else(|| "owner".into()),
+                        s.era.as_str().to_string(),
+                        s.identity.clone().unwrap_or_else(|| "local".into()),
                         s.profile.clone().unwrap_or_else(|| "-".into()),
                         s.activated.len().to_string(),
                         format!("{} ago", age(s.last_active)),
@@ -538,7 +538,7 @@ pub fn render(
                     vec![
                         a.id.clone(),
                         a.tool.clone(),
-                        a.identity.clone().unwrap_or_else(|| "owner".into()),
+                        a.identity.clone().unwrap_or_else(|| "local".into()),
                         age(a.age_s),
                         shorten(&a.arguments, ARGUMENTS_WIDTH),
                     ]

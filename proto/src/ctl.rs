@@ -641,6 +641,10 @@ pub enum SessionEra {
     Modern,
 }
 
+/// The identity of the local owner in `sessions` and `approvals`: the
+/// control socket's user, and HTTP clients when there is no auth.
+pub const LOCAL_IDENTITY: &str = "local";
+
 impl SessionEra {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -716,11 +720,12 @@ pub struct SessionInfo {
     pub activated: Vec<String>,
     /// Seconds since the session last sent a request.
     pub last_active: u64,
-    /// `None` until its first request tells.
+    /// The MCP era its requests speak (`initialize` until one says else).
     #[serde(default)]
-    pub era: Option<SessionEra>,
-    /// Who opened it over HTTP (`token:NAME`, `oauth:SUB`); `None` for the
-    /// local owner (the socket, or HTTP without auth).
+    pub era: SessionEra,
+    /// Who the session belongs to: `local` for the local owner (the socket,
+    /// or HTTP without auth), else the HTTP identity (`token:NAME`,
+    /// `oauth:SUB`).
     #[serde(default)]
     pub identity: Option<String>,
     /// The profile its identity (or the shim) chose.
@@ -980,8 +985,9 @@ pub struct PendingApproval {
     pub arguments: String,
     /// Seconds since the call was first held.
     pub age_s: u64,
-    /// Whose call it is (`token:NAME`, `oauth:SUB`); `None`: the local
-    /// owner's. Only a call of the same identity consumes the approval.
+    /// Whose call it is: `local` (the local owner) or the HTTP identity
+    /// (`token:NAME`, `oauth:SUB`). Only a call of the same identity
+    /// consumes the approval.
     #[serde(default)]
     pub identity: Option<String>,
 }
@@ -1036,12 +1042,12 @@ mod tests {
                 tool: "fx_echo".into(),
                 arguments: r#"{"text":"hi"}"#.into(),
                 age_s: 3,
-                identity: None,
+                identity: Some(LOCAL_IDENTITY.into()),
             }],
         };
         assert_eq!(
             serde_json::to_string(&report).unwrap(),
-            r#"{"approvals":[{"id":"ap1","tool":"fx_echo","arguments":"{\"text\":\"hi\"}","age_s":3,"identity":null}]}"#
+            r#"{"approvals":[{"id":"ap1","tool":"fx_echo","arguments":"{\"text\":\"hi\"}","age_s":3,"identity":"local"}]}"#
         );
     }
 
@@ -1135,7 +1141,7 @@ mod tests {
             io: SessionIo::Stdio,
             activated: vec!["fx_echo".into()],
             last_active: 2,
-            era: Some(SessionEra::Modern),
+            era: SessionEra::Modern,
             identity: Some("token:ci".into()),
             profile: None,
             role: None,

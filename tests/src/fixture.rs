@@ -1062,10 +1062,19 @@ async fn serve_http(fixture: Fixture, addr: &str) {
         let _ = stream.set_nodelay(true);
         let service = service.clone();
         tokio::spawn(async move {
-            let handler = hyper::service::service_fn(move |req| {
-                let service = service.clone();
-                async move { Ok::<_, std::convert::Infallible>(service.handle(req).await) }
-            });
+            let handler =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    // What credential reached this server, for tests that check
+                    // none is passed through on the way.
+                    if let Some(auth) = req.headers().get("authorization") {
+                        eprintln!(
+                            "evo-fixture: Authorization: {}",
+                            String::from_utf8_lossy(auth.as_bytes())
+                        );
+                    }
+                    let service = service.clone();
+                    async move { Ok::<_, std::convert::Infallible>(service.handle(req).await) }
+                });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
                 .await;

@@ -368,14 +368,18 @@ impl Session {
             activated: self.activated.iter().cloned().collect(),
             last_active: self.view.idle_secs(),
             era: match &self.http {
-                Some(caller) => Some(caller.era),
+                Some(caller) => caller.era,
                 None if self.view.flags.modern.load(Ordering::Relaxed) => {
-                    Some(evo_proto::ctl::SessionEra::Modern)
+                    evo_proto::ctl::SessionEra::Modern
                 }
-                None if self.peer.is_some() => Some(evo_proto::ctl::SessionEra::Initialize),
-                None => None,
+                None => evo_proto::ctl::SessionEra::Initialize,
             },
-            identity: self.http.as_ref().and_then(|c| c.identity.clone()),
+            identity: Some(
+                self.http
+                    .as_ref()
+                    .and_then(|c| c.identity.clone())
+                    .unwrap_or_else(|| evo_proto::ctl::LOCAL_IDENTITY.into()),
+            ),
             profile: self.profile.clone(),
             role: self.role().map(str::to_owned),
         }

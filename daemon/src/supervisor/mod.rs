@@ -818,7 +818,7 @@ impl Handler<OpenSession> for Supervisor {
             session = %id,
             mode = mode.as_str(),
             io = io.as_str(),
-            identity = identity.as_deref().unwrap_or("owner"),
+            identity = identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY),
             profile = ?msg.profile,
             "session opened"
         );
@@ -900,7 +900,7 @@ impl Handler<CheckApproval> for Supervisor {
             Instant::now(),
         );
         if let crate::approvals::Gate::Pending(id) = &gate {
-            tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or("owner"), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
+            tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
         }
         MessageResult(gate)
     }

@@ -686,7 +686,7 @@ impl Supervisor {
                 mode: info.mode,
                 activated: &activated,
                 profile: info.profile.as_deref(),
-                modern: info.era == Some(ctl::SessionEra::Modern),
+                modern: info.era == ctl::SessionEra::Modern,
             };
             tools.extend(
                 session::visible_entries(&snapshot, by)
@@ -902,7 +902,7 @@ impl Handler<Ctl> for Supervisor {
                         id: a.id,
                         tool: a.tool,
                         arguments: a.preview,
-                        identity: a.identity,
+                        identity: Some(a.identity.unwrap_or_else(|| ctl::LOCAL_IDENTITY.into())),
                     })
                     .collect();
                 ready(CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {

@@ -413,7 +413,7 @@ fn both_eras_share_the_path_and_sessions_list_them() {
     eras.sort_unstable();
     assert_eq!(eras, ["2026-07-28", "initialize"]);
     assert!(
-        http.iter().all(|s| s["identity"].is_null()),
+        http.iter().all(|s| s["identity"] == "local"),
         "no auth: the local owner"
     );
 

@@ -325,3 +325,70 @@ fn metrics_count_calls_sessions_children_and_answers() {
     }
     assert!(text.contains("# TYPE evo_search_duration_seconds histogram"));
 }
+
+/// No passthrough: the credential a client presents to evod never reaches
+/// a child; a remote child gets only the headers its config entry names.
+#[test]
+fn a_clients_token_is_never_passed_to_a_child() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(fixture())
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the fixture listens");
+    let url = first
+        .split("listening on ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Kill(child);
+    let (d, port) = http_daemon(
+        json!({"mcpServers": {"web": {"type": "http", "url": url,
+                                      "headers": {"Authorization": "Bearer child-secret"}}}}),
+        authed(json!({})),
+        &["--mode", "legacy"],
+    );
+    d.wait_ready(&["web"]);
+    let token = create_token(&d, &["client"]);
+    for mut c in [
+        HttpMcp::initialize(port, Some(&token)),
+        HttpMcp::modern(port, Some(&token)),
+    ] {
+        let r = c.call("web_echo", json!({"text": "through"}));
+        assert_eq!(result_text(&r), "through", "{r}");
+    }
+    let seen: Vec<String> = rx
+        .try_iter()
+        .filter(|l| l.contains("Authorization"))
+        .collect();
+    assert!(
+        seen.iter().any(|l| l.ends_with("Bearer child-secret")),
+        "the child gets its own configured credential: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|l| !l.contains(&token[4..])),
+        "the client's token reached the child: {seen:?}"
+    );
+}
