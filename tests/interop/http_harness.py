@@ -156,7 +156,12 @@ class EvoHttp:
         http: dict[str, Any] = {"listen": f"127.0.0.1:{evo.port}", "auth": {"oauth": oauth}}
         if tls is not None:
             http["tls"] = {"cert": "cert.pem", "key": "key.pem"}
-        config = {"mcpServers": {"fx": {"command": fixture_bin()}}, "serve": {"http": http}}
+        config = {
+            "mcpServers": {"fx": {"command": fixture_bin()}},
+            "serve": {"http": http},
+            # Identities' profiles must be defined (test_http_oauth.py carries one in a claim).
+            "profiles": {"support": ["fx_echo"]},
+        }
         (tmp / "mcp.config.json").write_text(json.dumps(config))
         if permissions:
             (tmp / "permissions.yml").write_text(permissions)

@@ -65,6 +65,11 @@ impl Supervisor {
                 },
             );
         }
+        if let Some(p) = &profile
+            && self.profiles.get(p).is_none()
+        {
+            return CtlReply::error(ErrorKind::InvalidRequest, self.profiles.unknown(p));
+        }
         let mut table = (*self.tokens).clone();
         let created = crate::tokens::rfc3339(SystemTime::now());
         let token = match table.create(name, role.clone(), profile.clone(), created.clone()) {

@@ -186,7 +186,10 @@ fn ten_thousand_bad_tokens_are_each_refused_and_never_logged() {
 
 #[test]
 fn identities_have_their_roles_sessions_and_approvals() {
-    let dir_cfg = json!({"mcpServers": {"fx": fixture_server(&[])}});
+    let dir_cfg = json!({
+        "mcpServers": {"fx": fixture_server(&[])},
+        "profiles": {"coding": ["fx_echo"]}
+    });
     let (d, port) = http_daemon(dir_cfg, authed(json!({})), &["--mode", "legacy"]);
     std::fs::write(
         d.dir.path().join("permissions.yml"),
@@ -199,6 +202,9 @@ fn identities_have_their_roles_sessions_and_approvals() {
     let (code, _, err) = d.ctl(&["token", "create", "x", "--role", "nope"]);
     assert_eq!(code, 1, "an undefined role is refused");
     assert!(err.contains("readonly") && err.contains("dev"), "{err}");
+    let (code, _, err) = d.ctl(&["token", "create", "x", "--profile", "nope"]);
+    assert_eq!(code, 1, "an undefined profile is refused");
+    assert!(err.contains("known profiles: coding"), "{err}");
     let alice = create_token(&d, &["alice", "--role", "dev", "--profile", "coding"]);
     let bob = create_token(&d, &["bob", "--role", "readonly"]);
 
