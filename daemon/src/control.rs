@@ -184,6 +184,7 @@ async fn handle(
                 view: opened.view.clone(),
                 snapshot,
                 search_limit: opened.search_limit,
+                semantic: opened.semantic.clone(),
                 instructions_budget: opened.instructions_budget,
                 breaker: Default::default(),
                 asks: Default::default(),

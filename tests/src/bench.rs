@@ -14,6 +14,7 @@
 mod common;
 mod converge;
 mod searcheval;
+mod semanticeval;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -226,6 +227,32 @@ fn search_benchmarks() {
     // Written blind after the ranking was tuned on the two sets above; its
     // misses were studied (and tuned on) in a later round.
     let fresh = bench_set("queries-holdout.jsonl");
+    // `--model DIR`: every stage on its own, with the model's costs.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(dir) = args
+        .iter()
+        .position(|a| a == "--model")
+        .and_then(|i| args.get(i + 1))
+    {
+        let mut sets: Vec<(String, &[searcheval::Query], bool)> = vec![
+            ("bench/queries.jsonl (tuned on)".into(), &ours, false),
+            ("bench/queries-holdout.jsonl (tuned on)".into(), &fresh, false),
+        ];
+        if let Some(dev) = &dev {
+            sets.push(("shared queries-dev.jsonl (tuned on)".into(), dev, false));
+        }
+        let blind;
+        if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
+            blind = bench_set("queries-blind4.jsonl");
+            sets.push((
+                "bench/queries-blind4.jsonl (written blind, never tuned on)".into(),
+                &blind,
+                true,
+            ));
+        }
+        semanticeval::model_benchmarks(std::path::Path::new(dir), &snap, &sets);
+        return;
+    }
     searcheval::print_quality("bench/queries.jsonl (ours, tuned on)", &ours, &snap, false);
     match &dev {
         Some(dev) => {

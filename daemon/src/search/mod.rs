@@ -7,6 +7,8 @@
 //! query only reads it.
 
 mod lexicon;
+pub mod model;
+pub mod semantic;
 mod porter;
 
 use std::collections::HashMap;
@@ -26,6 +28,7 @@ mod index;
 pub use index::*;
 mod rank;
 use rank::*;
+pub use semantic::{Semantic, StageScores, Stages};
 
 /// Longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1024;
@@ -115,6 +118,8 @@ const SERVER_NAMED_MAX: usize = 4;
 pub struct Hit {
     pub entry: Arc<ToolEntry>,
     pub score: f32,
+    /// Each stage's score, for `--explain`.
+    pub stages: StageScores,
 }
 
 /// The result of a search, with a reason when it is empty.
@@ -254,6 +259,19 @@ const MIN_RELATIVE_SCORE: f32 = 0.15;
 
 /// Ranks the snapshot's tools for `query`.
 pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&str>) -> Outcome {
+    search_with(snapshot, query, limit, domain, &Stages::LEXICAL)
+}
+
+/// Ranks the snapshot's tools for `query` with the given stages: the lexical
+/// stage alone, or fused with the semantic one, and near-duplicates pulled
+/// together (see [`semantic`]).
+pub fn search_with(
+    snapshot: &Snapshot,
+    query: &str,
+    limit: usize,
+    domain: Option<&str>,
+    stages: &Stages<'_>,
+) -> Outcome {
     let outcome = |hits, reason: Option<String>| Outcome {
         query: query.to_string(),
         hits,
@@ -291,14 +309,45 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
         );
     }
     let index = &*snapshot.search;
-    let mut scores = index.score_words(query);
-    add_name_bonuses(index, snapshot, query, &mut scores);
+    let mut scores = if stages.lexical {
+        let mut scores = index.score_words(query);
+        add_name_bonuses(index, snapshot, query, &mut scores);
+        scores
+    } else {
+        vec![0.0; snapshot.tools.len()]
+    };
+    let allowed =
+        |d: usize| domain.is_none_or(|dm| snapshot.tools[d].domain.eq_ignore_ascii_case(dm));
+    let hits: Vec<Hit> = match stages.semantic.filter(|s| s.docs.fits(snapshot)) {
+        Some(sem) => semantic::rank(index, snapshot, &scores, &allowed, sem, stages, limit)
+            .into_iter()
+            .map(|(d, score, stages)| Hit {
+                entry: snapshot.tools[d as usize].clone(),
+                score,
+                stages,
+            })
+            .collect(),
+        None => lexical_hits(snapshot, std::mem::take(&mut scores), &allowed, limit),
+    };
+    let reason = hits.is_empty().then(|| {
+        format!(
+            "no tool matches '{query}'; try other words, or describe_capability to browse domains"
+        )
+    });
+    outcome(hits, reason)
+}
+
+/// The lexical stage's top `limit`, without the matches far below the best.
+fn lexical_hits(
+    snapshot: &Snapshot,
+    scores: Vec<f32>,
+    allowed: &dyn Fn(usize) -> bool,
+    limit: usize,
+) -> Vec<Hit> {
     let mut ranked: Vec<(u32, f32)> = scores
         .into_iter()
         .enumerate()
-        .filter(|&(d, s)| {
-            s > 0.0 && domain.is_none_or(|dm| snapshot.tools[d].domain.eq_ignore_ascii_case(dm))
-        })
+        .filter(|&(d, s)| s > 0.0 && allowed(d))
         .map(|(d, s)| (d as u32, s))
         .collect();
     let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -313,19 +362,17 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
         .first()
         .map_or(0.0, |&(_, top)| top * MIN_RELATIVE_SCORE);
     ranked.retain(|&(_, s)| s >= floor);
-    let hits: Vec<Hit> = ranked
+    ranked
         .into_iter()
         .map(|(d, s)| Hit {
             entry: snapshot.tools[d as usize].clone(),
             score: s,
+            stages: StageScores {
+                lexical: s,
+                ..Default::default()
+            },
         })
-        .collect();
-    let reason = hits.is_empty().then(|| {
-        format!(
-            "no tool matches '{query}'; try other words, or describe_capability to browse domains"
-        )
-    });
-    outcome(hits, reason)
+        .collect()
 }
 
 /// One line a hit: `name — summary (domain) score`.

@@ -35,6 +35,8 @@ pub struct SessionServer {
     pub view: SessionView,
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
+    /// The semantic search stage (see `crate::embedder`).
+    pub semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
     /// Identical failing calls of this session (see [`super::breaker`]).
@@ -122,12 +124,14 @@ impl SessionServer {
             Err(e) => return text_result(e, true),
         };
         let snapshot = self.snapshot.load_full();
-        let outcome = search::search(
+        let outcome = crate::embedder::search(
+            &self.semantic,
             &snapshot,
             &params.query,
             params.limit,
             params.domain.as_deref(),
-        );
+        )
+        .await;
         let mut text = search::render(&outcome);
         if params.activate && !outcome.hits.is_empty() {
             let names: Vec<String> = outcome.hits.iter().map(|h| h.entry.name.clone()).collect();

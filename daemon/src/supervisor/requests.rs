@@ -115,6 +115,7 @@ impl Supervisor {
         let catalog = self.catalog.clone();
         let snapshot = self.snapshot.load_full();
         let sessions = self.session_infos();
+        let search = search_status(&self.semantic.load());
         // A file that did not load has its error, not the warnings of the
         // text it replaced.
         let config_status = ctl::FileStatus {
@@ -242,6 +243,7 @@ impl Supervisor {
                 annotations_relied_on: snapshot.relied_on.clone(),
                 integrity,
                 quarantined,
+                search,
             }))
         })
     }
@@ -407,29 +409,49 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::List { session, all } => self.list(session, all),
             CtlRequest::Activate { tools, session } => self.set_active(tools, session, true),
             CtlRequest::Deactivate { tools, session } => self.set_active(tools, session, false),
-            CtlRequest::Search { query, limit } => {
+            CtlRequest::Search {
+                query,
+                limit,
+                explain,
+            } => {
                 let snapshot = self.snapshot.load_full();
+                let semantic = self.semantic.clone();
                 let limit = limit
                     .unwrap_or(self.config.discovery.search_limit)
                     .clamp(1, search::MAX_LIMIT);
-                let outcome = search::search(&snapshot, &query, limit, None);
-                ready(CtlReply::data(Reply::Search(ctl::SearchResults {
-                    query,
-                    results: outcome
-                        .hits
-                        .iter()
-                        .map(|h| ctl::ToolLine {
-                            name: h.entry.name.clone(),
-                            summary: h.entry.summary.clone(),
-                            domain: h.entry.domain.clone(),
-                            score: Some((h.score as f64 * 100.0).round() / 100.0),
-                            hot: h.entry.hot,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    reason: outcome.reason,
-                    unavailable: outcome.unavailable,
-                })))
+                Box::pin(async move {
+                    let outcome =
+                        crate::embedder::search(&semantic, &snapshot, &query, limit, None).await;
+                    let round = |x: f32| (x as f64 * 1000.0).round() / 1000.0;
+                    CtlReply::data(Reply::Search(ctl::SearchResults {
+                        query,
+                        results: outcome
+                            .hits
+                            .iter()
+                            .map(|h| ctl::ToolLine {
+                                name: h.entry.name.clone(),
+                                summary: h.entry.summary.clone(),
+                                domain: h.entry.domain.clone(),
+                                score: Some((h.score as f64 * 100.0).round() / 100.0),
+                                hot: h.entry.hot,
+                                explain: explain.then(|| ctl::StageScores {
+                                    lexical: round(h.stages.lexical),
+                                    semantic: h.stages.semantic.map(round),
+                                    fused: h.stages.fused.map(round),
+                                    near_duplicate_of: h
+                                        .stages
+                                        .pulled_by
+                                        .as_ref()
+                                        .map(|p| p.0.clone()),
+                                    similarity: h.stages.pulled_by.as_ref().map(|p| round(p.1)),
+                                }),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        reason: outcome.reason,
+                        unavailable: outcome.unavailable,
+                    }))
+                })
             }
             CtlRequest::Describe { name } => {
                 let snapshot = self.snapshot.load_full();
@@ -550,5 +572,25 @@ fn file_warning(w: &config::ConfigWarning) -> ctl::FileWarning {
         file: w.file.display().to_string(),
         line: w.line,
         message: w.message.clone(),
+    }
+}
+
+/// `status`'s `search`: the stages in force and the model's progress.
+fn search_status(view: &crate::embedder::SemanticView) -> ctl::SearchStatus {
+    use crate::embedder::StageState;
+    let (state, embedded, tools, error) = match &view.state {
+        StageState::Off => ("off", 0, 0, None),
+        StageState::Loading => ("loading", 0, 0, None),
+        StageState::Failed(e) => ("failed", 0, 0, Some(e.clone())),
+        StageState::Embedding { done, total } => ("embedding", *done, *total, None),
+        StageState::Ready { total } => ("ready", *total, *total, None),
+    };
+    ctl::SearchStatus {
+        stages: view.stages().into_iter().map(String::from).collect(),
+        model: view.model.clone(),
+        state: state.into(),
+        embedded,
+        tools,
+        error,
     }
 }

@@ -19,6 +19,7 @@ mod operator;
 mod permissions;
 mod reference;
 mod reload;
+mod semantic;
 mod starting;
 mod stopping;
 mod supervision;
