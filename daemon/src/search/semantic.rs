@@ -41,8 +41,8 @@ pub const NEAR_SIMILARITY: f32 = 0.8;
 /// Near-duplicates: the same, when neither name names an action evo knows.
 pub const NEAR_SIMILARITY_NO_ACTION: f32 = 0.9;
 
-/// The text of a tool a model reads: the words of its name, its domain, its
-/// title or summary and the start of its description.
+/// The text of a tool a model reads: the words of its name, its title and
+/// the start of its description.
 pub fn tool_text(entry: &ToolEntry) -> String {
     let mut name = String::new();
     for_each_chunk(&entry.upstream, |_, parts| {
@@ -53,7 +53,10 @@ pub fn tool_text(entry: &ToolEntry) -> String {
             name.push_str(p);
         }
     });
-    let mut text = format!("{name} ({})", entry.domain);
+    // No server id or domain: the same tool on two servers reads the same
+    // (the near-duplicate stage relies on it), and the lexical stage already
+    // weighs a product the query names.
+    let mut text = name;
     if let Some(title) = &entry.tool.title {
         text.push_str(": ");
         text.push_str(title);
