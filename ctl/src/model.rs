@@ -158,7 +158,8 @@ async fn fetch(
     }
     let part = dest.with_file_name(format!(
         "{}.part",
-        dest.file_name().map_or("file".into(), |n| n.to_string_lossy())
+        dest.file_name()
+            .map_or("file".into(), |n| n.to_string_lossy())
     ));
     let mut offset = std::fs::metadata(&part).map_or(0, |m| m.len());
     let mut target = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
@@ -306,6 +307,10 @@ mod tests {
         let sha = "a".repeat(64);
         assert_eq!(sha_in(&format!("\"{sha}\"")), Some(sha.clone()));
         assert_eq!(sha_in(&format!("W/\"{sha}\"")), Some(sha));
-        assert_eq!(sha_in("\"abc123\""), None, "a git blob id is not a checksum");
+        assert_eq!(
+            sha_in("\"abc123\""),
+            None,
+            "a git blob id is not a checksum"
+        );
     }
 }

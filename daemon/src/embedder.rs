@@ -232,7 +232,11 @@ impl Embedder {
             }
             return;
         }
-        let done = total - texts.iter().filter(|t| missing.iter().any(|m| m.0 == t.0)).count();
+        let done = total
+            - texts
+                .iter()
+                .filter(|t| missing.iter().any(|m| m.0 == t.0))
+                .count();
         self.publish(StageState::Embedding { done, total }, None);
         if self.working {
             return;
@@ -412,7 +416,11 @@ impl Handler<Embedded> for Embedder {
                 for (k, v) in batch {
                     self.vectors.insert(k, Arc::from(v));
                 }
-                let done = self.keys.iter().filter(|k| self.vectors.contains_key(*k)).count();
+                let done = self
+                    .keys
+                    .iter()
+                    .filter(|k| self.vectors.contains_key(*k))
+                    .count();
                 self.publish(
                     StageState::Embedding {
                         done,
@@ -511,7 +519,10 @@ mod tests {
         assert_eq!(back.len(), 2);
         assert_eq!(&*back[&text_key("b")], &[0.25, 2.0]);
         assert!(decode_vectors(&bytes, 3).is_none(), "another dimension");
-        assert!(decode_vectors(&bytes[..bytes.len() - 1], 2).is_none(), "torn");
+        assert!(
+            decode_vectors(&bytes[..bytes.len() - 1], 2).is_none(),
+            "torn"
+        );
         assert!(decode_vectors(b"garbage", 2).is_none());
     }
 }

@@ -15,13 +15,21 @@ use interprocess::local_socket::{ListenerOptions, Name};
 /// `EVO_CACHE_DIR`, else `$XDG_CACHE_HOME/evo`, else `~/.cache/evo`. evod
 /// keeps its catalog and embeddings there; `evoctl model pull` its models.
 pub fn cache_dir(explicit: Option<&Path>) -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     explicit
         .map(Path::to_path_buf)
         .or_else(|| env("EVO_CACHE_DIR"))
         .unwrap_or_else(|| {
             env("XDG_CACHE_HOME")
-                .unwrap_or_else(|| env("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache"))
+                .unwrap_or_else(|| {
+                    env("HOME")
+                        .unwrap_or_else(|| PathBuf::from("."))
+                        .join(".cache")
+                })
                 .join("evo")
         })
 }
@@ -35,7 +43,13 @@ pub fn model_dir(cache_dir: &Path, id: &str) -> PathBuf {
         .split('/')
         .map(|part| {
             part.chars()
-                .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
                 .collect::<String>()
                 .trim_start_matches('.')
                 .to_string()

@@ -236,7 +236,11 @@ fn search_benchmarks() {
     {
         let mut sets: Vec<(String, &[searcheval::Query], bool)> = vec![
             ("bench/queries.jsonl (tuned on)".into(), &ours, false),
-            ("bench/queries-holdout.jsonl (tuned on)".into(), &fresh, false),
+            (
+                "bench/queries-holdout.jsonl (tuned on)".into(),
+                &fresh,
+                false,
+            ),
         ];
         if let Some(dev) = &dev {
             sets.push(("shared queries-dev.jsonl (tuned on)".into(), dev, false));

@@ -31,7 +31,12 @@ pub struct Scores {
 
 impl Scores {
     fn add(&mut self, q: &Query, got: &[String]) {
-        let found = |k: usize| got.iter().take(k).filter(|n| q.relevant.contains(*n)).count();
+        let found = |k: usize| {
+            got.iter()
+                .take(k)
+                .filter(|n| q.relevant.contains(*n))
+                .count()
+        };
         let of = |k: usize| q.relevant.len().clamp(1, k) as f64;
         self.n += 1;
         self.recall1 += found(1) as f64 / of(1);
@@ -263,10 +268,7 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     );
     println!("| cost | measured | goal |");
     println!("|---|---|---|");
-    println!(
-        "| model load | {:.2} s | |",
-        load.as_secs_f64()
-    );
+    println!("| model load | {:.2} s | |", load.as_secs_f64());
     println!(
         "| embedding {computed} of {} tools (the rest from EVO_BENCH_VECTORS; texts cut at {TOOL_TOKENS} tokens: {cut} were longer) | {:.1} s | ≤ 40 s for all |",
         snap.tools.len(),
@@ -291,13 +293,21 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     // sets that may be tuned on (never a blind one).
     if let Ok(weights) = std::env::var("EVO_BENCH_WEIGHTS") {
         println!("\n### Fusion weight sweep (tuning sets only)\n");
-        println!("| set | weight | variant | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |");
+        println!(
+            "| set | weight | variant | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |"
+        );
         println!("|---|---|---|---|---|---|---|---|---|");
-        for w in weights.split(',').filter_map(|w| w.trim().parse::<f32>().ok()) {
+        for w in weights
+            .split(',')
+            .filter_map(|w| w.trim().parse::<f32>().ok())
+        {
             for set in encoded.iter().filter(|s| !s.blind) {
                 for v in [Variant::Fused, Variant::FusedNear] {
                     let (total, _) = score_set(snap, &docs, set, v, w);
-                    println!("{}", total.row(&format!("{} | {w} | {}", set.title, v.label())));
+                    println!(
+                        "{}",
+                        total.row(&format!("{} | {w} | {}", set.title, v.label()))
+                    );
                 }
             }
         }
@@ -308,7 +318,11 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
             "\n### {} ({} queries{})\n",
             set.title,
             set.queries.len(),
-            if set.blind { ", blind: totals only" } else { "" }
+            if set.blind {
+                ", blind: totals only"
+            } else {
+                ""
+            }
         );
         println!("| stages | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |");
         println!("|---|---|---|---|---|---|---|");

@@ -8,8 +8,8 @@
 
 mod lexicon;
 pub mod model;
-pub mod semantic;
 mod porter;
+pub mod semantic;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -531,6 +531,100 @@ mod tests {
             .first()
             .map(|h| h.entry.name.clone())
             .unwrap_or_default()
+    }
+
+    /// Fusion and near-duplicates on vectors made by hand: a tool no word
+    /// matches is found by its vector, and the other server's copy of the
+    /// best match comes right after it, whatever its own scores.
+    #[test]
+    fn semantic_stages_fuse_and_pull_near_duplicates() {
+        let snap = snapshot(&[
+            (
+                "slack",
+                &[
+                    ("send_message", "Send a message to a channel."),
+                    ("list_channels", "List the channels."),
+                ],
+            ),
+            ("chat", &[("post_note", "Post a note to a room.")]),
+            ("mail", &[("archive_thread", "Archive an email thread.")]),
+        ]);
+        let dim = 3;
+        // mail_archive_thread shares no word with the query, but its vector
+        // is the query's nearest.
+        let rows: [[f32; 3]; 4] = [
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.96, 0.28, 0.0],
+            [0.95, 0.0, 0.31],
+        ];
+        let docs = semantic::DocVectors {
+            version: snap.version,
+            dim,
+            data: rows.concat(),
+        };
+        let query = [1.0f32, 0.0, 0.3];
+        let names = |stages: &Stages<'_>| -> Vec<String> {
+            search_with(&snap, "send a message", 5, None, stages)
+                .hits
+                .iter()
+                .map(|h| h.entry.name.clone())
+                .collect()
+        };
+        let sem = Semantic {
+            docs: &docs,
+            query: &query,
+        };
+        let archive = "mail_archive_thread".to_string();
+        let got = names(&Stages::LEXICAL);
+        assert_eq!(got[0], "slack_send_message", "{got:?}");
+        assert!(!got.contains(&archive), "{got:?}");
+        let mut fused = Stages::all(sem);
+        fused.near_duplicates = false;
+        let got = names(&fused);
+        assert_eq!(got[0], "slack_send_message", "{got:?}");
+        assert!(got.contains(&archive), "{got:?}");
+        // A tool of another server whose vector is all but the same, and
+        // whose name names the same action, is pulled next to the best.
+        let snap2 = snapshot(&[
+            ("slack", &[("send_message", "Send a message to a channel.")]),
+            ("mail", &[("archive_thread", "Archive an email thread.")]),
+            ("chat", &[("send_note", "Send a note to a room.")]),
+        ]);
+        let docs2 = semantic::DocVectors {
+            version: snap2.version,
+            dim,
+            data: [[1.0f32, 0.0, 0.0], [0.0, 0.6, 0.8], [0.96, 0.28, 0.0]].concat(),
+        };
+        let query2 = [0.6f32, 0.0, 0.8];
+        let outcome = search_with(
+            &snap2,
+            "send a message",
+            5,
+            None,
+            &Stages::all(Semantic {
+                docs: &docs2,
+                query: &query2,
+            }),
+        );
+        let got: Vec<(&str, Option<&str>)> = outcome
+            .hits
+            .iter()
+            .map(|h| {
+                (
+                    h.entry.name.as_str(),
+                    h.stages.pulled_by.as_ref().map(|p| p.0.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(got[0], ("slack_send_message", None), "{got:?}");
+        assert_eq!(
+            got[1],
+            ("chat_send_note", Some("slack_send_message")),
+            "{got:?}"
+        );
+        let scores: Vec<f32> = outcome.hits.iter().map(|h| h.score).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     }
 
     #[test]

@@ -356,7 +356,11 @@ impl Encoder {
                 sum.broadcast_div(&count)?
             }
         };
-        let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12f32, f32::MAX)?;
+        let norm = pooled
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
         Ok(pooled.broadcast_div(&norm)?.to_vec2::<f32>()?)
     }
 
@@ -379,7 +383,11 @@ impl Encoder {
         let mut done = 0;
         for batch in order.chunks(BATCH) {
             let these: Vec<&str> = batch.iter().map(|&(_, i)| texts[i]).collect();
-            for (v, &(_, i)) in self.encode(&these, kind, max_tokens)?.into_iter().zip(batch) {
+            for (v, &(_, i)) in self
+                .encode(&these, kind, max_tokens)?
+                .into_iter()
+                .zip(batch)
+            {
                 out[i] = v;
             }
             done += batch.len();
@@ -461,7 +469,9 @@ mod tests {
         std::fs::write(dir.join("model.safetensors"), "").unwrap();
         let err = Encoder::load(&dir, None).unwrap_err().to_string();
         assert!(err.contains("has no tokenizer.json"), "{err}");
-        let err = Encoder::load(&dir.join("nope"), None).unwrap_err().to_string();
+        let err = Encoder::load(&dir.join("nope"), None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a directory"), "{err}");
         std::fs::write(dir.join("tokenizer.json"), "{}").unwrap();
         std::fs::write(dir.join("config.json"), r#"{"model_type": "t5"}"#).unwrap();

@@ -29,7 +29,7 @@ pub const SEMANTIC_WEIGHT: f32 = 0.5;
 /// gibberish are noise, and discover_tools would activate them.
 pub const MIN_COSINE: f32 = 0.25;
 /// Fused scores under this fraction of the best are left out.
-pub const FUSED_FLOOR: f32 = 0.5;
+pub const FUSED_FLOOR: f32 = 0.3;
 /// Near-duplicates: the first this many results pull their doubles up.
 pub const NEAR_ANCHORS: usize = 3;
 /// Near-duplicates: at most this many doubles pulled next to one result.
@@ -343,7 +343,10 @@ impl QueryCache {
         let (tick, map) = &mut *guard;
         *tick += 1;
         if map.len() >= self.capacity && !map.contains_key(query) {
-            let oldest = map.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone());
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(k, _)| k.clone());
             if let Some(k) = oldest {
                 map.remove(&k);
             }

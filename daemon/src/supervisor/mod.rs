@@ -101,8 +101,10 @@ impl Supervisor {
             .unwrap_or(std::path::Path::new("."));
         let settings = self.config.search.clone();
         let model_dir = settings.model_dir(config_dir, &self.opts.cache_dir);
-        self.embedder
-            .do_send(crate::embedder::Configure { settings, model_dir });
+        self.embedder.do_send(crate::embedder::Configure {
+            settings,
+            model_dir,
+        });
     }
 
     pub fn new(

@@ -58,7 +58,11 @@ fn semantic_stage_fuses_with_lexical_and_pulls_near_duplicates_together() {
     d.wait_ready(&["git", "mirror", "time"]);
     let status = d.wait_status("every tool embedded", |s| search_state(s) == "ready");
     let tools = status["daemon"]["tools"].as_u64().unwrap_or(0);
-    assert_eq!(status["search"]["tools"].as_u64(), Some(tools), "{status:#}");
+    assert_eq!(
+        status["search"]["tools"].as_u64(),
+        Some(tools),
+        "{status:#}"
+    );
     assert_eq!(status["search"]["embedded"].as_u64(), Some(tools));
     assert_eq!(
         status["search"]["stages"],
@@ -75,10 +79,16 @@ fn semantic_stage_fuses_with_lexical_and_pulls_near_duplicates_together() {
 
     // Every result carries each stage's score; a tool no word of the query
     // matches (lexical 0) can only have come from the semantic stage.
-    let r = d.ctl_json(&["search", "--explain", "go back to an earlier snapshot of the code"]);
+    let r = d.ctl_json(&[
+        "search",
+        "--explain",
+        "go back to an earlier snapshot of the code",
+    ]);
     let results = r["results"].as_array().expect("results");
     assert!(
-        results.iter().all(|t| t["explain"]["semantic"].is_f64() && t["explain"]["fused"].is_f64()),
+        results
+            .iter()
+            .all(|t| t["explain"]["semantic"].is_f64() && t["explain"]["fused"].is_f64()),
         "{r:#}"
     );
     assert!(
@@ -99,7 +109,11 @@ fn semantic_stage_fuses_with_lexical_and_pulls_near_duplicates_together() {
     assert!(top.ends_with("git_diff_staged"), "{r:#}");
     let twin = &results[1];
     assert_eq!(twin["explain"]["near_duplicate_of"], top, "{r:#}");
-    let other = if top.starts_with("git_") { "mirror_" } else { "git_" };
+    let other = if top.starts_with("git_") {
+        "mirror_"
+    } else {
+        "git_"
+    };
     assert!(
         twin["name"].as_str().unwrap_or("").starts_with(other),
         "{r:#}"
@@ -107,7 +121,10 @@ fn semantic_stage_fuses_with_lexical_and_pulls_near_duplicates_together() {
     // The human table shows each stage.
     let (code, out, _) = d.ctl(&["search", "--explain", "show me the diff of staged changes"]);
     assert_eq!(code, 0);
-    assert!(out.contains("LEXICAL") && out.contains("SEMANTIC") && out.contains("next to"), "{out}");
+    assert!(
+        out.contains("LEXICAL") && out.contains("SEMANTIC") && out.contains("next to"),
+        "{out}"
+    );
 
     // discover_tools answers in the same shape, from the fused ranking.
     let mut c = d.legacy_session();
@@ -118,7 +135,10 @@ fn semantic_stage_fuses_with_lexical_and_pulls_near_duplicates_together() {
     assert!(!error, "{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with(&format!("{top} — ")), "{text}");
-    assert!(lines[1].starts_with(twin["name"].as_str().unwrap_or("?")), "{text}");
+    assert!(
+        lines[1].starts_with(twin["name"].as_str().unwrap_or("?")),
+        "{text}"
+    );
     assert!(lines[0].contains(") score "), "{text}");
     drop(c);
 
@@ -240,9 +260,10 @@ fn answer(
             range = v.trim().trim_end_matches('-').parse().ok();
         }
     }
-    log.lock()
-        .unwrap()
-        .push(format!("{path} {}", range.map_or("-".into(), |r| r.to_string())));
+    log.lock().unwrap().push(format!(
+        "{path} {}",
+        range.map_or("-".into(), |r| r.to_string())
+    ));
     let resolve = format!("/{id}/resolve/main/");
     let (file, via_cdn) = if let Some(f) = path.strip_prefix(&resolve) {
         (f.to_string(), false)
@@ -251,10 +272,13 @@ fn answer(
     } else {
         (String::new(), false)
     };
-    let Ok(body) = std::fs::read(files.join(&file)).map_err(|_| ()).and_then(|b| {
-        if file.is_empty() { Err(()) } else { Ok(b) }
-    }) else {
-        return conn.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let Ok(body) = std::fs::read(files.join(&file))
+        .map_err(|_| ())
+        .and_then(|b| if file.is_empty() { Err(()) } else { Ok(b) })
+    else {
+        return conn.write_all(
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
     };
     let large = file == "model.safetensors";
     if large && !via_cdn {
@@ -352,8 +376,15 @@ fn model_pull_resumes_an_interrupted_download_and_checks_it() {
     let other = dir.path().join("cache2");
     let (code, _, err) = pull(&liar, "org/tiny-model", &other);
     assert_eq!(code, 1);
-    assert!(err.contains("model.safetensors: checksum mismatch"), "{err}");
-    assert!(!other.join("models/org--tiny-model/model.safetensors").exists());
+    assert!(
+        err.contains("model.safetensors: checksum mismatch"),
+        "{err}"
+    );
+    assert!(
+        !other
+            .join("models/org--tiny-model/model.safetensors")
+            .exists()
+    );
 
     // An id the hub does not have.
     let (code, _, err) = pull(&liar, "org/nothing-here", &other);
@@ -392,9 +423,12 @@ fn a_pulled_model_is_found_by_its_id() {
         "sentence-transformers/all-MiniLM-L6-v2"
     );
     let mut bytes = Vec::new();
-    std::fs::File::open(d.cache.join("models/sentence-transformers--all-MiniLM-L6-v2/config.json"))
-        .unwrap()
-        .read_to_end(&mut bytes)
-        .unwrap();
+    std::fs::File::open(
+        d.cache
+            .join("models/sentence-transformers--all-MiniLM-L6-v2/config.json"),
+    )
+    .unwrap()
+    .read_to_end(&mut bytes)
+    .unwrap();
     assert!(!bytes.is_empty());
 }
