@@ -255,6 +255,7 @@ fn search_benchmarks() {
             ));
         }
         semanticeval::model_benchmarks(std::path::Path::new(dir), &snap, &sets);
+        daemon_rss_with_model(dir);
         return;
     }
     searcheval::print_quality("bench/queries.jsonl (ours, tuned on)", &ours, &snap, false);
@@ -298,6 +299,37 @@ fn search_benchmarks() {
         "| {n} | **{} µs** (budget 2,000) | {:.1} ms |",
         us(median),
         build.as_secs_f64() * 1e3
+    );
+}
+
+/// evod's RSS without and with `search.model` (the fixture's tools, all
+/// embedded), the daemon measured from outside.
+fn daemon_rss_with_model(dir: &str) {
+    let measure = |search: serde_json::Value| {
+        let d =
+            Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}, "search": search}));
+        d.wait_ready(&["fx"]);
+        let s = d.wait_status("search settled", |s| {
+            matches!(
+                s["search"]["state"].as_str(),
+                Some("ready" | "off" | "failed")
+            )
+        });
+        assert_ne!(s["search"]["state"], "failed", "{s:#}");
+        // One query through the semantic stage, as a session would.
+        let _ = d.ctl(&["search", "send a message to the team"]);
+        rss_kib(d.pid())
+    };
+    let without = measure(json!({}));
+    let with = measure(json!({"model": dir}));
+    println!("\n## evod RSS with the model loaded (children excluded)\n");
+    println!("| search.model | RSS MiB |");
+    println!("|---|---|");
+    println!("| unset | {:.1} |", without as f64 / 1024.0);
+    println!(
+        "| {dir} | {:.1} (**+{:.1}**, goal ≤ +150) |",
+        with as f64 / 1024.0,
+        with.saturating_sub(without) as f64 / 1024.0
     );
 }
 

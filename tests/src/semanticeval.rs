@@ -50,6 +50,17 @@ impl Scores {
         }
     }
 
+    /// Adds a set's mean scores, weighted by its queries, for a pooled mean.
+    fn pool(&mut self, s: &Scores) {
+        let n = s.n as f64;
+        self.n += s.n;
+        self.recall1 += s.recall1 * n;
+        self.recall5 += s.recall5 * n;
+        self.recall10 += s.recall10 * n;
+        self.mrr += s.mrr * n;
+        self.hit5 += s.hit5 * n;
+    }
+
     fn mean(mut self) -> Scores {
         let n = self.n.max(1) as f64;
         self.recall1 /= n;
@@ -108,9 +119,10 @@ impl Variant {
         }
     }
 
-    fn stages<'a>(self, semantic: Semantic<'a>, weight: f32) -> Stages<'a> {
+    fn stages<'a>(self, semantic: Semantic<'a>, weight: f32, near: f32) -> Stages<'a> {
         let mut stages = Stages::all(semantic);
         stages.weight = weight;
+        stages.near_similarity = near;
         match self {
             Variant::Lexical => Stages::LEXICAL,
             Variant::Semantic => Stages {
@@ -142,11 +154,12 @@ fn score_set(
     set: &EncodedSet<'_>,
     variant: Variant,
     weight: f32,
+    near: f32,
 ) -> (Scores, BTreeMap<String, Scores>) {
     let mut total = Scores::default();
     let mut kinds: BTreeMap<String, Scores> = BTreeMap::new();
     for (q, v) in set.queries.iter().zip(&set.vectors) {
-        let stages = variant.stages(Semantic { docs, query: v }, weight);
+        let stages = variant.stages(Semantic { docs, query: v }, weight, near);
         let got = rank(snap, &q.query, &stages);
         total.add(q, &got);
         kinds.entry(q.kind.clone()).or_default().add(q, &got);
@@ -289,24 +302,41 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
         cache_bytes as f64 / 1e6
     );
 
-    // EVO_BENCH_WEIGHTS=0.3,0.5,0.7: fused recall for other weights, on the
-    // sets that may be tuned on (never a blind one).
-    if let Ok(weights) = std::env::var("EVO_BENCH_WEIGHTS") {
-        println!("\n### Fusion weight sweep (tuning sets only)\n");
+    // EVO_BENCH_WEIGHTS=0.3,0.5,0.7 and EVO_BENCH_NEAR=0.8,0.9: recall for
+    // other fusion weights and near-duplicate similarities, on the sets that
+    // may be tuned on (never a blind one).
+    let list = |var: &str, default: f32| -> Vec<f32> {
+        std::env::var(var).map_or(vec![default], |v| {
+            v.split(',').filter_map(|w| w.trim().parse().ok()).collect()
+        })
+    };
+    if std::env::var_os("EVO_BENCH_WEIGHTS").is_some()
+        || std::env::var_os("EVO_BENCH_NEAR").is_some()
+    {
+        println!("\n### Sweep (tuning sets only)\n");
         println!(
-            "| set | weight | variant | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |"
+            "| set | weight | near | variant | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
-        for w in weights
-            .split(',')
-            .filter_map(|w| w.trim().parse::<f32>().ok())
-        {
-            for set in encoded.iter().filter(|s| !s.blind) {
-                for v in [Variant::Fused, Variant::FusedNear] {
-                    let (total, _) = score_set(snap, &docs, set, v, w);
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        for w in list("EVO_BENCH_WEIGHTS", semantic::SEMANTIC_WEIGHT) {
+            for near in list("EVO_BENCH_NEAR", semantic::NEAR_SIMILARITY) {
+                let mut pooled = [Scores::default(); 2];
+                for set in encoded.iter().filter(|s| !s.blind) {
+                    for (i, v) in [Variant::Fused, Variant::FusedNear].into_iter().enumerate() {
+                        let (total, _) = score_set(snap, &docs, set, v, w, near);
+                        println!(
+                            "{}",
+                            total.row(&format!("{} | {w} | {near} | {}", set.title, v.label()))
+                        );
+                        pooled[i].pool(&total);
+                    }
+                }
+                for (i, v) in [Variant::Fused, Variant::FusedNear].into_iter().enumerate() {
                     println!(
                         "{}",
-                        total.row(&format!("{} | {w} | {}", set.title, v.label()))
+                        pooled[i]
+                            .mean()
+                            .row(&format!("**pooled** | {w} | {near} | {}", v.label()))
                     );
                 }
             }
@@ -328,7 +358,14 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
         println!("|---|---|---|---|---|---|---|");
         let mut per_kind: Vec<(Variant, BTreeMap<String, Scores>)> = Vec::new();
         for v in Variant::ALL {
-            let (total, kinds) = score_set(snap, &docs, set, v, semantic::SEMANTIC_WEIGHT);
+            let (total, kinds) = score_set(
+                snap,
+                &docs,
+                set,
+                v,
+                semantic::SEMANTIC_WEIGHT,
+                semantic::NEAR_SIMILARITY,
+            );
             println!("{}", total.row(&format!("**{}**", v.label())));
             per_kind.push((v, kinds));
         }

@@ -128,6 +128,8 @@ pub struct Stages<'a> {
     pub near_duplicates: bool,
     /// The semantic side's weight when fusing.
     pub weight: f32,
+    /// How alike two tools' vectors must be to be near-duplicates.
+    pub near_similarity: f32,
 }
 
 impl Stages<'_> {
@@ -136,6 +138,7 @@ impl Stages<'_> {
         lexical: true,
         near_duplicates: false,
         weight: SEMANTIC_WEIGHT,
+        near_similarity: NEAR_SIMILARITY,
     };
 }
 
@@ -147,6 +150,7 @@ impl<'a> Stages<'a> {
             lexical: true,
             near_duplicates: true,
             weight: SEMANTIC_WEIGHT,
+            near_similarity: NEAR_SIMILARITY,
         }
     }
 }
@@ -231,7 +235,15 @@ pub(super) fn rank(
     let mut out: Vec<(u32, f32, StageScores)> =
         ranked.iter().map(|&(d, s)| (d, s, scores(d, s))).collect();
     if stages.near_duplicates {
-        out = pull_near_duplicates(index, snapshot, semantic.docs, allowed, out, &scores);
+        out = pull_near_duplicates(
+            index,
+            snapshot,
+            semantic.docs,
+            allowed,
+            out,
+            &scores,
+            stages.near_similarity,
+        );
         out.truncate(limit);
     }
     out
@@ -249,7 +261,9 @@ fn pull_near_duplicates(
     allowed: &dyn Fn(usize) -> bool,
     ranked: Vec<(u32, f32, StageScores)>,
     scores: &dyn Fn(u32, f32) -> StageScores,
+    near_similarity: f32,
 ) -> Vec<(u32, f32, StageScores)> {
+    let strict = near_similarity.max(NEAR_SIMILARITY_NO_ACTION);
     let mut pulled: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
     let mut placed: Vec<u32> = Vec::new();
     for &(a, _, _) in ranked.iter().take(NEAR_ANCHORS) {
@@ -267,9 +281,9 @@ fn pull_near_duplicates(
                 let sim = model::dot(va, docs.row(d));
                 let other = index.doc_actions[d];
                 let threshold = if action == 0 && other == 0 {
-                    NEAR_SIMILARITY_NO_ACTION
+                    strict
                 } else if action & other != 0 {
-                    NEAR_SIMILARITY
+                    near_similarity
                 } else {
                     return None;
                 };
