@@ -305,6 +305,8 @@ fn search_benchmarks() {
 /// evod's RSS without and with `search.model` (the fixture's tools, all
 /// embedded), the daemon measured from outside.
 fn daemon_rss_with_model(dir: &str) {
+    let dir = std::fs::canonicalize(dir).map_or(dir.to_string(), |d| d.display().to_string());
+    let dir = dir.as_str();
     let measure = |search: serde_json::Value| {
         let d =
             Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}, "search": search}));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::search::model::{Encoder, Pool, TextKind};
-use evo_daemon::search::semantic::{self, DocVectors, QUERY_TOKENS, TOOL_TOKENS};
+use evo_daemon::search::semantic::{self, DocVectors, QUERY_TOKENS};
 use evo_daemon::search::{Semantic, Stages};
 
 use crate::searcheval::Query;
@@ -121,6 +121,10 @@ impl Variant {
 
     fn stages<'a>(self, semantic: Semantic<'a>, weight: f32, near: f32) -> Stages<'a> {
         let mut stages = Stages::all(semantic);
+        stages.window = std::env::var("EVO_BENCH_WINDOW")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(semantic::COSINE_WINDOW);
         stages.weight = weight;
         stages.near_similarity = near;
         match self {
@@ -181,16 +185,52 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// `EVO_BENCH_TOKENS` and `EVO_BENCH_CHARS`: the tokens of a tool's text
+/// the model reads and the description characters in it, for trying other
+/// values than the daemon's.
+fn text_limits() -> (usize, usize) {
+    let var = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    (
+        var("EVO_BENCH_TOKENS", semantic::TOOL_TOKENS),
+        var("EVO_BENCH_CHARS", semantic::EMBED_DESCRIPTION_CHARS),
+    )
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// Every tool's vector, as the daemon computes them. With
 /// `EVO_BENCH_VECTORS=DIR`, vectors are kept there between runs (in the
 /// daemon's cache format) and only missing ones computed: for tuning runs,
 /// not for timing the embedding.
-pub fn embed_catalog(encoder: &Encoder, pool: &Pool, snap: &Snapshot) -> (DocVectors, usize) {
+pub fn embed_catalog(
+    encoder: &Encoder,
+    pool: &Pool,
+    snap: &Snapshot,
+) -> (DocVectors, usize, Duration) {
     use std::sync::Arc;
-    let texts: Vec<String> = snap.tools.iter().map(|e| semantic::tool_text(e)).collect();
+    let (tokens, chars) = text_limits();
+    let texts: Vec<String> = snap
+        .tools
+        .iter()
+        .map(|e| semantic::tool_text_cut(e, chars))
+        .collect();
     let keys: Vec<semantic::TextKey> = texts.iter().map(|t| semantic::text_key(t)).collect();
     let store = std::env::var_os("EVO_BENCH_VECTORS")
-        .map(|d| Path::new(&d).join(format!("{}.bin", encoder.key())));
+        .map(|d| Path::new(&d).join(format!("{}-{tokens}.bin", encoder.key())));
     let mut known = store
         .as_deref()
         .map(|p| evo_daemon::embedder::read_vectors(p, encoder.dim()))
@@ -199,9 +239,13 @@ pub fn embed_catalog(encoder: &Encoder, pool: &Pool, snap: &Snapshot) -> (DocVec
         .filter(|&i| !known.contains_key(&keys[i]))
         .collect();
     let refs: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
-    let vectors = pool
-        .run(|| encoder.encode_many(&refs, TextKind::Passage, TOOL_TOKENS, &mut |_| {}))
-        .unwrap_or_else(|e| panic!("embedding the catalog: {e}"));
+    let (vectors, cpu) = pool.run(|| {
+        let start = thread_cpu();
+        let v = encoder
+            .encode_many(&refs, TextKind::Passage, tokens, &mut |_| {})
+            .unwrap_or_else(|e| panic!("embedding the catalog: {e}"));
+        (v, thread_cpu() - start)
+    });
     for (&i, v) in missing.iter().zip(vectors) {
         known.insert(keys[i], Arc::from(v));
     }
@@ -217,7 +261,7 @@ pub fn embed_catalog(encoder: &Encoder, pool: &Pool, snap: &Snapshot) -> (DocVec
         dim: encoder.dim(),
         data,
     };
-    (docs, missing.len())
+    (docs, missing.len(), cpu)
 }
 
 /// The whole `--model` bench: costs, then the table of every set and stage.
@@ -232,34 +276,44 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     let load = t.elapsed();
     let loaded = rss_kib();
     let t = Instant::now();
-    let (docs, computed) = embed_catalog(&encoder, &pool, snap);
+    let (docs, computed, embed_cpu) = embed_catalog(&encoder, &pool, snap);
+    let (tool_tokens, chars) = text_limits();
     let embed = t.elapsed();
     let with_vectors = rss_kib();
     let tokens: Vec<usize> = snap
         .tools
         .iter()
-        .map(|e| encoder.token_count(&semantic::tool_text(e)))
+        .map(|e| encoder.token_count(&semantic::tool_text_cut(e, chars)))
         .collect();
-    let cut = tokens.iter().filter(|&&n| n > TOOL_TOKENS).count();
+    let cut = tokens.iter().filter(|&&n| n > tool_tokens).count();
+    let mean_tokens = tokens.iter().map(|&n| n.min(tool_tokens)).sum::<usize>() as f64
+        / tokens.len().max(1) as f64;
 
     // A query end to end: its forward pass (never cached here) and the fused
     // ranking with near-duplicates.
     let mut times: Vec<Duration> = Vec::new();
+    let mut cpu_times: Vec<Duration> = Vec::new();
     let mut encoded: Vec<EncodedSet<'_>> = Vec::new();
     for (title, queries, blind) in sets {
         let mut vectors = Vec::with_capacity(queries.len());
         for q in queries.iter() {
             let t = Instant::now();
-            let v = pool
-                .run(|| encoder.encode(&[q.query.as_str()], TextKind::Query, QUERY_TOKENS))
-                .unwrap_or_else(|e| panic!("embedding a query: {e}"))
-                .remove(0);
+            let (v, cpu) = pool.run(|| {
+                let start = thread_cpu();
+                let v = encoder
+                    .encode(&[q.query.as_str()], TextKind::Query, QUERY_TOKENS)
+                    .unwrap_or_else(|e| panic!("embedding a query: {e}"))
+                    .remove(0);
+                (v, thread_cpu() - start)
+            });
+            let ranked_at = thread_cpu();
             let stages = Stages::all(Semantic {
                 docs: &docs,
                 query: &v,
             });
             std::hint::black_box(rank(snap, &q.query, &stages));
             times.push(t.elapsed());
+            cpu_times.push(cpu + (thread_cpu() - ranked_at));
             vectors.push(v);
         }
         encoded.push(EncodedSet {
@@ -270,6 +324,8 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
         });
     }
     times.sort();
+    cpu_times.sort();
+    let cpu_median = cpu_times[cpu_times.len() / 2];
     let median = times[times.len() / 2];
     let p95 = times[times.len() * 95 / 100];
     let cache_bytes = docs.rows() * (16 + 4 * docs.dim) + 16;
@@ -283,14 +339,16 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     println!("|---|---|---|");
     println!("| model load | {:.2} s | |", load.as_secs_f64());
     println!(
-        "| embedding {computed} of {} tools (the rest from EVO_BENCH_VECTORS; texts cut at {TOOL_TOKENS} tokens: {cut} were longer) | {:.1} s | ≤ 40 s for all |",
+        "| embedding {computed} of {} tools (texts of {chars} description characters cut at {tool_tokens} tokens, {mean_tokens:.0} on average; {cut} were longer) | {:.1} s wall, {:.1} s CPU | ≤ 40 s for all |",
         snap.tools.len(),
-        embed.as_secs_f64()
+        embed.as_secs_f64(),
+        embed_cpu.as_secs_f64()
     );
     println!(
-        "| a query end to end (forward pass + fused ranking + near-duplicates), median / p95 | {:.1} / {:.1} ms | ≤ 15 ms median |",
+        "| a query end to end (forward pass + fused ranking + near-duplicates), median / p95 wall; median CPU | {:.1} / {:.1} ms; {:.1} ms | ≤ 15 ms median |",
         median.as_secs_f64() * 1e3,
-        p95.as_secs_f64() * 1e3
+        p95.as_secs_f64() * 1e3,
+        cpu_median.as_secs_f64() * 1e3
     );
     println!(
         "| RSS: model loaded / with the catalog's vectors | +{:.0} MB / +{:.0} MB | ≤ +150 MB |",

@@ -14,7 +14,7 @@ use super::*;
 /// Characters of a tool's description a model reads: past the first
 /// sentences a description lists parameters and caveats, which blur what the
 /// tool does (and cost tokens).
-const EMBED_DESCRIPTION_CHARS: usize = 400;
+pub const EMBED_DESCRIPTION_CHARS: usize = 400;
 /// Tokens of a tool's text a model reads (its own limit when smaller). All
 /// 2,529 tools of the real catalog fit in 96 tokens for 88% of them.
 pub const TOOL_TOKENS: usize = 96;
@@ -28,10 +28,16 @@ pub const SEMANTIC_WEIGHT: f32 = 0.5;
 /// the query is at least this: below it a model's nearest neighbours of
 /// gibberish are noise, and discover_tools would activate them.
 pub const MIN_COSINE: f32 = 0.25;
+/// The semantic side of the fusion spans the best cosine down to this
+/// rank's; below it a tool's cosine adds nothing (0: down to the lowest).
+pub const COSINE_WINDOW: usize = 0;
 /// Fused scores under this fraction of the best are left out.
 pub const FUSED_FLOOR: f32 = 0.3;
 /// Near-duplicates: the first this many results pull their doubles up.
 pub const NEAR_ANCHORS: usize = 3;
+/// Near-duplicates: doubles are looked for among this many of the query's
+/// nearest tools.
+pub const NEAR_CANDIDATES: usize = 200;
 /// Near-duplicates: at most this many doubles pulled next to one result.
 pub const NEAR_PER_ANCHOR: usize = 2;
 /// Near-duplicates: how similar two tools' texts must be (cosine of their
@@ -44,6 +50,11 @@ pub const NEAR_SIMILARITY_NO_ACTION: f32 = 0.9;
 /// The text of a tool a model reads: the words of its name, its title and
 /// the start of its description.
 pub fn tool_text(entry: &ToolEntry) -> String {
+    tool_text_cut(entry, EMBED_DESCRIPTION_CHARS)
+}
+
+/// [`tool_text`] with the description cut at `chars` characters.
+pub fn tool_text_cut(entry: &ToolEntry, chars: usize) -> String {
     let mut name = String::new();
     for_each_chunk(&entry.upstream, |_, parts| {
         for p in parts {
@@ -64,7 +75,7 @@ pub fn tool_text(entry: &ToolEntry) -> String {
     let description = entry.tool.description.as_deref().unwrap_or("");
     if !description.trim().is_empty() {
         text.push_str(": ");
-        text.extend(description.chars().take(EMBED_DESCRIPTION_CHARS));
+        text.extend(description.chars().take(chars));
     }
     text
 }
@@ -130,6 +141,9 @@ pub struct Stages<'a> {
     pub weight: f32,
     /// How alike two tools' vectors must be to be near-duplicates.
     pub near_similarity: f32,
+    /// The semantic side is normalised between the best cosine and the
+    /// `window`-th best (lower ones count 0); 0: the lowest.
+    pub window: usize,
 }
 
 impl Stages<'_> {
@@ -139,6 +153,7 @@ impl Stages<'_> {
         near_duplicates: false,
         weight: SEMANTIC_WEIGHT,
         near_similarity: NEAR_SIMILARITY,
+        window: COSINE_WINDOW,
     };
 }
 
@@ -151,6 +166,7 @@ impl<'a> Stages<'a> {
             near_duplicates: true,
             weight: SEMANTIC_WEIGHT,
             near_similarity: NEAR_SIMILARITY,
+            window: COSINE_WINDOW,
         }
     }
 }
@@ -199,7 +215,14 @@ pub(super) fn rank(
         .iter()
         .map(|&d| lexical[d as usize])
         .fold(0.0f32, f32::max);
-    let (cos_lo, cos_span) = normalise(&cosines, &all);
+    let (mut cos_lo, mut cos_span) = normalise(&cosines, &all);
+    if stages.window > 0 && all.len() > stages.window {
+        let mut top: Vec<f32> = all.iter().map(|&d| cosines[d as usize]).collect();
+        top.select_nth_unstable_by(stages.window, |a, b| b.total_cmp(a));
+        let hi = cos_lo + cos_span;
+        cos_lo = top[stages.window];
+        cos_span = (hi - cos_lo).max(1e-6);
+    }
     let w = if stages.lexical { stages.weight } else { 1.0 };
     let fused = |d: usize| {
         let l = if lex_hi > 0.0 {
@@ -207,7 +230,7 @@ pub(super) fn rank(
         } else {
             0.0
         };
-        let c = (cosines[d] - cos_lo) / cos_span;
+        let c = ((cosines[d] - cos_lo) / cos_span).max(0.0);
         (1.0 - w) * l + w * c
     };
     let mut ranked: Vec<(u32, f32)> = all
@@ -243,6 +266,7 @@ pub(super) fn rank(
             out,
             &scores,
             stages.near_similarity,
+            &cosines,
         );
         out.truncate(limit);
     }
@@ -262,8 +286,18 @@ fn pull_near_duplicates(
     ranked: Vec<(u32, f32, StageScores)>,
     scores: &dyn Fn(u32, f32) -> StageScores,
     near_similarity: f32,
+    cosines: &[f32],
 ) -> Vec<(u32, f32, StageScores)> {
     let strict = near_similarity.max(NEAR_SIMILARITY_NO_ACTION);
+    // A tool doing what a result does is near the query too: look among
+    // the query's nearest tools only.
+    let mut candidates: Vec<u32> = (0..docs.rows() as u32).collect();
+    if candidates.len() > NEAR_CANDIDATES {
+        candidates.select_nth_unstable_by(NEAR_CANDIDATES, |&a, &b| {
+            cosines[b as usize].total_cmp(&cosines[a as usize])
+        });
+        candidates.truncate(NEAR_CANDIDATES);
+    }
     let mut pulled: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
     let mut placed: Vec<u32> = Vec::new();
     for &(a, _, _) in ranked.iter().take(NEAR_ANCHORS) {
@@ -271,7 +305,9 @@ fn pull_near_duplicates(
         let anchor = &snapshot.tools[a as usize];
         let va = docs.row(a as usize);
         let action = index.doc_actions[a as usize];
-        let mut twins: Vec<(u32, f32)> = (0..docs.rows())
+        let mut twins: Vec<(u32, f32)> = candidates
+            .iter()
+            .map(|&d| d as usize)
             .filter(|&d| {
                 allowed(d)
                     && snapshot.tools[d].server.id != anchor.server.id
