@@ -258,19 +258,28 @@ pub(super) fn rank(
     let mut out: Vec<(u32, f32, StageScores)> =
         ranked.iter().map(|&(d, s)| (d, s, scores(d, s))).collect();
     if stages.near_duplicates {
-        out = pull_near_duplicates(
+        let ranking = Ranking {
             index,
             snapshot,
-            semantic.docs,
+            docs: semantic.docs,
             allowed,
-            out,
-            &scores,
-            stages.near_similarity,
-            &cosines,
-        );
+            cosines: &cosines,
+        };
+        out = pull_near_duplicates(&ranking, out, &scores, stages.near_similarity);
         out.truncate(limit);
     }
     out
+}
+
+/// What one query's ranking reads.
+#[derive(Clone, Copy)]
+struct Ranking<'a> {
+    index: &'a Index,
+    snapshot: &'a Snapshot,
+    docs: &'a DocVectors,
+    allowed: &'a dyn Fn(usize) -> bool,
+    /// Each tool's cosine with the query.
+    cosines: &'a [f32],
 }
 
 /// Puts next to each of the first [`NEAR_ANCHORS`] results the tools of
@@ -279,15 +288,18 @@ pub(super) fn rank(
 /// then sees a tool's alternatives together (the same `git_show` of two git
 /// servers, `send_message` of Slack and Discord).
 fn pull_near_duplicates(
-    index: &Index,
-    snapshot: &Snapshot,
-    docs: &DocVectors,
-    allowed: &dyn Fn(usize) -> bool,
+    ranking: &Ranking<'_>,
     ranked: Vec<(u32, f32, StageScores)>,
     scores: &dyn Fn(u32, f32) -> StageScores,
     near_similarity: f32,
-    cosines: &[f32],
 ) -> Vec<(u32, f32, StageScores)> {
+    let Ranking {
+        index,
+        snapshot,
+        docs,
+        allowed,
+        cosines,
+    } = *ranking;
     let strict = near_similarity.max(NEAR_SIMILARITY_NO_ACTION);
     // A tool doing what a result does is near the query too: look among
     // the query's nearest tools only.
@@ -361,11 +373,14 @@ fn pull_near_duplicates(
     out
 }
 
+type QueryVectors = HashMap<String, (u64, Arc<[f32]>)>;
+
 /// Query vectors already computed, by query text: agents repeat queries,
 /// and a forward pass costs milliseconds. Least recently used goes first.
 /// Shared by every session (a memo, not state: any thread may fill it).
 pub struct QueryCache {
-    entries: Mutex<(u64, HashMap<String, (u64, Arc<[f32]>)>)>,
+    /// A use counter, and per query its last use and vector.
+    entries: Mutex<(u64, QueryVectors)>,
     capacity: usize,
 }
 

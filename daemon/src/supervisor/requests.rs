@@ -413,46 +413,7 @@ impl Handler<Ctl> for Supervisor {
                 query,
                 limit,
                 explain,
-            } => {
-                let snapshot = self.snapshot.load_full();
-                let semantic = self.semantic.clone();
-                let limit = limit
-                    .unwrap_or(self.config.discovery.search_limit)
-                    .clamp(1, search::MAX_LIMIT);
-                Box::pin(async move {
-                    let outcome =
-                        crate::embedder::search(&semantic, &snapshot, &query, limit, None).await;
-                    let round = |x: f32| (x as f64 * 1000.0).round() / 1000.0;
-                    CtlReply::data(Reply::Search(ctl::SearchResults {
-                        query,
-                        results: outcome
-                            .hits
-                            .iter()
-                            .map(|h| ctl::ToolLine {
-                                name: h.entry.name.clone(),
-                                summary: h.entry.summary.clone(),
-                                domain: h.entry.domain.clone(),
-                                score: Some((h.score as f64 * 100.0).round() / 100.0),
-                                hot: h.entry.hot,
-                                explain: explain.then(|| ctl::StageScores {
-                                    lexical: round(h.stages.lexical),
-                                    semantic: h.stages.semantic.map(round),
-                                    fused: h.stages.fused.map(round),
-                                    near_duplicate_of: h
-                                        .stages
-                                        .pulled_by
-                                        .as_ref()
-                                        .map(|p| p.0.clone()),
-                                    similarity: h.stages.pulled_by.as_ref().map(|p| round(p.1)),
-                                }),
-                                ..Default::default()
-                            })
-                            .collect(),
-                        reason: outcome.reason,
-                        unavailable: outcome.unavailable,
-                    }))
-                })
-            }
+            } => self.search(query, limit, explain),
             CtlRequest::Describe { name } => {
                 let snapshot = self.snapshot.load_full();
                 let reply = match snapshot.get(&name) {
@@ -572,6 +533,51 @@ fn file_warning(w: &config::ConfigWarning) -> ctl::FileWarning {
         file: w.file.display().to_string(),
         line: w.line,
         message: w.message.clone(),
+    }
+}
+
+impl Supervisor {
+    /// `evoctl search`: every stage the semantic view has ready, each
+    /// stage's score per result with `explain`.
+    fn search(
+        &self,
+        query: String,
+        limit: Option<usize>,
+        explain: bool,
+    ) -> ResponseFuture<CtlReply> {
+        let snapshot = self.snapshot.load_full();
+        let semantic = self.semantic.clone();
+        let limit = limit
+            .unwrap_or(self.config.discovery.search_limit)
+            .clamp(1, search::MAX_LIMIT);
+        Box::pin(async move {
+            let outcome = crate::embedder::search(&semantic, &snapshot, &query, limit, None).await;
+            let round = |x: f32| (x as f64 * 1000.0).round() / 1000.0;
+            CtlReply::data(Reply::Search(ctl::SearchResults {
+                query,
+                results: outcome
+                    .hits
+                    .iter()
+                    .map(|h| ctl::ToolLine {
+                        name: h.entry.name.clone(),
+                        summary: h.entry.summary.clone(),
+                        domain: h.entry.domain.clone(),
+                        score: Some((h.score as f64 * 100.0).round() / 100.0),
+                        hot: h.entry.hot,
+                        explain: explain.then(|| ctl::StageScores {
+                            lexical: round(h.stages.lexical),
+                            semantic: h.stages.semantic.map(round),
+                            fused: h.stages.fused.map(round),
+                            near_duplicate_of: h.stages.pulled_by.as_ref().map(|p| p.0.clone()),
+                            similarity: h.stages.pulled_by.as_ref().map(|p| round(p.1)),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                reason: outcome.reason,
+                unavailable: outcome.unavailable,
+            }))
+        })
     }
 }
 
