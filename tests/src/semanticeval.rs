@@ -293,6 +293,7 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     // ranking with near-duplicates.
     let mut times: Vec<Duration> = Vec::new();
     let mut cpu_times: Vec<Duration> = Vec::new();
+    let mut forward_times: Vec<Duration> = Vec::new();
     let mut encoded: Vec<EncodedSet<'_>> = Vec::new();
     for (title, queries, blind) in sets {
         let mut vectors = Vec::with_capacity(queries.len());
@@ -314,6 +315,7 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
             std::hint::black_box(rank(snap, &q.query, &stages));
             times.push(t.elapsed());
             cpu_times.push(cpu + (thread_cpu() - ranked_at));
+            forward_times.push(cpu);
             vectors.push(v);
         }
         encoded.push(EncodedSet {
@@ -326,6 +328,8 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     times.sort();
     cpu_times.sort();
     let cpu_median = cpu_times[cpu_times.len() / 2];
+    forward_times.sort();
+    let forward_median = forward_times[forward_times.len() / 2];
     let median = times[times.len() / 2];
     let p95 = times[times.len() * 95 / 100];
     let cache_bytes = docs.rows() * (16 + 4 * docs.dim) + 16;
@@ -345,10 +349,11 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
         embed_cpu.as_secs_f64()
     );
     println!(
-        "| a query end to end (forward pass + fused ranking + near-duplicates), median / p95 wall; median CPU | {:.1} / {:.1} ms; {:.1} ms | ≤ 15 ms median |",
+        "| a query end to end (forward pass + fused ranking + near-duplicates), median / p95 wall; median CPU (of which the forward pass) | {:.1} / {:.1} ms; {:.1} ms ({:.1} ms) | ≤ 15 ms median |",
         median.as_secs_f64() * 1e3,
         p95.as_secs_f64() * 1e3,
-        cpu_median.as_secs_f64() * 1e3
+        cpu_median.as_secs_f64() * 1e3,
+        forward_median.as_secs_f64() * 1e3
     );
     println!(
         "| RSS: model loaded / with the catalog's vectors | +{:.0} MB / +{:.0} MB | ≤ +150 MB |",
