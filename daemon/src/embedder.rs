@@ -381,8 +381,11 @@ impl Handler<Loaded> for Embedder {
                 self.encoder = Some(encoder);
                 self.pool = Some(pool);
                 self.vectors = vectors;
-                self.publish(StageState::Embedding { done: 0, total: 0 }, None);
-                self.catch_up(ctx);
+                match self.latest {
+                    Some(_) => self.catch_up(ctx),
+                    // No catalog yet: nothing to embed.
+                    None => self.publish(StageState::Ready { total: 0 }, None),
+                }
             }
             Err(e) => {
                 tracing::error!("{e}; search stays lexical until search.model is fixed");
