@@ -3,6 +3,7 @@
 
 mod import;
 mod jsonedit;
+mod model;
 mod output;
 mod service;
 mod setup;
@@ -75,6 +76,10 @@ enum Command {
         query: Vec<String>,
         #[arg(long, short = 'n')]
         limit: Option<usize>,
+        /// Show each stage's score: lexical, semantic (cosine), fused, and
+        /// which result a near-duplicate was pulled up next to
+        #[arg(long)]
+        explain: bool,
     },
     /// Full schema and an example call of one tool
     Describe { tool: String },
@@ -215,6 +220,18 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Download a sentence-embedding model for search.model
+    ///
+    /// Fetches a Hugging Face model (`org/name`, e.g.
+    /// sentence-transformers/all-MiniLM-L6-v2) into the cache directory's
+    /// models/ folder: config.json, tokenizer.json, model.safetensors and the
+    /// sentence-transformers files beside them. An interrupted download
+    /// resumes; each file is checked against the SHA-256 the hub sends.
+    /// Then set "search": {"model": "ID"} in the config.
+    Model {
+        #[command(subcommand)]
+        action: model::Action,
+    },
     /// Print a shell completion script
     ///
     /// bash: `evoctl completions bash > ~/.local/share/bash-completion/completions/evoctl`;
@@ -311,6 +328,7 @@ fn main() -> ExitCode {
                 json,
             );
         }
+        Command::Model { action } => return local(model::run(action, json), json),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut std::io::stdout());
             return ExitCode::SUCCESS;
@@ -371,9 +389,14 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
     let r = match cmd {
         Command::Status => CtlRequest::Status,
         Command::List { session, all } => CtlRequest::List { session, all },
-        Command::Search { query, limit } => CtlRequest::Search {
+        Command::Search {
+            query,
+            limit,
+            explain,
+        } => CtlRequest::Search {
             query: query.join(" "),
             limit,
+            explain,
         },
         Command::Describe { tool } => CtlRequest::Describe { name: tool },
         Command::Activate {
@@ -425,6 +448,7 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         | Command::Service { .. }
         | Command::Setup { .. }
         | Command::Import { .. }
+        | Command::Model { .. }
         | Command::Completions { .. } => unreachable!("local commands are handled in main"),
     };
     (r, None)

@@ -68,6 +68,39 @@ fn age(secs: u64) -> String {
 const ARGUMENTS_WIDTH: usize = 60;
 
 /// `text` on one line and at most `max` characters, ending in "…" when cut.
+/// `status`'s line about search: the stages ranking queries now.
+pub fn search_line(s: &evo_proto::ctl::SearchStatus) -> String {
+    let thousands = |n: usize| {
+        let digits = n.to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let model = s.model.as_deref().unwrap_or("");
+    match s.state.as_str() {
+        "ready" => format!(
+            "search: lexical + semantic + near-duplicates ({n}/{n} embedded; model {model})",
+            n = thousands(s.tools)
+        ),
+        "embedding" => format!(
+            "search: lexical + semantic ({}/{} embedded; lexical alone until all are; model {model})",
+            thousands(s.embedded),
+            thousands(s.tools)
+        ),
+        "loading" => format!("search: lexical; loading model {model}"),
+        "failed" => format!(
+            "search: lexical only; {}",
+            s.error.as_deref().unwrap_or("the model failed")
+        ),
+        _ => "search: lexical (no search.model)".to_string(),
+    }
+}
+
 /// A server's state as the table shows it: how long a start has run, or
 /// its place in the line.
 fn state_cell(v: &evo_proto::ctl::ServerStatus) -> String {
@@ -281,6 +314,7 @@ pub fn render(
             for line in file_health("permissions", &s.permissions, false) {
                 println!("{line}");
             }
+            println!("{}", search_line(&s.search));
             println!();
             let rows: Vec<Vec<String>> = s
                 .servers
@@ -413,19 +447,35 @@ pub fn render(
             if r.results.is_empty() {
                 println!("no matches: {}", r.reason.as_deref().unwrap_or_default());
             }
+            let explain = r.results.iter().any(|t| t.explain.is_some());
+            let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
             let rows: Vec<Vec<String>> = r
                 .results
                 .iter()
                 .map(|t| {
-                    vec![
-                        format!("{:.2}", t.score.unwrap_or(0.0)),
-                        t.name.clone(),
-                        t.domain.clone(),
-                        t.summary.clone(),
-                    ]
+                    let mut row = vec![format!("{:.2}", t.score.unwrap_or(0.0))];
+                    if let Some(e) = t.explain.as_ref().filter(|_| explain) {
+                        row.push(format!("{:.2}", e.lexical));
+                        row.push(num(e.semantic));
+                        row.push(num(e.fused));
+                        row.push(match (&e.near_duplicate_of, e.similarity) {
+                            (Some(of), Some(sim)) => format!("next to {of} ({sim:.2})"),
+                            _ => "-".into(),
+                        });
+                    }
+                    row.extend([t.name.clone(), t.domain.clone(), t.summary.clone()]);
+                    row
                 })
                 .collect();
-            if !rows.is_empty() {
+            if !rows.is_empty() && explain {
+                table(
+                    &[
+                        "SCORE", "LEXICAL", "SEMANTIC", "FUSED", "NEAR-DUP", "TOOL", "DOMAIN",
+                        "SUMMARY",
+                    ],
+                    &rows,
+                );
+            } else if !rows.is_empty() {
                 table(&["SCORE", "TOOL", "DOMAIN", "SUMMARY"], &rows);
             }
             for note in &r.unavailable {

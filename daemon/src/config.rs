@@ -77,6 +77,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "integrity",
     "profiles",
     "serve",
+    "search",
     "$schema",
 ];
 const SERVER_KEYS: &[&str] = &[
@@ -101,6 +102,7 @@ const SERVER_KEYS: &[&str] = &[
 ];
 const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
 const CACHE_KEYS: &[&str] = &["max_age_hours"];
+const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
 const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
     "max_concurrent_starts",
@@ -116,6 +118,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("discovery", DISCOVERY_KEYS),
         ("cache", CACHE_KEYS),
         ("limits", LIMITS_KEYS),
+        ("search", SEARCH_KEYS),
     ];
     keys.extend(serve::known_keys());
     keys
@@ -143,6 +146,8 @@ pub struct Config {
     pub profiles: BTreeMap<String, Vec<String>>,
     /// `serve`: the HTTP endpoint, when there is one.
     pub serve: serve::ServeSettings,
+    /// `search`: the embedding model, if any.
+    pub search: SearchSettings,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,
@@ -236,6 +241,40 @@ impl Default for CacheSettings {
         CacheSettings {
             max_age_hours: DEFAULT_CACHE_MAX_AGE_HOURS,
         }
+    }
+}
+
+/// The `search` section: the sentence-embedding model of the semantic stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchSettings {
+    /// `search.model`: a model directory, or a model id (`org/name`) that
+    /// `evoctl model pull` put in the cache directory. None: lexical only.
+    pub model: Option<String>,
+    /// `search.query_prefix`: overrides the model's own query prompt.
+    pub query_prefix: Option<String>,
+    /// `search.threads`: cores the model may use (1 when unset).
+    pub threads: usize,
+}
+
+impl SearchSettings {
+    /// Where the model is: `model` as a path when it is absolute, starts
+    /// with `.` or `~`, or names a directory; else the id's folder under
+    /// `<cache dir>/models/` (where `evoctl model pull ID` puts it).
+    pub fn model_dir(&self, config_dir: &Path, cache_dir: &Path) -> Option<PathBuf> {
+        let model = self.model.as_deref()?;
+        let path = match model.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME")
+                .map_or_else(|| PathBuf::from(model), |h| PathBuf::from(h).join(rest)),
+            None => PathBuf::from(model),
+        };
+        if path.is_absolute() || model.starts_with('.') || model.starts_with('~') {
+            return Some(config_dir.join(path));
+        }
+        let beside = config_dir.join(&path);
+        if beside.is_dir() {
+            return Some(beside);
+        }
+        Some(evo_proto::paths::model_dir(cache_dir, model))
     }
 }
 
@@ -840,6 +879,9 @@ fn parse_root_value(
         let dir = path.parent().unwrap_or(Path::new("."));
         config.serve = serve::parse_serve(value, dir, &mut warnings).map_err(invalid)?;
     }
+    if let Some(value) = present(root, "search") {
+        config.search = parse_search(value, &mut warnings).map_err(invalid)?;
+    }
 
     let mut seen = HashSet::new();
     for section in ["mcpServers", "servers"] {
@@ -1066,6 +1108,31 @@ fn parse_profiles(value: &Value, warnings: &mut Warnings<'_>) -> BTreeMap<String
         }
     }
     profiles
+}
+
+fn parse_search(value: &Value, warnings: &mut Warnings<'_>) -> Result<SearchSettings, String> {
+    let object = section("search", value, SEARCH_KEYS, warnings)?;
+    let mut settings = SearchSettings::default();
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match present(object, key) {
+            None => Ok(None),
+            Some(Value::String(s)) if key == "model" && s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(format!(
+                "search.{key}: expected a string, found {}",
+                describe(v)
+            )),
+        }
+    };
+    settings.model = text("model")?.map(|m| m.trim().to_string());
+    settings.query_prefix = text("query_prefix")?;
+    settings.threads = match present(object, "threads") {
+        None => 1,
+        Some(v) => count(v)
+            .and_then(positive)
+            .map_err(|e| format!("search.threads: {}", e.message))?,
+    };
+    Ok(settings)
 }
 
 /// `integrity`: `pin`, `warn` or `off`. A value that is none of them is a

@@ -1,6 +1,7 @@
 //! `evod`, the evo daemon: actors (one file each) and pure modules.
 //!
-//! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`].
+//! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`],
+//! [`embedder`] (the search model and the tools' vectors).
 //! Pure modules (values in, values out): [`config`], [`envfile`],
 //! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
 //! [`breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
@@ -20,6 +21,7 @@ pub mod child;
 pub mod config;
 pub mod control;
 pub mod disclosure;
+pub mod embedder;
 pub mod envfile;
 pub mod example;
 pub mod guard;

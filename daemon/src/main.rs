@@ -79,15 +79,7 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
                 .unwrap_or(std::path::Path::new("."))
                 .join("permissions.yml")
         });
-    let cache_dir = args
-        .cache_dir
-        .clone()
-        .or_else(|| env_path("EVO_CACHE_DIR"))
-        .unwrap_or_else(|| {
-            env_path("XDG_CACHE_HOME")
-                .unwrap_or_else(|| home().join(".cache"))
-                .join("evo")
-        });
+    let cache_dir = evo_proto::paths::cache_dir(args.cache_dir.as_deref());
     let socket_path = evo_proto::paths::socket_path(args.socket.as_deref());
     let mode = args
         .mode
@@ -267,9 +259,23 @@ async fn run(
             refresher.clone().recipient(),
         )
         .start();
+    let semantic = Arc::new(ArcSwap::from_pointee(
+        evo_daemon::embedder::SemanticView::off(),
+    ));
+    let search = evo_daemon::supervisor::SearchStage {
+        embedder: evo_daemon::embedder::Embedder::new(&opts.cache_dir, semantic.clone()).start(),
+        view: semantic,
+    };
     let stop = StopSignal::new();
-    let supervisor =
-        Supervisor::new(opts, catalog, refresher, snapshot.clone(), stop.clone()).start();
+    let supervisor = Supervisor::new(
+        opts,
+        catalog,
+        refresher,
+        snapshot.clone(),
+        search,
+        stop.clone(),
+    )
+    .start();
     if let Some(bound) = http {
         let front =
             evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone());

@@ -26,6 +26,9 @@ pub enum CtlRequest {
         query: String,
         #[serde(default)]
         limit: Option<usize>,
+        /// Each result carries each stage's score (`evoctl search --explain`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        explain: bool,
     },
     Describe {
         name: String,
@@ -282,6 +285,28 @@ pub struct StatusReport {
     /// The HTTP endpoint (`serve.http`), when evod serves one.
     #[serde(default)]
     pub http: Option<HttpStatus>,
+    /// The search stages in force and the embedding model's progress.
+    #[serde(default)]
+    pub search: SearchStatus,
+}
+
+/// `status --json` `search`: which stages rank queries now, and the
+/// semantic stage's model and progress.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchStatus {
+    /// `lexical`, then `semantic` and `near_duplicates` once every tool is
+    /// embedded.
+    pub stages: Vec<String>,
+    /// `search.model` as configured; `None` when unset.
+    pub model: Option<String>,
+    /// `off`, `loading`, `embedding`, `ready` or `failed`.
+    pub state: String,
+    /// Tools with their vector, of `tools`.
+    pub embedded: usize,
+    pub tools: usize,
+    /// Why the semantic stage is not running, and what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `evoctl status --json`: `http`, the Streamable HTTP endpoint.
@@ -878,6 +903,28 @@ pub struct ToolLine {
     pub permission: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// `evoctl search --explain`: each stage's score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<StageScores>,
+}
+
+/// Each search stage's score of one result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageScores {
+    /// The lexical (BM25F) score.
+    pub lexical: f64,
+    /// Cosine of the tool's and the query's embeddings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic: Option<f64>,
+    /// Both, normalised per query and weighed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused: Option<f64>,
+    /// The result this one was pulled up next to as its near-duplicate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_duplicate_of: Option<String>,
+    /// How similar the two are (cosine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f64>,
 }
 
 /// A permissions rule that decides by a server's annotations (its own
@@ -1017,6 +1064,7 @@ mod tests {
                 CtlRequest::Search {
                     query: "time".into(),
                     limit: Some(3),
+                    explain: false,
                 },
                 r#"{"cmd":"search","query":"time","limit":3}"#,
             ),

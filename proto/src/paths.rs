@@ -11,6 +11,54 @@ use interprocess::local_socket::tokio::{Listener, Stream};
 use interprocess::local_socket::traits::tokio::Stream as _;
 use interprocess::local_socket::{ListenerOptions, Name};
 
+/// The cache directory for `explicit` (evod's `--cache-dir`), else
+/// `EVO_CACHE_DIR`, else `$XDG_CACHE_HOME/evo`, else `~/.cache/evo`. evod
+/// keeps its catalog and embeddings there; `evoctl model pull` its models.
+pub fn cache_dir(explicit: Option<&Path>) -> PathBuf {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| env("EVO_CACHE_DIR"))
+        .unwrap_or_else(|| {
+            env("XDG_CACHE_HOME")
+                .unwrap_or_else(|| {
+                    env("HOME")
+                        .unwrap_or_else(|| PathBuf::from("."))
+                        .join(".cache")
+                })
+                .join("evo")
+        })
+}
+
+/// Where `evoctl model pull ID` puts model `ID` (`org/name`) under the
+/// cache directory: `models/org--name`, the id's characters other than
+/// letters, digits, `.`, `_` and `-` made `-`.
+pub fn model_dir(cache_dir: &Path, id: &str) -> PathBuf {
+    let folder: String = id
+        .trim_matches('/')
+        .split('/')
+        .map(|part| {
+            part.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect::<String>()
+                .trim_start_matches('.')
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("--");
+    cache_dir.join("models").join(folder)
+}
+
 /// The socket path for `explicit` (a `--socket` flag) or the environment.
 pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
     socket_path_with(explicit, &|k| std::env::var_os(k))

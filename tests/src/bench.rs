@@ -22,6 +22,7 @@ mod httpbench;
 mod offerbench;
 mod profilebench;
 mod searcheval;
+mod semanticeval;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -234,6 +235,37 @@ fn search_benchmarks() {
     // Written blind after the ranking was tuned on the two sets above; its
     // misses were studied (and tuned on) in a later round.
     let fresh = bench_set("queries-holdout.jsonl");
+    // `--model DIR`: every stage on its own, with the model's costs.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(dir) = args
+        .iter()
+        .position(|a| a == "--model")
+        .and_then(|i| args.get(i + 1))
+    {
+        let mut sets: Vec<(String, &[searcheval::Query], bool)> = vec![
+            ("bench/queries.jsonl (tuned on)".into(), &ours, false),
+            (
+                "bench/queries-holdout.jsonl (tuned on)".into(),
+                &fresh,
+                false,
+            ),
+        ];
+        if let Some(dev) = &dev {
+            sets.push(("shared queries-dev.jsonl (tuned on)".into(), dev, false));
+        }
+        let blind;
+        if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
+            blind = bench_set("queries-blind4.jsonl");
+            sets.push((
+                "bench/queries-blind4.jsonl (written blind, never tuned on)".into(),
+                &blind,
+                true,
+            ));
+        }
+        semanticeval::model_benchmarks(std::path::Path::new(dir), &snap, &sets);
+        daemon_rss_with_model(dir);
+        return;
+    }
     searcheval::print_quality("bench/queries.jsonl (ours, tuned on)", &ours, &snap, false);
     match &dev {
         Some(dev) => {
@@ -275,6 +307,39 @@ fn search_benchmarks() {
         "| {n} | **{} µs** (budget 2,000) | {:.1} ms |",
         us(median),
         build.as_secs_f64() * 1e3
+    );
+}
+
+/// evod's RSS without and with `search.model` (the fixture's tools, all
+/// embedded), the daemon measured from outside.
+fn daemon_rss_with_model(dir: &str) {
+    let dir = std::fs::canonicalize(dir).map_or(dir.to_string(), |d| d.display().to_string());
+    let dir = dir.as_str();
+    let measure = |search: serde_json::Value| {
+        let d =
+            Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}, "search": search}));
+        d.wait_ready(&["fx"]);
+        let s = d.wait_status("search settled", |s| {
+            matches!(
+                s["search"]["state"].as_str(),
+                Some("ready" | "off" | "failed")
+            )
+        });
+        assert_ne!(s["search"]["state"], "failed", "{s:#}");
+        // One query through the semantic stage, as a session would.
+        let _ = d.ctl(&["search", "send a message to the team"]);
+        rss_kib(d.pid())
+    };
+    let without = measure(json!({}));
+    let with = measure(json!({"model": dir}));
+    println!("\n## evod RSS with the model loaded (children excluded)\n");
+    println!("| search.model | RSS MiB |");
+    println!("|---|---|");
+    println!("| unset | {:.1} |", without as f64 / 1024.0);
+    println!(
+        "| {dir} | {:.1} (**+{:.1}**, goal ≤ +150) |",
+        with as f64 / 1024.0,
+        with.saturating_sub(without) as f64 / 1024.0
     );
 }
 

@@ -7,7 +7,9 @@
 //! query only reads it.
 
 mod lexicon;
+pub mod model;
 mod porter;
+pub mod semantic;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ mod index;
 pub use index::*;
 mod rank;
 use rank::*;
+pub use semantic::{Semantic, StageScores, Stages};
 
 /// Longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1024;
@@ -115,6 +118,8 @@ const SERVER_NAMED_MAX: usize = 4;
 pub struct Hit {
     pub entry: Arc<ToolEntry>,
     pub score: f32,
+    /// Each stage's score, for `--explain`.
+    pub stages: StageScores,
 }
 
 /// The result of a search, with a reason when it is empty.
@@ -262,6 +267,19 @@ const MIN_RELATIVE_SCORE: f32 = 0.15;
 
 /// Ranks the snapshot's tools for `query`.
 pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&str>) -> Outcome {
+    search_with(snapshot, query, limit, domain, &Stages::LEXICAL)
+}
+
+/// Ranks the snapshot's tools for `query` with the given stages: the lexical
+/// stage alone, or fused with the semantic one, and near-duplicates pulled
+/// together (see [`semantic`]).
+pub fn search_with(
+    snapshot: &Snapshot,
+    query: &str,
+    limit: usize,
+    domain: Option<&str>,
+    stages: &Stages<'_>,
+) -> Outcome {
     let outcome = |hits, reason: Option<String>| Outcome {
         query: query.to_string(),
         hits,
@@ -299,14 +317,45 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
         );
     }
     let index = &*snapshot.search;
-    let mut scores = index.score_words(query);
-    add_name_bonuses(index, snapshot, query, &mut scores);
+    let mut scores = if stages.lexical {
+        let mut scores = index.score_words(query);
+        add_name_bonuses(index, snapshot, query, &mut scores);
+        scores
+    } else {
+        vec![0.0; snapshot.tools.len()]
+    };
+    let allowed =
+        |d: usize| domain.is_none_or(|dm| snapshot.tools[d].domain.eq_ignore_ascii_case(dm));
+    let hits: Vec<Hit> = match stages.semantic.filter(|s| s.docs.fits(snapshot)) {
+        Some(sem) => semantic::rank(index, snapshot, &scores, &allowed, sem, stages, limit)
+            .into_iter()
+            .map(|(d, score, stages)| Hit {
+                entry: snapshot.tools[d as usize].clone(),
+                score,
+                stages,
+            })
+            .collect(),
+        None => lexical_hits(snapshot, std::mem::take(&mut scores), &allowed, limit),
+    };
+    let reason = hits.is_empty().then(|| {
+        format!(
+            "no tool matches '{query}'; try other words, or describe_capability to browse domains"
+        )
+    });
+    outcome(hits, reason)
+}
+
+/// The lexical stage's top `limit`, without the matches far below the best.
+fn lexical_hits(
+    snapshot: &Snapshot,
+    scores: Vec<f32>,
+    allowed: &dyn Fn(usize) -> bool,
+    limit: usize,
+) -> Vec<Hit> {
     let mut ranked: Vec<(u32, f32)> = scores
         .into_iter()
         .enumerate()
-        .filter(|&(d, s)| {
-            s > 0.0 && domain.is_none_or(|dm| snapshot.tools[d].domain.eq_ignore_ascii_case(dm))
-        })
+        .filter(|&(d, s)| s > 0.0 && allowed(d))
         .map(|(d, s)| (d as u32, s))
         .collect();
     let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -321,19 +370,17 @@ pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&st
         .first()
         .map_or(0.0, |&(_, top)| top * MIN_RELATIVE_SCORE);
     ranked.retain(|&(_, s)| s >= floor);
-    let hits: Vec<Hit> = ranked
+    ranked
         .into_iter()
         .map(|(d, s)| Hit {
             entry: snapshot.tools[d as usize].clone(),
             score: s,
+            stages: StageScores {
+                lexical: s,
+                ..Default::default()
+            },
         })
-        .collect();
-    let reason = hits.is_empty().then(|| {
-        format!(
-            "no tool matches '{query}'; try other words, or describe_capability to browse domains"
-        )
-    });
-    outcome(hits, reason)
+        .collect()
 }
 
 /// One line a hit: `name — summary (domain) score`.
@@ -509,6 +556,100 @@ mod tests {
             .first()
             .map(|h| h.entry.name.clone())
             .unwrap_or_default()
+    }
+
+    /// Fusion and near-duplicates on vectors made by hand: a tool no word
+    /// matches is found by its vector, and the other server's copy of the
+    /// best match comes right after it, whatever its own scores.
+    #[test]
+    fn semantic_stages_fuse_and_pull_near_duplicates() {
+        let snap = snapshot(&[
+            (
+                "slack",
+                &[
+                    ("send_message", "Send a message to a channel."),
+                    ("list_channels", "List the channels."),
+                ],
+            ),
+            ("chat", &[("post_note", "Post a note to a room.")]),
+            ("mail", &[("archive_thread", "Archive an email thread.")]),
+        ]);
+        let dim = 3;
+        // mail_archive_thread shares no word with the query, but its vector
+        // is the query's nearest.
+        let rows: [[f32; 3]; 4] = [
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.96, 0.28, 0.0],
+            [0.95, 0.0, 0.31],
+        ];
+        let docs = semantic::DocVectors {
+            version: snap.version,
+            dim,
+            data: rows.concat(),
+        };
+        let query = [1.0f32, 0.0, 0.3];
+        let names = |stages: &Stages<'_>| -> Vec<String> {
+            search_with(&snap, "send a message", 5, None, stages)
+                .hits
+                .iter()
+                .map(|h| h.entry.name.clone())
+                .collect()
+        };
+        let sem = Semantic {
+            docs: &docs,
+            query: &query,
+        };
+        let archive = "mail_archive_thread".to_string();
+        let got = names(&Stages::LEXICAL);
+        assert_eq!(got[0], "slack_send_message", "{got:?}");
+        assert!(!got.contains(&archive), "{got:?}");
+        let mut fused = Stages::all(sem);
+        fused.near_duplicates = false;
+        let got = names(&fused);
+        assert_eq!(got[0], "slack_send_message", "{got:?}");
+        assert!(got.contains(&archive), "{got:?}");
+        // A tool of another server whose vector is all but the same, and
+        // whose name names the same action, is pulled next to the best.
+        let snap2 = snapshot(&[
+            ("slack", &[("send_message", "Send a message to a channel.")]),
+            ("mail", &[("archive_thread", "Archive an email thread.")]),
+            ("chat", &[("send_note", "Send a note to a room.")]),
+        ]);
+        let docs2 = semantic::DocVectors {
+            version: snap2.version,
+            dim,
+            data: [[1.0f32, 0.0, 0.0], [0.0, 0.6, 0.8], [0.96, 0.28, 0.0]].concat(),
+        };
+        let query2 = [0.6f32, 0.0, 0.8];
+        let outcome = search_with(
+            &snap2,
+            "send a message",
+            5,
+            None,
+            &Stages::all(Semantic {
+                docs: &docs2,
+                query: &query2,
+            }),
+        );
+        let got: Vec<(&str, Option<&str>)> = outcome
+            .hits
+            .iter()
+            .map(|h| {
+                (
+                    h.entry.name.as_str(),
+                    h.stages.pulled_by.as_ref().map(|p| p.0.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(got[0], ("slack_send_message", None), "{got:?}");
+        assert_eq!(
+            got[1],
+            ("chat_send_note", Some("slack_send_message")),
+            "{got:?}"
+        );
+        let scores: Vec<f32> = outcome.hits.iter().map(|h| h.score).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     }
 
     #[test]

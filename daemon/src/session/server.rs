@@ -37,6 +37,8 @@ pub struct SessionServer {
     pub view: SessionView,
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
+    /// The semantic search stage (see `crate::embedder`).
+    pub semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
     /// Identical failing calls of this session (see [`super::breaker`]).
@@ -96,6 +98,7 @@ impl SessionServer {
             view: opened.view.clone(),
             snapshot,
             search_limit: opened.search_limit,
+            semantic: opened.semantic.clone(),
             instructions_budget: opened.instructions_budget,
             breaker: Default::default(),
             asks: Default::default(),
@@ -228,12 +231,14 @@ impl SessionServer {
         let modern = self.view.is_modern();
         let snapshot = self.catalog();
         let started = std::time::Instant::now();
-        let outcome = search::search(
+        let outcome = crate::embedder::search(
+            &self.semantic,
             &snapshot,
             &params.query,
             params.limit,
             params.domain.as_deref(),
-        );
+        )
+        .await;
         crate::metrics::metrics().search(started.elapsed());
         let mut text = search::render(&outcome, params.schemas || modern);
         if modern {

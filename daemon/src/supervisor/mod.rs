@@ -73,6 +73,9 @@ pub struct Supervisor {
     gate: Arc<child::StartGate>,
     refresher: Addr<crate::refresher::Refresher>,
     snapshot: Arc<ArcSwap<Snapshot>>,
+    /// The semantic search stage: the Embedder and what it publishes.
+    embedder: Addr<crate::embedder::Embedder>,
+    semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
     named: BTreeMap<String, ActivationSet>,
@@ -99,12 +102,34 @@ pub struct Supervisor {
     tokens_error: Option<String>,
 }
 
+/// The semantic search stage the Supervisor configures and sessions read.
+pub struct SearchStage {
+    pub embedder: Addr<crate::embedder::Embedder>,
+    pub view: Arc<ArcSwap<crate::embedder::SemanticView>>,
+}
+
 impl Supervisor {
+    /// Tells the Embedder the `search` settings in force.
+    fn configure_search(&self) {
+        let config_dir = self
+            .opts
+            .config_path
+            .parent()
+            .unwrap_or(std::path::Path::new("."));
+        let settings = self.config.search.clone();
+        let model_dir = settings.model_dir(config_dir, &self.opts.cache_dir);
+        self.embedder.do_send(crate::embedder::Configure {
+            settings,
+            model_dir,
+        });
+    }
+
     pub fn new(
         opts: DaemonOptions,
         catalog: Addr<Catalog>,
         refresher: Addr<crate::refresher::Refresher>,
         snapshot: Arc<ArcSwap<Snapshot>>,
+        search: SearchStage,
         stop: StopSignal,
     ) -> Supervisor {
         let named = load_named_sessions(&named_sessions_path(&opts));
@@ -123,6 +148,8 @@ impl Supervisor {
             gate: child::StartGate::new(crate::config::default_max_concurrent_starts()),
             refresher,
             snapshot,
+            embedder: search.embedder,
+            semantic: search.view,
             sessions: HashMap::new(),
             named,
             profiles: Default::default(),
@@ -424,6 +451,7 @@ impl Supervisor {
             self.save_profiles();
         }
         self.apply_profiles();
+        self.configure_search();
         self.send_servers(HashMap::new(), renames);
         for s in self.sessions.values() {
             s.addr.do_send(session::Remap {
@@ -597,7 +625,10 @@ impl Actor for Supervisor {
         self.catalog.do_send(Subscribe(ctx.address().recipient()));
         self.catalog
             .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
+        self.catalog
+            .do_send(Subscribe(self.embedder.clone().recipient()));
         self.load_config();
+        self.configure_search();
         let _ = self.load_permissions();
         self.reload_tokens();
         self.start_children();
@@ -743,6 +774,7 @@ pub struct OpenedSession {
     pub addr: Addr<Session>,
     pub view: session::SessionView,
     pub search_limit: usize,
+    pub semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
     pub instructions_budget: usize,
     pub max_message_bytes: usize,
     /// The permissions role of its HTTP identity (`None`: `active_role`).
@@ -829,6 +861,7 @@ impl Handler<OpenSession> for Supervisor {
             addr,
             view,
             search_limit: self.config.discovery.search_limit,
+            semantic: self.semantic.clone(),
             instructions_budget: self.config.discovery.instructions_budget,
             max_message_bytes: self.config.limits.max_message_bytes,
             role,

@@ -422,34 +422,6 @@ impl Supervisor {
         })
     }
 
-    /// `evoctl search`.
-    fn search(&self, query: String, limit: Option<usize>) -> CtlReply {
-        let snapshot = self.snapshot.load_full();
-        let limit = limit
-            .unwrap_or(self.config.discovery.search_limit)
-            .clamp(1, search::MAX_LIMIT);
-        let started = Instant::now();
-        let outcome = search::search(&snapshot, &query, limit, None);
-        crate::metrics::metrics().search(started.elapsed());
-        CtlReply::data(Reply::Search(ctl::SearchResults {
-            query,
-            results: outcome
-                .hits
-                .iter()
-                .map(|h| ctl::ToolLine {
-                    name: h.entry.name.clone(),
-                    summary: h.entry.summary.clone(),
-                    domain: h.entry.domain.clone(),
-                    score: Some((h.score as f64 * 100.0).round() / 100.0),
-                    hot: h.entry.hot,
-                    ..Default::default()
-                })
-                .collect(),
-            reason: outcome.reason,
-            unavailable: outcome.unavailable,
-        }))
-    }
-
     /// What each live session says of itself, ordered by id.
     fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
         let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
@@ -483,6 +455,7 @@ impl Supervisor {
             .map(|&i| snapshot.tools[i].name.clone())
             .collect();
         let http = self.front.as_ref().map(crate::http::Front::status);
+        let search = search_status(&self.semantic.load());
         // A file that did not load has its error, not the warnings of the
         // text it replaced.
         let config_status = ctl::FileStatus {
@@ -584,6 +557,7 @@ impl Supervisor {
                 hot,
                 profiles,
                 http,
+                search,
             }))
         })
     }
@@ -824,7 +798,11 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::Resources { server } => ready(self.resources(server.as_deref())),
             CtlRequest::Prompts => ready(self.prompts()),
             CtlRequest::Read { uri } => self.read(uri),
-            CtlRequest::Search { query, limit } => ready(self.search(query, limit)),
+            CtlRequest::Search {
+                query,
+                limit,
+                explain,
+            } => self.search(query, limit, explain),
             CtlRequest::Describe { name } => {
                 let snapshot = self.snapshot.load_full();
                 let reply = match snapshot.get(&name) {
@@ -949,5 +927,72 @@ fn file_warning(w: &config::ConfigWarning) -> ctl::FileWarning {
         file: w.file.display().to_string(),
         line: w.line,
         message: w.message.clone(),
+    }
+}
+
+impl Supervisor {
+    /// `evoctl search`: every stage the semantic view has ready, each
+    /// stage's score per result with `explain`.
+    fn search(
+        &self,
+        query: String,
+        limit: Option<usize>,
+        explain: bool,
+    ) -> ResponseFuture<CtlReply> {
+        let snapshot = self.snapshot.load_full();
+        let semantic = self.semantic.clone();
+        let limit = limit
+            .unwrap_or(self.config.discovery.search_limit)
+            .clamp(1, search::MAX_LIMIT);
+        Box::pin(async move {
+            let started = Instant::now();
+            let outcome = crate::embedder::search(&semantic, &snapshot, &query, limit, None).await;
+            crate::metrics::metrics().search(started.elapsed());
+            let round = |x: f32| (x as f64 * 1000.0).round() / 1000.0;
+            CtlReply::data(Reply::Search(ctl::SearchResults {
+                query,
+                results: outcome
+                    .hits
+                    .iter()
+                    .map(|h| ctl::ToolLine {
+                        name: h.entry.name.clone(),
+                        summary: h.entry.summary.clone(),
+                        domain: h.entry.domain.clone(),
+                        score: Some((h.score as f64 * 100.0).round() / 100.0),
+                        hot: h.entry.hot,
+                        explain: explain.then(|| ctl::StageScores {
+                            lexical: round(h.stages.lexical),
+                            semantic: h.stages.semantic.map(round),
+                            fused: h.stages.fused.map(round),
+                            near_duplicate_of: h.stages.pulled_by.as_ref().map(|p| p.0.clone()),
+                            similarity: h.stages.pulled_by.as_ref().map(|p| round(p.1)),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                reason: outcome.reason,
+                unavailable: outcome.unavailable,
+            }))
+        })
+    }
+}
+
+/// `status`'s `search`: the stages in force and the model's progress.
+fn search_status(view: &crate::embedder::SemanticView) -> ctl::SearchStatus {
+    use crate::embedder::StageState;
+    let (state, embedded, tools, error) = match &view.state {
+        StageState::Off => ("off", 0, 0, None),
+        StageState::Loading => ("loading", 0, 0, None),
+        StageState::Failed(e) => ("failed", 0, 0, Some(e.clone())),
+        StageState::Embedding { done, total } => ("embedding", *done, *total, None),
+        StageState::Ready { total } => ("ready", *total, *total, None),
+    };
+    ctl::SearchStatus {
+        stages: view.stages().into_iter().map(String::from).collect(),
+        model: view.model.clone(),
+        state: state.into(),
+        embedded,
+        tools,
+        error,
     }
 }
