@@ -967,11 +967,17 @@ fn listen_for_changes(
             match n {
                 N::ToolListChangedNotification(_) => {
                     tracing::info!(server = %server, "child says its tool list changed; re-listing");
-                    actor.do_send(Relist { generation });
+                    actor.do_send(Relist {
+                        generation,
+                        lists: Lists::Tools,
+                    });
                 }
                 N::ResourceListChangedNotification(_) | N::PromptListChangedNotification(_) => {
                     tracing::info!(server = %server, "child says its resources or prompts changed; re-listing");
-                    actor.do_send(RelistOffers { generation });
+                    actor.do_send(Relist {
+                        generation,
+                        lists: Lists::Offers,
+                    });
                 }
                 _ => {}
             }
@@ -1047,20 +1053,23 @@ impl ClientHandler for ChildEvents {
         tracing::info!(server = %self.server, "child says its tool list changed; re-listing");
         self.actor.do_send(Relist {
             generation: self.generation,
+            lists: Lists::Tools,
         });
     }
 
     async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         tracing::info!(server = %self.server, "child says its resource list changed; re-listing");
-        self.actor.do_send(RelistOffers {
+        self.actor.do_send(Relist {
             generation: self.generation,
+            lists: Lists::Offers,
         });
     }
 
     async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         tracing::info!(server = %self.server, "child says its prompt list changed; re-listing");
-        self.actor.do_send(RelistOffers {
+        self.actor.do_send(Relist {
             generation: self.generation,
+            lists: Lists::Offers,
         });
     }
 
@@ -1072,32 +1081,6 @@ impl ClientHandler for ChildEvents {
         _ctx: NotificationContext<RoleClient>,
     ) {
         self.link.resource_updated(params).await;
-    }
-}
-
-/// Re-list the child's resources, templates and prompts.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct RelistOffers {
-    generation: u64,
-}
-
-impl Handler<RelistOffers> for ChildServer {
-    type Result = ();
-    fn handle(&mut self, msg: RelistOffers, ctx: &mut Context<Self>) {
-        let Some(client) = self.phase.client_of(msg.generation) else {
-            return;
-        };
-        let peer = client.peer().clone();
-        let server = self.spec.id.clone();
-        let catalog = self.catalog.clone();
-        ctx.spawn(
-            async move {
-                let offered = list_offers(&peer, &server).await;
-                catalog.do_send(crate::catalog::OffersDiscovered { server, offered });
-            }
-            .into_actor(self),
-        );
     }
 }
 
@@ -1139,11 +1122,22 @@ impl Handler<ConnectionLost> for ChildServer {
     }
 }
 
-/// Re-list the child's tools (it sent `notifications/tools/list_changed`).
+/// What a child said changed, and so what is listed again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lists {
+    /// Its tools (`notifications/tools/list_changed`).
+    Tools,
+    /// Its resources, templates and prompts (`resources/list_changed`,
+    /// `prompts/list_changed`).
+    Offers,
+}
+
+/// Re-list what the child says changed.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Relist {
     generation: u64,
+    lists: Lists,
 }
 
 impl Handler<Relist> for ChildServer {
@@ -1157,13 +1151,19 @@ impl Handler<Relist> for ChildServer {
         let catalog = self.catalog.clone();
         ctx.spawn(
             async move {
-                match peer.list_all_tools().await {
-                    Ok(tools) => catalog.do_send(ToolsDiscovered {
-                        server,
-                        tools,
-                        offered: None,
-                    }),
-                    Err(e) => tracing::warn!(server = %server, error = %e, "re-listing tools failed; keeping the last good list"),
+                match msg.lists {
+                    Lists::Tools => match peer.list_all_tools().await {
+                        Ok(tools) => catalog.do_send(ToolsDiscovered {
+                            server,
+                            tools,
+                            offered: None,
+                        }),
+                        Err(e) => tracing::warn!(server = %server, error = %e, "re-listing tools failed; keeping the last good list"),
+                    },
+                    Lists::Offers => {
+                        let offered = list_offers(&peer, &server).await;
+                        catalog.do_send(crate::catalog::OffersDiscovered { server, offered });
+                    }
                 }
             }
             .into_actor(self),
@@ -1213,7 +1213,10 @@ impl Handler<Discover> for ChildServer {
             Phase::Idle => self.start(Vec::new(), ctx),
             Phase::Ready { run, .. } => {
                 let generation = run.generation;
-                ctx.notify(Relist { generation });
+                ctx.notify(Relist {
+                    generation,
+                    lists: Lists::Tools,
+                });
             }
             _ => {}
         }
