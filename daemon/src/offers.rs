@@ -114,6 +114,13 @@ pub struct Offers {
     pub duplicates: Vec<evo_proto::ctl::Duplicate>,
     /// Denied prompts (exposed name → the rule), hidden and refused.
     pub denied: HashMap<String, String>,
+    /// Quarantined prompts (by exposed name), resources (by URI) and
+    /// templates: their definition changed since evo pinned it. Hidden, and
+    /// refused with the answer held here.
+    pub quarantined: HashMap<String, String>,
+    /// Quarantined templates in config order: a URI only they match is
+    /// refused, not routed to a later server.
+    held_templates: Vec<String>,
     /// What at least one server supports.
     pub caps: OfferCaps,
     /// What each server supports, by id.
@@ -125,15 +132,27 @@ pub struct Offers {
 
 impl Offers {
     /// Merges each server's offers, in config order.
+    /// `held` is each server's quarantined offers (pin key → the fields
+    /// that changed).
     pub fn build<'a>(
-        servers: impl Iterator<Item = (&'a ServerSpec, &'a Arc<ServerLink>, &'a Offered)>,
+        servers: impl Iterator<Item = (&'a ServerSpec, &'a Arc<ServerLink>, &'a Offered, &'a Held)>,
         permissions: &crate::permissions::Permissions,
     ) -> Offers {
+        use crate::integrity::OfferKind;
         let mut offers = Offers::default();
         let mut template_seen = std::collections::HashSet::new();
-        for (spec, link, offered) in servers {
+        for (spec, link, offered, held) in servers {
             offers.caps = offers.caps.or(offered.caps);
             offers.per_server.insert(spec.id.clone(), offered.caps);
+            let quarantine = |offers: &mut Offers, kind: OfferKind, id: &str, shown: &str| {
+                let key = kind.key(id);
+                let Some(fields) = held.get(&key) else {
+                    return false;
+                };
+                let why = refusal(shown, &spec.id, kind, id, &key, fields);
+                offers.quarantined.entry(shown.to_owned()).or_insert(why);
+                true
+            };
             for p in &offered.prompts {
                 let name = crate::names::exposed_name(&spec.prefix, &p.name);
                 let origin = format!("{}:{}", spec.id, p.name);
@@ -141,6 +160,11 @@ impl Offers {
                     let kept = offers.prompts[i].server.id.clone();
                     let kept = format!("{kept}:{}", offers.prompts[i].upstream);
                     offers.duplicate(&name, kept, origin);
+                    continue;
+                }
+                if offers.quarantined.contains_key(&name)
+                    || quarantine(&mut offers, OfferKind::Prompt, &p.name, &name)
+                {
                     continue;
                 }
                 let decision = permissions.decide(&name);
@@ -166,6 +190,11 @@ impl Offers {
                     offers.duplicate(&r.uri, kept, spec.id.clone());
                     continue;
                 }
+                if offers.quarantined.contains_key(&r.uri)
+                    || quarantine(&mut offers, OfferKind::Resource, &r.uri, &r.uri)
+                {
+                    continue;
+                }
                 offers
                     .resource_index
                     .insert(r.uri.clone(), offers.resources.len());
@@ -175,6 +204,14 @@ impl Offers {
                 });
             }
             for t in &offered.templates {
+                let tpl = &t.uri_template;
+                if !template_seen.contains(tpl)
+                    && quarantine(&mut offers, OfferKind::Template, tpl, tpl)
+                {
+                    template_seen.insert(tpl.clone());
+                    offers.held_templates.push(tpl.clone());
+                    continue;
+                }
                 if template_seen.insert(t.uri_template.clone()) {
                     offers.templates.push(TemplateEntry {
                         server: link.clone(),
@@ -223,15 +260,32 @@ impl Offers {
     }
 
     /// The server that answers a read of `uri`: the one listing it, else
-    /// the first (config order) whose template matches it.
+    /// the first (config order) whose template matches it. A quarantined
+    /// URI has none ([`Offers::refusal_for_uri`] says why).
     pub fn owner_of(&self, uri: &str) -> Option<&Arc<ServerLink>> {
         if let Some(&i) = self.resource_index.get(uri) {
             return Some(&self.resources[i].server);
+        }
+        if self.quarantined.contains_key(uri) {
+            return None;
         }
         self.templates
             .iter()
             .find(|t| template_matches(&t.template.uri_template, uri))
             .map(|t| &t.server)
+    }
+
+    /// Why a read of `uri` is refused: it is a quarantined resource, or only
+    /// quarantined templates match it.
+    pub fn refusal_for_uri(&self, uri: &str) -> Option<&str> {
+        if let Some(why) = self.quarantined.get(uri) {
+            return Some(why);
+        }
+        self.held_templates
+            .iter()
+            .find(|t| template_matches(t, uri))
+            .and_then(|t| self.quarantined.get(t))
+            .map(String::as_str)
     }
 
     /// The server a completion of a `ref/resource` goes to: the one whose
@@ -243,6 +297,30 @@ impl Offers {
             .map(|t| &t.server)
             .or_else(|| self.owner_of(uri_or_template))
     }
+}
+
+/// A server's quarantined offers: pin key → the fields that changed.
+pub type Held = std::collections::BTreeMap<String, Vec<String>>;
+
+/// The answer to a get or read of a quarantined offer: names the server,
+/// the offer and the fields that changed, never their new text (it is
+/// untrusted), and what a person can do.
+fn refusal(
+    shown: &str,
+    server: &str,
+    kind: crate::integrity::OfferKind,
+    id: &str,
+    key: &str,
+    fields: &[String],
+) -> String {
+    let noun = kind.noun();
+    format!(
+        "'{shown}' is quarantined: server '{server}' changed the definition of its {noun} '{id}' \
+         ({} changed) after evo pinned it, so evo hides it and refuses it until a person reviews \
+         the change. A person can see it with `evoctl diff {server} {key}` and accept it with \
+         `evoctl trust {server} {key}`.",
+        fields.join(", ")
+    )
 }
 
 fn fingerprint(value: &impl Serialize) -> u64 {

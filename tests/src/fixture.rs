@@ -879,9 +879,15 @@ impl ServerHandler for Fixture {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
         let prompts = if self.offers {
+            // `--describe-from` redefines the prompt as it does `echo`.
+            let redefined = self
+                .describe_from
+                .as_ref()
+                .and_then(|file| std::fs::read_to_string(file).ok());
+            let description = redefined.unwrap_or_else(|| "Greet someone by name.".into());
             vec![rmcp::model::Prompt::new(
                 "greet",
-                Some("Greet someone by name."),
+                Some(description.trim_end()),
                 Some(vec![
                     rmcp::model::PromptArgument::new("name").with_required(true),
                 ]),

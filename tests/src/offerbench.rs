@@ -108,12 +108,13 @@ pub fn offer_benchmarks() {
             ..Default::default()
         })
         .collect();
+    let held = evo_daemon::offers::Held::new();
     let offers = Offers::build(
         specs
             .iter()
             .zip(&links)
             .zip(&offered)
-            .map(|((s, l), o)| (s, l, o)),
+            .map(|((s, l), o)| (s, l, o, &held)),
         &Default::default(),
     );
     let mut times = Vec::new();

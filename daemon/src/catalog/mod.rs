@@ -35,6 +35,9 @@ struct ServerSlot {
     changed: BTreeMap<String, Vec<String>>,
     /// Its resources, templates and prompts (live, cached, or none yet).
     offered: crate::offers::Offered,
+    /// Offers whose definition changed since pinned (pin key → the fields
+    /// that changed).
+    held_offers: crate::offers::Held,
 }
 
 /// The Catalog actor. See the module docs.
@@ -94,37 +97,50 @@ impl Catalog {
         self
     }
 
-    /// Checks slot `i`'s tools against their pins (pinning what is new),
-    /// logs what that found, and records which tools changed. Runs when a
-    /// list arrives (from the child or the cache); its cost is a hash per
-    /// tool, on the catalog's thread.
+    /// Checks slot `i`'s tools, then its prompts, resources and templates,
+    /// against their pins (pinning what is new), logs what that found, and
+    /// records what changed. Runs when a list arrives (from the child or the
+    /// cache); its cost is a hash per item, on the catalog's thread; the
+    /// same lists again change nothing.
     fn check_integrity(&mut self, i: usize) {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
         if self.integrity == IntegrityMode::Off {
             slot.changed.clear();
+            slot.held_offers.clear();
             return;
         }
         let id = slot.spec.id.clone();
-        let events = self.pins.observe(
-            &id,
-            &slot.spec.hash.to_string(),
-            &slot.tools,
-            crate::cache::unix_secs(SystemTime::now()),
-        );
-        let exposed = |tool: &str| crate::names::exposed_name(&slot.spec.prefix, tool);
-        for event in &events {
-            log_integrity_event(&id, event, self.integrity, &exposed);
+        let hash = slot.spec.hash.to_string();
+        let now = crate::cache::unix_secs(SystemTime::now());
+        let tool_events = self.pins.observe(&id, &hash, &slot.tools, now);
+        let offered = crate::integrity::offer_definitions(&slot.offered);
+        let offer_events = self.pins.observe_offers(&id, &hash, offered, now);
+        let prefix = &slot.spec.prefix;
+        for event in &tool_events {
+            log_integrity_event(&id, event, self.integrity, "tool", &|tool| {
+                crate::names::exposed_name(prefix, tool)
+            });
         }
-        slot.changed = self
-            .pins
-            .changes(&id)
-            .map(|(tool, c)| (tool.to_owned(), c.fields.clone()))
-            .collect();
-        if !events.is_empty() {
+        for event in &offer_events {
+            log_integrity_event(&id, event, self.integrity, "offer", &|key| {
+                offer_shown(prefix, key)
+            });
+        }
+        Self::record_changes(&self.pins, slot);
+        if !tool_events.is_empty() || !offer_events.is_empty() {
             self.save_pins();
         }
+    }
+
+    /// What `slot`'s pins hold back, as the snapshot build reads it.
+    fn record_changes(pins: &PinBook, slot: &mut ServerSlot) {
+        let id = &slot.spec.id;
+        let fields =
+            |(key, c): (&str, &crate::integrity::Change)| (key.to_owned(), c.fields.clone());
+        slot.changed = pins.changes(id).map(fields).collect();
+        slot.held_offers = pins.offer_changes(id).map(fields).collect();
     }
 
     fn save_pins(&self) {
@@ -182,6 +198,11 @@ impl Catalog {
                 entries: &s.entries,
                 held: if self.integrity == IntegrityMode::Pin {
                     &s.changed
+                } else {
+                    &NONE_HELD
+                },
+                held_offers: if self.integrity == IntegrityMode::Pin {
+                    &s.held_offers
                 } else {
                     &NONE_HELD
                 },
@@ -363,6 +384,7 @@ impl Handler<SetServers> for Catalog {
                         fetched_at: Some(c.fetched_at),
                         changed: BTreeMap::new(),
                         offered: c.offered,
+                        held_offers: BTreeMap::new(),
                     },
                     None => ServerSlot {
                         spec,
@@ -375,6 +397,7 @@ impl Handler<SetServers> for Catalog {
                         fetched_at: None,
                         changed: BTreeMap::new(),
                         offered: Default::default(),
+                        held_offers: BTreeMap::new(),
                     },
                 },
             })
@@ -466,8 +489,8 @@ impl Handler<ToolsDiscovered> for Catalog {
             slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
             slot.tools = msg.tools;
             slot.source = ToolSource::Live;
-            self.check_integrity(i);
         }
+        self.check_integrity(i);
         self.persist();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.acks.push(tx);
@@ -490,11 +513,13 @@ pub struct OffersDiscovered {
 impl Handler<OffersDiscovered> for Catalog {
     type Result = ();
     fn handle(&mut self, msg: OffersDiscovered, ctx: &mut Context<Self>) {
-        let Some(slot) = self.slots.iter_mut().find(|s| s.spec.id == msg.server) else {
+        let Some(i) = self.slots.iter().position(|s| s.spec.id == msg.server) else {
             return;
         };
+        let slot = &mut self.slots[i];
         if slot.offered != msg.offered {
             slot.offered = msg.offered;
+            self.check_integrity(i);
             self.persist();
             self.publish_soon(ctx);
         }
@@ -555,8 +580,12 @@ fn log_integrity_event(
     server: &str,
     event: &Event,
     mode: IntegrityMode,
+    kind: &str,
     exposed: &dyn Fn(&str) -> String,
 ) {
+    if kind != "tool" {
+        return log_offer_event(server, event, mode, exposed);
+    }
     match event {
         Event::NewServer { tools } => {
             tracing::info!(
@@ -602,14 +631,64 @@ fn log_integrity_event(
     }
 }
 
-/// A server's tool that `evoctl diff`/`trust` named, as its upstream name:
-/// the exposed name, the doubled form, or the upstream name itself.
+/// [`log_integrity_event`] for prompts, resources and templates; events
+/// name them by pin key. Re-pins are logged with the tools'.
+fn log_offer_event(
+    server: &str,
+    event: &Event,
+    mode: IntegrityMode,
+    exposed: &dyn Fn(&str) -> String,
+) {
+    let Event::Changed { tool: key, fields } = event else {
+        if let Event::NewTools(keys) = event {
+            tracing::info!(server, offers = %keys.join(", "), "new prompts or resources of a known server: pinned");
+        }
+        return;
+    };
+    let Some((kind, id)) = crate::integrity::OfferKind::of_key(key) else {
+        return;
+    };
+    let (noun, name, changed) = (kind.noun(), exposed(key), fields.join(", "));
+    match mode {
+        IntegrityMode::Pin => {
+            tracing::warn!(server, offer = %id, name = %name, changed = %changed, "a pinned {noun}'s definition changed: quarantined (hidden from lists, refused); `evoctl diff {server} {key}` shows the change, `evoctl trust {server} {key}` accepts it")
+        }
+        IntegrityMode::Warn => {
+            tracing::warn!(server, offer = %id, name = %name, changed = %changed, "a pinned {noun}'s definition changed; integrity is `warn`, so it stays usable; `evoctl diff {server} {key}` shows the change, `evoctl trust {server} {key}` accepts it")
+        }
+        IntegrityMode::Off => {}
+    }
+}
+
+/// How sessions see the offer under pin `key`: a prompt by its exposed
+/// name, a resource or template as listed.
+fn offer_shown(prefix: &str, key: &str) -> String {
+    match crate::integrity::OfferKind::of_key(key) {
+        Some((crate::integrity::OfferKind::Prompt, name)) => {
+            crate::names::exposed_name(prefix, name)
+        }
+        Some((_, id)) => id.to_owned(),
+        None => key.to_owned(),
+    }
+}
+
+/// A server's tool or offer that `evoctl diff`/`trust` named, as its
+/// upstream name or pin key: the exposed name, the doubled form, the
+/// upstream name itself; for an offer its pin key, its exposed prompt
+/// name, its URI or template.
 fn resolve_tool(pins: &PinBook, spec: &ServerSpec, wanted: &str) -> Option<String> {
     pins.tools(&spec.id)
         .find(|t| {
             *t == wanted
                 || crate::names::exposed_name(&spec.prefix, t) == wanted
                 || crate::names::doubled_name(&spec.prefix, t).as_deref() == Some(wanted)
+        })
+        .or_else(|| {
+            pins.offer_keys(&spec.id).find(|key| {
+                *key == wanted
+                    || offer_shown(&spec.prefix, key) == wanted
+                    || crate::integrity::OfferKind::of_key(key).is_some_and(|(_, id)| id == wanted)
+            })
         })
         .map(str::to_owned)
 }
@@ -658,21 +737,28 @@ impl Handler<IntegrityStatus> for Catalog {
         if self.integrity == IntegrityMode::Off {
             return MessageResult((IntegrityMode::Off, Vec::new()));
         }
-        let held = self
-            .slots
-            .iter()
-            .flat_map(|s| {
-                self.pins
-                    .changes(&s.spec.id)
-                    .map(|(tool, c)| evo_proto::ctl::QuarantinedTool {
-                        server: s.spec.id.clone(),
-                        tool: tool.to_owned(),
-                        name: crate::names::exposed_name(&s.spec.prefix, tool),
-                        changed: c.fields.clone(),
-                        drift: c.drift,
-                    })
-            })
-            .collect();
+        let held =
+            self.slots
+                .iter()
+                .flat_map(|s| {
+                    let tools = self.pins.changes(&s.spec.id).map(|(tool, c)| {
+                        (crate::names::exposed_name(&s.spec.prefix, tool), tool, c)
+                    });
+                    let offers = self
+                        .pins
+                        .offer_changes(&s.spec.id)
+                        .map(|(key, c)| (offer_shown(&s.spec.prefix, key), key, c));
+                    tools
+                        .chain(offers)
+                        .map(|(name, tool, c)| evo_proto::ctl::QuarantinedTool {
+                            server: s.spec.id.clone(),
+                            tool: tool.to_owned(),
+                            name,
+                            changed: c.fields.clone(),
+                            drift: c.drift,
+                        })
+                })
+                .collect();
         MessageResult((self.integrity, held))
     }
 }
@@ -691,15 +777,22 @@ impl Handler<DiffTools> for Catalog {
         let (i, only) = self.integrity_target(&msg.server, msg.tool.as_deref())?;
         let spec = &self.slots[i].spec;
         let server = &spec.id;
-        let tools: Vec<evo_proto::ctl::ToolDiff> = self
+        let tools = self
             .pins
             .changes(server)
-            .filter(|(tool, _)| only.as_deref().is_none_or(|o| o == *tool))
-            .filter_map(|(tool, change)| {
+            .map(|(tool, c)| (crate::names::exposed_name(&spec.prefix, tool), tool, c));
+        let offers = self
+            .pins
+            .offer_changes(server)
+            .map(|(key, c)| (offer_shown(&spec.prefix, key), key, c));
+        let tools: Vec<evo_proto::ctl::ToolDiff> = tools
+            .chain(offers)
+            .filter(|(_, tool, _)| only.as_deref().is_none_or(|o| o == *tool))
+            .filter_map(|(name, tool, change)| {
                 let pin = self.pins.pin(server, tool)?;
                 Some(evo_proto::ctl::ToolDiff {
                     tool: tool.to_owned(),
-                    name: crate::names::exposed_name(&spec.prefix, tool),
+                    name,
                     changed: change.fields.clone(),
                     drift: change.drift,
                     old: pin.pinned.json.clone(),
@@ -770,12 +863,7 @@ impl Handler<TrustTools> for Catalog {
         }
         tracing::info!(server = %server, tools = %trusted.join(", "), "a person trusted the new tool definitions; they are pinned and listed again");
         self.save_pins();
-        let slot = &mut self.slots[i];
-        slot.changed = self
-            .pins
-            .changes(&server)
-            .map(|(tool, c)| (tool.to_owned(), c.fields.clone()))
-            .collect();
+        Self::record_changes(&self.pins, &mut self.slots[i]);
         self.publish();
         Ok(evo_proto::ctl::ActionReport {
             message: format!(

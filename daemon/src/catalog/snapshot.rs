@@ -134,6 +134,7 @@ impl Snapshot {
                 link,
                 entries,
                 held: &held,
+                held_offers: &held,
                 offered: &offered,
             })
             .collect();
@@ -324,7 +325,9 @@ impl Snapshot {
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
         let hot = (0..tools.len()).filter(|&i| tools[i].hot).collect();
         let offers = crate::offers::Offers::build(
-            servers.iter().map(|s| (s.spec, s.link, s.offered)),
+            servers
+                .iter()
+                .map(|s| (s.spec, s.link, s.offered, s.held_offers)),
             permissions,
         );
         Snapshot {
@@ -553,6 +556,9 @@ pub struct ServerTools<'a> {
     pub held: &'a BTreeMap<String, Vec<String>>,
     /// Its resources, templates and prompts.
     pub offered: &'a crate::offers::Offered,
+    /// Its quarantined prompts, resources and templates (pin key → the
+    /// fields that changed).
+    pub held_offers: &'a crate::offers::Held,
 }
 
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
@@ -750,6 +756,75 @@ mod tests {
         assert_eq!(after.get("b_t").map(|e| e.upstream.as_str()), Some("t"));
     }
 
+    /// Held offers are absent from the lists and refused by name or URI
+    /// (a URI only a held template matches included), and a later server
+    /// listing the same URI does not take the reads meant for the first.
+    #[test]
+    fn quarantined_offers_are_hidden_and_refused() {
+        let text =
+            json!({"mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}}).to_string();
+        let specs = crate::config::parse(&text, std::path::Path::new("t.json"), &|_| None)
+            .expect("test config parses")
+            .servers;
+        let links: Vec<Arc<ServerLink>> = specs
+            .iter()
+            .map(|s| Arc::new(ServerLink::new(s.id.clone(), s.timeout, None)))
+            .collect();
+        let offered = crate::offers::Offered {
+            prompts: vec![rmcp::model::Prompt::new("greet", Some("Hi."), None)],
+            resources: vec![
+                rmcp::model::Resource::new("fx://readme", "readme"),
+                rmcp::model::Resource::new("fx://ok", "ok"),
+            ],
+            templates: vec![rmcp::model::ResourceTemplate::new("fx://echo/{t}", "echo")],
+            ..Default::default()
+        };
+        let changed = vec!["description".to_string()];
+        let held: crate::offers::Held = [
+            "prompt:greet",
+            "resource:fx://readme",
+            "template:fx://echo/{t}",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), changed.clone()))
+        .collect();
+        let (none, no_tools) = (crate::offers::Held::new(), BTreeMap::new());
+        let servers: Vec<ServerTools<'_>> = [(0, &held), (1, &none)]
+            .into_iter()
+            .map(|(i, held_offers)| ServerTools {
+                spec: &specs[i],
+                link: &links[i],
+                entries: &[],
+                held: &no_tools,
+                offered: &offered,
+                held_offers,
+            })
+            .collect();
+        let s = Snapshot::build(1, &servers, &Default::default());
+        let offers = &s.offers;
+        let prompts: Vec<&str> = offers.prompts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(prompts, ["b_greet"]);
+        let uris: Vec<&str> = offers
+            .resources
+            .iter()
+            .map(|r| r.resource.uri.as_str())
+            .collect();
+        assert_eq!(uris, ["fx://ok"]);
+        assert!(offers.templates.is_empty(), "b's copy is not listed either");
+        assert!(offers.prompt("a_greet").is_none());
+        assert!(offers.quarantined["a_greet"].contains("prompt 'greet'"));
+        for uri in ["fx://readme", "fx://echo/7"] {
+            assert!(offers.owner_of(uri).is_none(), "{uri} was routed");
+            let why = offers.refusal_for_uri(uri).unwrap_or_default();
+            assert!(
+                why.contains("quarantined") && why.contains("server 'a'"),
+                "{why}"
+            );
+        }
+        assert!(offers.refusal_for_uri("fx://ok").is_none());
+        assert_eq!(offers.owner_of("fx://ok").map(|l| l.id.as_str()), Some("a"));
+    }
+
     /// A held tool is absent from the list and its name refuses calls,
     /// naming the fields, and a later server's tool of the same name does
     /// not take the calls meant for it.
@@ -782,6 +857,7 @@ mod tests {
                 link: &links[0],
                 entries: &a,
                 held: &held,
+                held_offers: &none,
                 offered: &offered,
             },
             ServerTools {
@@ -789,6 +865,7 @@ mod tests {
                 link: &links[1],
                 entries: &b,
                 held: &none,
+                held_offers: &none,
                 offered: &offered,
             },
         ];

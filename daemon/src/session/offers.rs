@@ -164,6 +164,12 @@ impl SessionServer {
     fn owner(&self, uri: &str) -> Result<Arc<ServerLink>, ErrorData> {
         let snapshot = self.catalog();
         snapshot.offers.owner_of(uri).cloned().ok_or_else(|| {
+            if let Some(why) = snapshot.offers.refusal_for_uri(uri) {
+                return ErrorData::invalid_request(
+                    why.to_owned(),
+                    Some(serde_json::json!({"uri": uri, "quarantined": true})),
+                );
+            }
             ErrorData::resource_not_found(
                 format!(
                     "no server evo reaches lists the resource '{uri}' or a template matching it; `evoctl resources` lists them"
@@ -224,12 +230,14 @@ impl SessionServer {
             match snapshot.offers.prompt(&request.name) {
                 Some(p) => (p.server.clone(), p.upstream.clone()),
                 None => {
-                    let why = match snapshot.offers.denied.get(&request.name) {
-                        Some(rule) => format!(
-                            "prompt '{}' is denied by permissions ({rule})",
-                            request.name
-                        ),
-                        None => format!(
+                    let offers = &snapshot.offers;
+                    let name = &request.name;
+                    let why = match (offers.denied.get(name), offers.quarantined.get(name)) {
+                        (Some(rule), _) => {
+                            format!("prompt '{name}' is denied by permissions ({rule})")
+                        }
+                        (None, Some(why)) => why.clone(),
+                        (None, None) => format!(
                             "no prompt named '{}'; prompts/list (or `evoctl prompts`) lists them",
                             request.name
                         ),
@@ -266,10 +274,11 @@ impl SessionServer {
                         entry.server.clone()
                     }
                     None => {
-                        return Err(ErrorData::invalid_params(
-                            format!("no prompt named '{}' to complete for", p.name),
-                            None,
-                        ));
+                        let why = match snapshot.offers.quarantined.get(p.name.as_str()) {
+                            Some(why) => why.clone(),
+                            None => format!("no prompt named '{}' to complete for", p.name),
+                        };
+                        return Err(ErrorData::invalid_params(why, None));
                     }
                 },
                 Reference::Resource(r) => snapshot

@@ -348,9 +348,12 @@ impl Supervisor {
     fn read(&self, uri: String) -> ResponseFuture<CtlReply> {
         let snapshot = self.snapshot.load_full();
         let Some(server) = snapshot.offers.owner_of(&uri).cloned() else {
-            let msg = format!(
-                "no server lists the resource '{uri}' or a template matching it; `evoctl resources` lists them"
-            );
+            let msg = match snapshot.offers.refusal_for_uri(&uri) {
+                Some(why) => why.to_owned(),
+                None => format!(
+                    "no server lists the resource '{uri}' or a template matching it; `evoctl resources` lists them"
+                ),
+            };
             return Box::pin(async move { CtlReply::error(ErrorKind::NotFound, msg) });
         };
         Box::pin(async move {
