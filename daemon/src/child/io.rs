@@ -1,15 +1,16 @@
 //! A stdio child's transport, shared by two users: rmcp's client (the
 //! handshake, listing, notifications, progress-tracked calls) and evo's
-//! direct tool calls. A direct call writes one `tools/call` line with an id
-//! of its own (`evo-N`) and its answer is taken off the stream here, raw,
-//! before rmcp would parse it: the hot path skips rmcp's request machinery
-//! and its untyped-result parsing.
+//! direct requests (`tools/call`, `resources/read`). A direct request writes
+//! one line with an id of its own (`evo-N`) and its answer is taken off the
+//! stream here, raw, before rmcp would parse it: the hot path skips rmcp's
+//! request machinery and its untyped-result parsing (which buffers a whole
+//! answer and tries each result type in turn: costly for a 1 MiB read).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
+use rmcp::model::{JsonObject, ProgressNotificationParam};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -34,13 +35,13 @@ pub struct DirectCalls {
     envelope: std::sync::OnceLock<Option<Value>>,
 }
 
-/// How a direct call ended.
-pub enum Direct {
+/// How a direct request ended.
+pub enum Direct<T> {
     /// The result, and the size of the line it came in (what the child
     /// sent, measured for free).
-    Result(CallToolResult, usize),
-    /// The child answered with a JSON-RPC error.
-    Error(String),
+    Result(T, usize),
+    /// The child answered with a JSON-RPC error (or one that is not a `T`).
+    Error(rmcp::ErrorData),
     /// The child went away before answering.
     Gone,
 }
@@ -58,20 +59,29 @@ impl DirectCalls {
         let _ = self.envelope.set(envelope);
     }
 
-    /// Starts a call; the returned future resolves with the child's answer.
-    /// Dropping the [`Pending`] before it resolves tells the child the call
-    /// is cancelled.
+    /// Starts a `tools/call`; see [`DirectCalls::request`].
     pub async fn call(
         self: &Arc<Self>,
         tool: &str,
         arguments: &JsonObject,
     ) -> std::io::Result<Pending> {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await
+    }
+
+    /// Starts a request of `method` with `params` (an object); the returned
+    /// [`Pending`] resolves with the child's answer. Dropping it before it
+    /// resolves tells the child the request is cancelled.
+    pub async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        mut params: Value,
+    ) -> std::io::Result<Pending> {
         let id = format!("{ID_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let mut params = json!({"name": tool, "arguments": arguments});
         if let Some(Some(envelope)) = self.envelope.get() {
             params["_meta"] = envelope.clone();
         }
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let (tx, rx) = oneshot::channel();
         self.waiting
             .lock()
@@ -142,27 +152,42 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub async fn answer(mut self) -> Direct {
+    /// The answer as a `T` (a `CallToolResult`, a `ReadResourceResult`),
+    /// which messages call `what` ("tool result").
+    pub async fn answer<T: serde::de::DeserializeOwned>(self, what: &str) -> Direct<T> {
+        match self.answer_value().await {
+            // Taken, not cloned: a big answer's strings move into `T`.
+            Direct::Result(result, size) => match serde_json::from_value::<T>(result) {
+                Ok(r) => Direct::Result(r, size),
+                Err(e) => Direct::Error(rmcp::ErrorData::internal_error(
+                    format!("the answer is not a {what}: {e}"),
+                    None,
+                )),
+            },
+            Direct::Error(e) => Direct::Error(e),
+            Direct::Gone => Direct::Gone,
+        }
+    }
+
+    /// The answer's `result` as JSON, for a caller that tells its kinds
+    /// apart itself.
+    pub async fn answer_value(mut self) -> Direct<Value> {
         let Some(rx) = self.rx.as_mut() else {
             return Direct::Gone;
         };
         // Still `Some` while waiting: dropped here, the call is cancelled.
         let answer = rx.await;
         self.rx = None;
-        let Ok((value, size)) = answer else {
+        let Ok((mut value, size)) = answer else {
             return Direct::Gone;
         };
-        if let Some(result) = value.get("result") {
-            return match serde_json::from_value::<CallToolResult>(result.clone()) {
-                Ok(r) => Direct::Result(r, size),
-                Err(e) => Direct::Error(format!("the answer is not a tool result: {e}")),
-            };
+        if let Some(result) = value.get_mut("result") {
+            return Direct::Result(result.take(), size);
         }
-        let message = value
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or("error without a message");
-        Direct::Error(message.to_string())
+        let error = value.get_mut("error").map(Value::take).unwrap_or_default();
+        Direct::Error(serde_json::from_value(error).unwrap_or_else(|_| {
+            rmcp::ErrorData::internal_error("an error answer without a valid error object", None)
+        }))
     }
 }
 

@@ -97,12 +97,15 @@ impl SessionServer {
                         .call(&params.name, &arguments)
                         .await
                         .map_err(|_| rmcp::ServiceError::TransportClosed)?;
-                    match pending.answer().await {
+                    match pending
+                        .answer::<rmcp::model::CallToolResult>("tool result")
+                        .await
+                    {
                         Direct::Result(r, size) => Ok(CallToolResponse::Complete(
                             result_limit::limit(r, max, Some(size), id),
                         )),
-                        Direct::Error(message) => {
-                            Ok(text_result(format!("{failed}: {message}"), true).into())
+                        Direct::Error(e) => {
+                            Ok(text_result(format!("{failed}: {}", e.message), true).into())
                         }
                         Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
                     }

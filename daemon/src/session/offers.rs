@@ -10,11 +10,12 @@ use rmcp::ErrorData;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, Reference,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
 };
 use rmcp::service::{Peer, RoleClient};
 
 use super::SessionServer;
+use crate::child::io::Direct;
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
 use crate::offers::Offers;
@@ -65,6 +66,24 @@ fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData
             Some(serde_json::json!({"server": server.id})),
         ),
     }
+}
+
+/// A `resources/read` answer as a child sent it: the resource, or (on
+/// 2026-07-28) a request for more input, passed on as such.
+fn read_response(result: serde_json::Value) -> Result<ReadResourceResponse, rmcp::ServiceError> {
+    let input_required =
+        result.get("resultType").and_then(|t| t.as_str()) == Some("input_required");
+    let parsed = if input_required {
+        serde_json::from_value::<rmcp::model::InputRequiredResult>(result).map(Into::into)
+    } else {
+        serde_json::from_value::<ReadResourceResult>(result).map(Into::into)
+    };
+    parsed.map_err(|e| {
+        rmcp::ServiceError::McpError(ErrorData::internal_error(
+            format!("the answer is not a resource: {e}"),
+            None,
+        ))
+    })
 }
 
 /// One page of `resources/list` from the merged offers.
@@ -211,6 +230,27 @@ impl SessionServer {
         let server = self.owner(&request.uri)?;
         let _busy = server.begin_call();
         let peer = self.reach(&server).await?;
+        if let Some(direct) = server.direct() {
+            // Straight onto a stdio child's stdin, as tool calls go: a big
+            // resource is parsed once, into its result type.
+            let read = async {
+                let params = serde_json::json!({"uri": request.uri});
+                let pending = direct
+                    .request("resources/read", params)
+                    .await
+                    .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+                match pending.answer_value().await {
+                    Direct::Result(result, _) => read_response(result),
+                    Direct::Error(e) => Err(rmcp::ServiceError::McpError(e)),
+                    Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
+                }
+            };
+            let mut response = Self::timed(&server, "resources/read", read).await?;
+            if let ReadResourceResponse::Complete(r) = &mut response {
+                complete(&mut r.result_type);
+            }
+            return Ok(response);
+        }
         let mut request = request;
         request.meta = None;
         let mut response =
