@@ -260,8 +260,11 @@ fn a_changed_config_is_repinned_without_quarantine() {
         Duration::from_secs(20),
         || d.log_text().contains("re-pinned without quarantine"),
     );
+    // The log line comes before the snapshot with the new list is out.
     let mut c = d.legacy_session();
-    assert_eq!(description_of(&mut c, "fx_echo").as_deref(), Some(RUG));
+    eventually("the upgraded list to be served", Duration::from_secs(20), || {
+        description_of(&mut c, "fx_echo").as_deref() == Some(RUG)
+    });
     assert!(quarantined(&d.ctl_json(&["status"])).is_empty());
 }
 
