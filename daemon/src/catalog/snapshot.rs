@@ -756,20 +756,26 @@ mod tests {
         assert_eq!(after.get("b_t").map(|e| e.upstream.as_str()), Some("t"));
     }
 
+    /// The servers of a test config, each with an idle link.
+    fn servers_of(config: serde_json::Value) -> (Vec<ServerSpec>, Vec<Arc<ServerLink>>) {
+        let text = config.to_string();
+        let specs = crate::config::parse(&text, std::path::Path::new("t.json"), &|_| None)
+            .expect("test config parses")
+            .servers;
+        let links = specs
+            .iter()
+            .map(|s| Arc::new(ServerLink::new(s.id.clone(), s.timeout, None)))
+            .collect();
+        (specs, links)
+    }
+
     /// Held offers are absent from the lists and refused by name or URI
     /// (a URI only a held template matches included), and a later server
     /// listing the same URI does not take the reads meant for the first.
     #[test]
     fn quarantined_offers_are_hidden_and_refused() {
-        let text =
-            json!({"mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}}).to_string();
-        let specs = crate::config::parse(&text, std::path::Path::new("t.json"), &|_| None)
-            .expect("test config parses")
-            .servers;
-        let links: Vec<Arc<ServerLink>> = specs
-            .iter()
-            .map(|s| Arc::new(ServerLink::new(s.id.clone(), s.timeout, None)))
-            .collect();
+        let (specs, links) =
+            servers_of(json!({"mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}}));
         let offered = crate::offers::Offered {
             prompts: vec![rmcp::model::Prompt::new("greet", Some("Hi."), None)],
             resources: vec![
@@ -830,16 +836,9 @@ mod tests {
     /// not take the calls meant for it.
     #[test]
     fn quarantined_tools_are_hidden_refused_and_keep_their_name() {
-        let text = json!({"mcpServers": {"a": {"command": "x", "prefix": "p"},
-                                          "b": {"command": "x", "prefix": "p"}}})
-        .to_string();
-        let specs = crate::config::parse(&text, std::path::Path::new("t.json"), &|_| None)
-            .expect("test config parses")
-            .servers;
-        let links: Vec<Arc<ServerLink>> = specs
-            .iter()
-            .map(|s| Arc::new(ServerLink::new(s.id.clone(), s.timeout, None)))
-            .collect();
+        let (specs, links) = servers_of(json!({"mcpServers": {
+            "a": {"command": "x", "prefix": "p"},
+            "b": {"command": "x", "prefix": "p"}}}));
         let a = entries_for(
             &specs[0],
             &links[0],

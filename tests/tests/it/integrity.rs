@@ -262,9 +262,11 @@ fn a_changed_config_is_repinned_without_quarantine() {
     );
     // The log line comes before the snapshot with the new list is out.
     let mut c = d.legacy_session();
-    eventually("the upgraded list to be served", Duration::from_secs(20), || {
-        description_of(&mut c, "fx_echo").as_deref() == Some(RUG)
-    });
+    eventually(
+        "the upgraded list to be served",
+        Duration::from_secs(20),
+        || description_of(&mut c, "fx_echo").as_deref() == Some(RUG),
+    );
     assert!(quarantined(&d.ctl_json(&["status"])).is_empty());
 }
 
