@@ -19,6 +19,7 @@ pub mod card;
 pub mod catalog;
 pub mod child;
 pub mod config;
+pub mod console;
 pub mod control;
 pub mod disclosure;
 pub mod embedder;

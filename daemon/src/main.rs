@@ -139,15 +139,19 @@ fn init_logging(format: &str) {
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
+    // The console's Log page reads the same events (evo_daemon::console::logring).
+    let ring = evo_daemon::console::logring::LogRing;
     match (format, evo_daemon::activation::under_systemd()) {
-        ("json", _) => builder.json().init(),
+        ("json", _) => builder.json().finish().with(ring).init(),
         // The journal stamps each line itself.
-        (_, true) => builder.without_time().init(),
-        _ => builder.init(),
+        (_, true) => builder.without_time().finish().with(ring).init(),
+        _ => builder.finish().with(ring).init(),
     }
 }
 
@@ -276,9 +280,16 @@ async fn run(
         stop.clone(),
     )
     .start();
+    let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone());
+    supervisor.do_send(evo_daemon::supervisor::AttachConsole(console.clone()));
     if let Some(bound) = http {
-        let front =
-            evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone());
+        let front = evo_daemon::http::serve(
+            bound,
+            supervisor.clone(),
+            snapshot.clone(),
+            stop.clone(),
+            console,
+        );
         supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
     }
     actix::spawn(evo_daemon::control::serve(
