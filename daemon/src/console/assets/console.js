@@ -36,6 +36,14 @@
     el.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
   }
   function fill(el, children) { el.replaceChildren(); add(el, children); }
+  // Whether `el` already shows `data`: then it is left alone, so a live
+  // refresh does not take the focus from a button a person is on.
+  function same(el, data) {
+    var sig = JSON.stringify(data);
+    if (el.dataset.sig === sig) return true;
+    el.dataset.sig = sig;
+    return false;
+  }
   function rows(table, list) { fill(table.tBodies[0], list); }
   function json(v) { return JSON.stringify(v, null, 2); }
   function ago(s) {
@@ -45,14 +53,17 @@
   }
   function empty(cols, text) { return h("tr", null, h("td", { colspan: cols, class: "meta" }, text)); }
 
-  var noticeTimer = null;
+  // Messages stack (newest last) and each fades on its own.
   function notice(text, error) {
     var n = $("notice");
-    n.textContent = text;
-    n.className = "notice" + (error ? " error" : "");
+    var p = h("p", { class: error ? "error" : null }, text);
+    n.appendChild(p);
+    while (n.childNodes.length > 4) n.removeChild(n.firstChild);
     n.hidden = false;
-    clearTimeout(noticeTimer);
-    noticeTimer = setTimeout(function () { n.hidden = true; }, error ? 15000 : 6000);
+    setTimeout(function () {
+      if (p.parentNode) n.removeChild(p);
+      n.hidden = !n.childNodes.length;
+    }, error ? 20000 : 8000);
   }
 
   var signedOut = false;
@@ -104,7 +115,8 @@
       var d = s.daemon;
       fill($("daemon"), ["evod " + d.version + " · pid " + d.pid + " · up " + ago(d.uptime_s) + " · " + d.tools + " tools · integrity " + s.integrity +
         " · search " + ((s.search && s.search.stages) || ["lexical"]).join(" + ") + (s.http ? " · HTTP " + s.http.listen + s.http.path : "")]);
-      rows($("servers"), s.servers.length ? s.servers.map(function (v) {
+      var shown = s.servers.map(function (v) { return [v.id, v.state, v.tools, v.restarts, v.auth, v.error, v.stderr_tail, v.transport]; });
+      if (!same($("servers"), shown)) rows($("servers"), s.servers.length ? s.servers.map(function (v) {
         var auth = v.auth && v.auth.state ? v.auth.state : "none";
         var err = [];
         if (v.error) err.push(h("div", { class: "error" }, v.error));
@@ -117,11 +129,13 @@
           h("td", null, auth),
           h("td", null, err.length ? err : "—"));
       }) : [empty(6, "no servers configured")]);
-      rows($("overview-sessions"), s.sessions.length ? s.sessions.map(function (x) {
+      var sess = s.sessions.map(function (x) { return [x.id, x.name, x.mode, x.profile, x.era, x.identity, x.activated]; });
+      if (!same($("overview-sessions"), sess)) rows($("overview-sessions"), s.sessions.length ? s.sessions.map(function (x) {
         return h("tr", { "data-id": x.id },
           h("td", null, x.id + (x.name ? " (" + x.name + ")" : "")), h("td", null, x.mode), h("td", null, x.profile || "—"),
           h("td", null, x.era), h("td", null, x.identity || "local"), h("td", { class: "num" }, x.activated.length));
       }) : [empty(6, "no live sessions")]);
+      if (same($("health"), [s.config, s.permissions])) { counts(s); return; }
       var health = [];
       [["config", s.config], ["permissions", s.permissions]].forEach(function (p) {
         var f = p[1];
@@ -211,6 +225,7 @@
     return ctl({ cmd: "sessions" }).then(function (rep) {
       if (!rep.ok) return notice(rep.error, true);
       var list = rep.data.sessions;
+      if (same($("sessions"), list.map(function (x) { return [x.id, x.name, x.mode, x.profile, x.io, x.era, x.identity, x.activated]; }))) return;
       fill($("sessions"), list.length ? list.map(function (x) {
         var input = h("input", { type: "text", placeholder: "tool names, space-separated", "aria-label": "tools to activate in " + x.id });
         return h("div", { class: "card", "data-id": x.id },
@@ -234,6 +249,7 @@
     return ctl({ cmd: "profiles" }).then(function (rep) {
       if (!rep.ok) return notice(rep.error, true);
       var list = rep.data.profiles;
+      if (same($("profiles"), list)) return;
       fill($("profiles"), list.length ? list.map(function (p) {
         var input = h("input", { type: "text", placeholder: "tool names", "aria-label": "tools to add to " + p.name });
         return h("div", { class: "card", "data-name": p.name },
@@ -268,6 +284,7 @@
       if (!rep.ok) return notice(rep.error, true);
       var list = rep.data.approvals;
       $("approvals-count").textContent = list.length ? list.length : "";
+      if (same($("approvals"), list.map(function (a) { return [a.id, a.tool, a.arguments, a.identity]; }))) return;
       rows($("approvals"), list.length ? list.map(function (a) {
         return h("tr", { "data-id": a.id, "data-tool": a.tool },
           h("td", { class: "mono" }, a.id), h("td", null, a.tool), h("td", null, h("pre", null, a.arguments)),
@@ -286,12 +303,14 @@
       var held = s.quarantined || [];
       var box = $("quarantined");
       if (!held.length) {
+        if (same(box, s.integrity)) return;
         fill(box, [h("p", { class: "meta", id: "integrity-clear" }, s.integrity === "off" ? "integrity is off: nothing is pinned or checked" : "No tool changed since it was pinned.")]);
         return;
       }
       var servers = [];
       held.forEach(function (q) { if (servers.indexOf(q.server) < 0) servers.push(q.server); });
       return Promise.all(servers.map(function (server) { return ctl({ cmd: "diff", server: server }); })).then(function (diffs) {
+        if (same(box, diffs)) return;
         var cards = [];
         diffs.forEach(function (rep, i) {
           if (!rep.ok) { cards.push(h("p", { class: "error" }, servers[i] + ": " + rep.error)); return; }
