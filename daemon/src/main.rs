@@ -254,6 +254,7 @@ async fn run(
         version = evo_daemon::VERSION,
         "evod listening"
     );
+    let cache_dir = opts.cache_dir.clone();
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let refresher = Refresher::new(&opts.cache_dir).start();
     let catalog = Catalog::new(snapshot.clone())
@@ -280,18 +281,20 @@ async fn run(
         stop.clone(),
     )
     .start();
-    let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone());
-    supervisor.do_send(evo_daemon::supervisor::AttachConsole(console.clone()));
+    let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), &cache_dir);
     if let Some(bound) = http {
         let front = evo_daemon::http::serve(
             bound,
             supervisor.clone(),
             snapshot.clone(),
             stop.clone(),
-            console,
+            console.clone(),
         );
         supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
     }
+    // After the front: without one, the console's own listener opens again
+    // at once for browsers a previous run signed in.
+    supervisor.do_send(evo_daemon::supervisor::AttachConsole(console));
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),

@@ -71,6 +71,13 @@ class ConsoleEvo(Evo):
             time.sleep(0.1)
         pytest.fail(f"{ids} not ready\n{self.diagnostics()}", pytrace=False)
 
+    def wait_answering(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while self.status() is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"evod does not answer\n{self.diagnostics()}", pytrace=False)
+            time.sleep(0.1)
+
     def ui_url(self) -> str:
         done = self.ctl("ui", "--no-browser")
         assert done.returncode == 0, done.stderr
@@ -122,12 +129,17 @@ def shots(cevo: ConsoleEvo) -> Path:
     return out
 
 
-def new_browser(width: int = 1280, height: int = 800) -> Any:
+def new_browser(width: int = 1280, height: int = 800, mobile: bool = False) -> Any:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", f"--window-size={width},{height}"]:
         options.add_argument(arg)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # The viewport itself at that size (the window's would include the browser's frame).
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
+    )
+    return driver
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +418,7 @@ def test_the_door_wants_the_cookie_and_the_csrf_token(cevo: ConsoleEvo, browser:
 
 
 def test_a_phone_sized_screen_and_the_keyboard(cevo: ConsoleEvo, shots: Path) -> None:
-    phone = new_browser(390, 844)
+    phone = new_browser(390, 844, mobile=True)
     try:
         phone.get(cevo.ui_url())
         wait(phone).until(EC.text_to_be_present_in_element((By.ID, "conn"), "live"))
@@ -430,3 +442,103 @@ def test_a_phone_sized_screen_and_the_keyboard(cevo: ConsoleEvo, shots: Path) ->
         assert outline is not None
     finally:
         phone.quit()
+
+
+@pytest.fixture
+def lone_evo() -> Iterator[ConsoleEvo]:
+    """An evod of its own (one fixture child), for tests that restart it or serve HTTP."""
+    tmp = make_tmp()
+    daemon = ConsoleEvo(
+        tmp=tmp,
+        socket=tmp / "evod.sock",
+        config=tmp / "mcp.config.json",
+        log=tmp / "evod.log",
+        http=None,  # type: ignore[arg-type]
+        rug=tmp / "rug.txt",
+    )
+    daemon.write({"fx": fx_entry()})
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_an_open_page_reconnects_when_evod_restarts(lone_evo: ConsoleEvo) -> None:
+    lone_evo.start()
+    lone_evo.wait_ready()
+    page = new_browser()
+    try:
+        url = lone_evo.ui_url()
+        page.get(url)
+        wait(page).until(EC.text_to_be_present_in_element((By.ID, "conn"), "live"))
+        before = text_of(page, "#daemon")
+        assert lone_evo.ctl("stop").returncode == 0
+        assert lone_evo.proc is not None
+        lone_evo.proc.wait(timeout=30)
+        wait(page).until(EC.text_to_be_present_in_element((By.ID, "conn"), "reconnecting"))
+        lone_evo.start()
+        # Listed from the cache now: `idle` until a call needs it.
+        lone_evo.wait_answering()
+        # Same address, still signed in, and it says what happened.
+        wait(page, 30).until(EC.text_to_be_present_in_element((By.ID, "notice"), "evod restarted"))
+        wait(page).until(EC.text_to_be_present_in_element((By.ID, "conn"), "live"))
+        wait(page).until(lambda d: text_of(d, "#daemon") != before)
+        assert lone_evo.ctl("ui", "--no-browser").stdout.startswith(base_of(url))
+    finally:
+        page.quit()
+
+
+def test_on_the_http_listener_tokens_sign_in_to_read(lone_evo: ConsoleEvo) -> None:
+    from harness import free_port
+
+    port = free_port()
+    config = json.loads(lone_evo.config.read_text())
+    config["serve"] = {"http": {"listen": f"127.0.0.1:{port}", "auth": {"tokens_file": "tokens.json"}}}
+    lone_evo.config.write_text(json.dumps(config))
+    (lone_evo.tmp / "permissions.yml").write_text("rules:\n  fx_cwd: require_approval\n")
+    lone_evo.start()
+    lone_evo.wait_ready()
+    made = lone_evo.ctl("token", "create", "viewer")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    done = lone_evo.ctl("ui", "--no-browser", "--json")
+    ui = json.loads(done.stdout)
+    assert ui["served"] == "http" and ui["url"].startswith(f"http://127.0.0.1:{port}/ui/login?token="), ui
+    base = f"http://127.0.0.1:{port}"
+    # No credential: the 401 page; a bearer token reads, but decides nothing.
+    assert request(base + "/ui/")[0] == 401
+    bearer = {"Authorization": f"Bearer {token}"}
+    status, answer = request(base + "/ui/api/ctl", json.dumps({"cmd": "status"}).encode(), bearer)
+    assert status == 200 and json.loads(answer)["ok"]
+    status, answer = request(base + "/ui/api/ctl", json.dumps({"cmd": "approve", "id": "ap1"}).encode(), bearer)
+    assert status == 403 and "reads only" in answer
+    status, _ = request(base + "/ui/api/ctl", json.dumps({"cmd": "status"}).encode(), {"Authorization": "Bearer evo_" + "0" * 64})
+    assert status == 401
+    owner = new_browser()
+    viewer = new_browser()
+    try:
+        # The owner's one-time link works on the HTTP listener too.
+        owner.get(ui["url"])
+        wait(owner).until(EC.text_to_be_present_in_element((By.ID, "conn"), "live"))
+        assert text_of(owner, ".who") == "owner"
+        # Another person signs in with an API token through the form.
+        viewer.get(base + "/ui/login")
+        viewer.find_element(By.ID, "token").send_keys(token, Keys.ENTER)
+        wait(viewer).until(EC.text_to_be_present_in_element((By.ID, "conn"), "live"))
+        assert text_of(viewer, ".who") == "token:viewer"
+        assert "reads only" in text_of(viewer, "#notice")
+        cookie = viewer.get_cookie("evo_console")
+        assert cookie and cookie["httpOnly"] and cookie.get("sameSite") == "Strict"
+        wait(viewer).until(EC.presence_of_element_located((By.CSS_SELECTOR, '#servers tr[data-id="fx"]')))
+        # Revoking the token signs that browser out.
+        assert lone_evo.ctl("token", "revoke", "viewer").returncode == 0
+        viewer.get(base + "/ui/")
+        assert "Not signed in" in viewer.find_element(By.TAG_NAME, "h1").text
+        # A bad token at the form is said so.
+        viewer.get(base + "/ui/login")
+        viewer.find_element(By.ID, "token").send_keys("evo_nope", Keys.ENTER)
+        wait(viewer).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, ".error"), "not valid"))
+    finally:
+        owner.quit()
+        viewer.quit()

@@ -25,6 +25,7 @@
 pub mod events;
 pub mod listener;
 pub mod logring;
+mod saved;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -77,6 +78,9 @@ struct Inner {
     /// Names this run of evod, so an open page can tell a restart.
     run: String,
     stop: StopSignal,
+    /// `console.json` (see [`saved`]), and the port written in it.
+    file: std::path::PathBuf,
+    port: Mutex<Option<u16>>,
 }
 
 /// A signed-in browser.
@@ -119,14 +123,92 @@ fn digest(secret: &str) -> [u8; 32] {
 }
 
 impl Console {
-    pub fn new(supervisor: Addr<Supervisor>, stop: StopSignal) -> Console {
+    /// The console, with the owner's browsers a previous run of evod
+    /// signed in (from `cache_dir`).
+    pub fn new(
+        supervisor: Addr<Supervisor>,
+        stop: StopSignal,
+        cache_dir: &std::path::Path,
+    ) -> Console {
+        let file = saved::path(cache_dir);
+        let kept = saved::load(&file);
+        let now = Instant::now();
+        let sessions = kept
+            .sessions
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    saved::unhex(&s.cookie_sha256)?,
+                    Signed {
+                        csrf: s.csrf.clone(),
+                        identity: Identity::owner(),
+                        last_seen: now,
+                    },
+                ))
+            })
+            .collect();
         Console(Arc::new(Inner {
             supervisor,
             logins: Mutex::default(),
-            sessions: Mutex::default(),
+            sessions: Mutex::new(sessions),
             run: format!("{}-{}", std::process::id(), random_hex(6)),
             stop,
+            file,
+            port: Mutex::new(kept.port),
         }))
+    }
+
+    /// The loopback port the console listened on before (to listen there
+    /// again), when it did.
+    pub fn saved_port(&self) -> Option<u16> {
+        *self.0.port.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the port its own listener got.
+    pub fn set_port(&self, port: u16) {
+        *self.0.port.lock().unwrap_or_else(|e| e.into_inner()) = Some(port);
+        self.persist();
+    }
+
+    /// Whether browsers of a previous run are signed in (their pages try
+    /// to reconnect).
+    pub fn has_saved_sessions(&self) -> bool {
+        self.signed_in() > 0
+    }
+
+    /// Signs out every browser of identity `key` (its token was revoked).
+    pub fn end_identity(&self, key: &str) {
+        self.0
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, s| s.identity.key.as_deref() != Some(key));
+    }
+
+    /// Writes the owner's sessions and the port to `console.json`.
+    fn persist(&self) {
+        let sessions = self
+            .0
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, s)| s.identity.key.is_none())
+            .map(|(k, s)| saved::SavedSession {
+                cookie_sha256: saved::hex(k),
+                csrf: s.csrf.clone(),
+            })
+            .collect();
+        let kept = saved::Saved {
+            version: 1,
+            port: self.saved_port(),
+            sessions,
+        };
+        if let Err(e) = saved::store(&self.0.file, &kept) {
+            tracing::warn!(
+                "console sessions not saved (browsers sign in again after a restart): {e}"
+            );
+        }
     }
 
     /// A new one-time sign-in token (`evoctl ui`), for the owner.
@@ -155,16 +237,22 @@ impl Console {
         let cookie = random_hex(32);
         let csrf = random_hex(24);
         let now = Instant::now();
-        let mut sessions = self.0.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|_, s| now.duration_since(s.last_seen) < SESSION_IDLE);
-        sessions.insert(
-            digest(&cookie),
-            Signed {
-                csrf: csrf.clone(),
-                identity,
-                last_seen: now,
-            },
-        );
+        let owner = identity.key.is_none();
+        {
+            let mut sessions = self.0.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            sessions.retain(|_, s| now.duration_since(s.last_seen) < SESSION_IDLE);
+            sessions.insert(
+                digest(&cookie),
+                Signed {
+                    csrf: csrf.clone(),
+                    identity,
+                    last_seen: now,
+                },
+            );
+        }
+        if owner {
+            self.persist();
+        }
         (cookie, csrf)
     }
 
@@ -206,7 +294,7 @@ impl Console {
             },
             (Method::POST, "/ui/logout") => match self.caller(req.headers(), &door).await {
                 Ok(c) => {
-                    if let Err(r) = check_csrf(req.headers(), &c) {
+                    if let Some(r) = csrf_refusal(req.headers(), &c) {
                         return r;
                     }
                     if let Some(v) = cookie(req.headers(), COOKIE) {
@@ -215,6 +303,7 @@ impl Console {
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .remove(&digest(v));
+                        self.persist();
                     }
                     let mut r = page(
                         StatusCode::OK,
@@ -363,7 +452,7 @@ impl Console {
 
     /// `POST /ui/api/ctl`: one control request, as `evoctl` sends it.
     async fn ctl(&self, req: Request<Incoming>, c: Caller) -> Response<Body> {
-        if let Err(r) = check_csrf(req.headers(), &c) {
+        if let Some(r) = csrf_refusal(req.headers(), &c) {
             return r;
         }
         let Ok(body) = read_body(req).await else {
@@ -542,24 +631,23 @@ fn keep_own(request: &CtlRequest, data: &mut Value, key: &str) {
     }
 }
 
-fn check_csrf(headers: &HeaderMap, c: &Caller) -> Result<(), Response<Body>> {
-    let Some(expected) = &c.csrf else {
-        return Ok(());
-    };
+/// The refusal of a POST whose CSRF token is missing or wrong, if it is.
+fn csrf_refusal(headers: &HeaderMap, c: &Caller) -> Option<Response<Body>> {
+    let expected = c.csrf.as_ref()?;
     let sent = headers
         .get(CSRF_HEADER)
         .map(http::HeaderValue::as_bytes)
         .unwrap_or_default();
     use subtle::ConstantTimeEq;
     if !sent.is_empty() && bool::from(sent.ct_eq(expected.as_bytes())) {
-        Ok(())
+        None
     } else {
         let why = if sent.is_empty() {
             "forbidden: a console request that changes anything needs the page's CSRF token (X-CSRF-Token); reload the console"
         } else {
             "forbidden: the CSRF token does not match this console session; reload the console"
         };
-        Err(json_response(
+        Some(json_response(
             StatusCode::FORBIDDEN,
             &json!({"ok": false, "kind": "invalid_request", "error": why}),
         ))

@@ -524,6 +524,7 @@ impl Front {
 
     /// Ends every session of identity `key` (a revoked token's).
     pub fn end_identity(&self, key: &str) {
+        self.0.console.end_identity(key);
         let front = self.clone();
         let key = key.to_owned();
         tokio::spawn(async move {

@@ -665,7 +665,22 @@ pub struct AttachConsole(pub crate::console::Console);
 impl Handler<AttachConsole> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: AttachConsole, _: &mut Context<Self>) {
-        self.console = Some(msg.0);
+        let console = msg.0;
+        if self.front.is_none()
+            && console.has_saved_sessions()
+            && let Some(port) = console.saved_port()
+        {
+            match crate::console::listener::start(console.clone(), port) {
+                Ok(addr) => {
+                    self.console_addr = Some(addr);
+                    if addr.port() != port {
+                        console.set_port(addr.port());
+                    }
+                }
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+        self.console = Some(console);
     }
 }
 

@@ -160,9 +160,13 @@ impl Supervisor {
         } else {
             let addr = match self.console_addr {
                 Some(a) => a,
-                None => match crate::console::listener::start(console.clone(), 0) {
+                None => match crate::console::listener::start(
+                    console.clone(),
+                    console.saved_port().unwrap_or(0),
+                ) {
                     Ok(a) => {
                         self.console_addr = Some(a);
+                        console.set_port(a.port());
                         a
                     }
                     Err(e) => return CtlReply::error(ErrorKind::Internal, e),
