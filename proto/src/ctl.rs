@@ -1104,6 +1104,20 @@ mod tests {
     }
 
     #[test]
+    fn ui_asks_for_the_console_and_reads_its_address() {
+        assert_eq!(
+            CtlRequest::parse(br#"{"cmd":"ui"}"#).unwrap(),
+            CtlRequest::Ui
+        );
+        let data = serde_json::json!({"url": "http://127.0.0.1:1/ui/login?token=t", "console": "http://127.0.0.1:1/ui/", "served": "loopback", "expires_s": 600});
+        let Reply::Ui(u) = Reply::decode(&CtlRequest::Ui, data.clone()).unwrap() else {
+            panic!("not a ui reply");
+        };
+        assert_eq!(u.served, "loopback");
+        assert_eq!(serde_json::to_value(Reply::Ui(u)).unwrap(), data);
+    }
+
+    #[test]
     fn approvals_keep_their_keys_and_order() {
         let report = ApprovalsReport {
             approvals: vec![PendingApproval {
