@@ -154,15 +154,16 @@
     $("integrity-count").textContent = s.quarantined && s.quarantined.length ? s.quarantined.length : "";
   }
 
+  // The whole catalog with each tool's permission: fetched again only
+  // when the catalog changed (it can be thousands of tools).
   var permissions = {};
-  var lastQuery = "";
+  var catalogList = null;
   var shownTool = null;
   pages.catalog = function () {
     var q = $("search").value.trim();
-    lastQuery = q;
-    var list = ctl({ cmd: "list", all: true }).then(function (rep) {
+    var list = catalogList ? Promise.resolve(catalogList) : ctl({ cmd: "list", all: true }).then(function (rep) {
       permissions = {};
-      if (rep.ok) rep.data.tools.forEach(function (t) { permissions[t.name] = t; });
+      if (rep.ok) { rep.data.tools.forEach(function (t) { permissions[t.name] = t; }); catalogList = rep; }
       return rep;
     });
     return list.then(function (all) {
@@ -371,6 +372,16 @@
   $("log-filter").addEventListener("submit", function (e) { e.preventDefault(); });
 
   // ---- navigation and refresh
+  // Which pings each page refetches for (the approvals count is on every page).
+  var interests = {
+    overview: ["servers", "sessions", "catalog"],
+    catalog: ["catalog"],
+    sessions: ["sessions"],
+    profiles: ["profiles", "catalog", "sessions"],
+    approvals: [],
+    integrity: ["catalog", "servers"],
+    log: []
+  };
   var pending = null, running = false, again = false;
   function refresh() {
     if (pending) return;
@@ -412,6 +423,7 @@
     if (signedOut) return;
     source = new EventSource("/ui/events");
     source.addEventListener("hello", function (e) {
+      catalogList = null;
       var hello = JSON.parse(e.data);
       if (run_id && hello.run !== run_id) notice("evod restarted; the console reconnected.");
       else if (lost) notice("reconnected to evod.");
@@ -426,7 +438,12 @@
       if (current === "log") renderLog();
     });
     source.addEventListener("log", function (e) { addLog(JSON.parse(e.data)); });
-    source.addEventListener("changed", function () { refresh(); });
+    source.addEventListener("changed", function (e) {
+      var topics = JSON.parse(e.data).topics;
+      if (topics.indexOf("catalog") >= 0 || topics.indexOf("all") >= 0) catalogList = null;
+      var wants = interests[current] || [];
+      if (topics.some(function (t) { return t === "all" || t === "approvals" || wants.indexOf(t) >= 0; })) refresh();
+    });
     source.onerror = function () {
       lost = true;
       setConn("reconnecting to evod…", "down");
