@@ -535,6 +535,11 @@ def test_on_the_http_listener_tokens_sign_in_to_read(lone_evo: ConsoleEvo) -> No
         assert lone_evo.ctl("token", "revoke", "viewer").returncode == 0
         viewer.get(base + "/ui/")
         assert "Not signed in" in viewer.find_element(By.TAG_NAME, "h1").text
+        # Neither the API token nor the sign-in link's token is in the log the console shows.
+        open_page(owner, "log")
+        wait(owner).until(lambda d: "token revoked" in text_of(d, "#log") or "revoked" in text_of(d, "#log"))
+        shown = text_of(owner, "#log")
+        assert token not in shown and ui["url"].split("token=")[1] not in shown
         # A bad token at the form is said so.
         viewer.get(base + "/ui/login")
         viewer.find_element(By.ID, "token").send_keys("evo_nope", Keys.ENTER)

@@ -320,7 +320,11 @@
               h("h2", null, t.name),
               h("p", { class: "meta" }, "server " + rep.data.server + " · upstream " + t.tool + " · changed: " + t.changed.join(", ") + " · drift " + t.drift +
                 (s.integrity === "pin" ? " · hidden and refused until trusted" : " · still usable (integrity: warn)")),
-              h("pre", { class: "diff" }, t.diff),
+              h("pre", { class: "diff" }, t.diff.split("\n").map(function (line) {
+                var c = line.charAt(0);
+                var kind = line.slice(0, 3) === "+++" || line.slice(0, 3) === "---" ? "meta" : c === "+" ? "ins" : c === "-" ? "del" : null;
+                return h("span", { class: kind }, line + "\n");
+              })),
               owner ? h("button", { type: "button", class: "primary trust", onclick: function () {
                 act({ cmd: "trust", server: rep.data.server, tool: t.tool });
               } }, "Trust the new definition") : null));
