@@ -98,9 +98,10 @@
   }
   function describeChange(req, data) {
     if (!data) return "done";
-    var what = data.changed && data.changed.length ? data.changed.join(", ") : "nothing changed";
-    if (data.profile) return "profile " + data.profile + ": " + what;
-    if (data.session) return "session " + data.session + ": " + what;
+    var on = req.cmd === "activate";
+    var what = data.changed && data.changed.length ? data.changed.join(", ") : "nothing (no change)";
+    if (data.profile) return (on ? "added to profile " : "removed from profile ") + data.profile + ": " + what;
+    if (data.session) return (on ? "activated in session " : "deactivated in session ") + data.session + ": " + what;
     return "done";
   }
 
