@@ -412,6 +412,10 @@ def test_the_door_wants_the_cookie_and_the_csrf_token(cevo: ConsoleEvo, browser:
         base + "/ui/api/ctl", body, {"Cookie": f"evo_console={cookie}", "X-CSRF-Token": csrf, "Origin": "https://evil.example"}
     )
     assert status == 403
+    # Bad input is said so, and nothing else breaks.
+    for bad, code in [(b"{not json", 400), (b'{"cmd":"explode"}', 400), (b"x" * 70000, 413)]:
+        status, answer = request(base + "/ui/api/ctl", bad, {"Cookie": f"evo_console={cookie}", "X-CSRF-Token": csrf})
+        assert status == code and json.loads(answer)["ok"] is False, (status, answer)
     # Not what the console is for: stopping evod is the CLI's.
     status, answer = request(base + "/ui/api/ctl", json.dumps({"cmd": "stop"}).encode(), {"Cookie": f"evo_console={cookie}", "X-CSRF-Token": csrf})
     assert status == 403 and cevo.status() is not None

@@ -455,23 +455,26 @@ impl Console {
         if let Some(r) = csrf_refusal(req.headers(), &c) {
             return r;
         }
+        let refused = |status: StatusCode, message: String| {
+            json_response(
+                status,
+                &serde_json::to_value(CtlReply::error(ErrorKind::InvalidRequest, message))
+                    .unwrap_or_default(),
+            )
+        };
         let Ok(body) = read_body(req).await else {
-            return reply(&CtlReply::error(
-                ErrorKind::InvalidRequest,
-                format!("the request body is over {MAX_BODY} bytes or unreadable"),
-            ));
+            return refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is over {MAX_BODY} bytes or could not be read"),
+            );
         };
         let request = match CtlRequest::parse(&body) {
             Ok(r) => r,
-            Err(e) => return reply(&CtlReply::error(ErrorKind::InvalidRequest, e)),
+            Err(e) => return refused(StatusCode::BAD_REQUEST, e),
         };
         let owner = c.identity.key.is_none();
         if let Err(why) = permitted(&request, owner) {
-            return json_response(
-                StatusCode::FORBIDDEN,
-                &serde_json::to_value(CtlReply::error(ErrorKind::InvalidRequest, why))
-                    .unwrap_or_default(),
-            );
+            return refused(StatusCode::FORBIDDEN, why);
         }
         let answered = self.0.supervisor.send(Ctl(request.clone())).await;
         let mut answer = answered.unwrap_or_else(|_| {
