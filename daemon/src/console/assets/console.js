@@ -128,8 +128,10 @@
           h("td", { class: "num" }, v.tools),
           h("td", { class: "num" }, v.restarts),
           h("td", null, auth),
-          h("td", null, err.length ? err : "—"));
-      }) : [empty(6, "no servers configured")]);
+          h("td", null, err.length ? err : "—"),
+          owner ? h("td", null, v.transport ? h("button", { type: "button", class: "refresh", "aria-label": "restart and re-discover " + v.id,
+            onclick: function () { act({ cmd: "refresh", server: v.id }); } }, "Refresh") : null) : null);
+      }) : [empty(7, "no servers configured")]);
       var sess = s.sessions.map(function (x) { return [x.id, x.name, x.mode, x.profile, x.era, x.identity, x.activated]; });
       if (!same($("overview-sessions"), sess)) rows($("overview-sessions"), s.sessions.length ? s.sessions.map(function (x) {
         return h("tr", { "data-id": x.id },
@@ -146,6 +148,7 @@
           health.push(h("li", { class: "warn" }, w.file + (w.line ? ":" + w.line : "") + ": " + w.message));
         });
       });
+      if (owner) health.push(h("li", null, h("button", { type: "button", id: "reload", onclick: function () { act({ cmd: "reload" }); } }, "Reload config and permissions")));
       fill($("health"), health);
       counts(s);
     });
