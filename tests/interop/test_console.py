@@ -6,8 +6,8 @@ server appear and become ready after a config edit (no reload of the page), sear
 catalog (the ranking and stage scores ``evoctl search --explain`` gives), approves a call an
 agent (the official Python SDK through ``evoctl shim``) was held on and sees the agent's call
 pass, trusts a quarantined tool, and checks the door: a POST without the CSRF token is 403, a
-forged cookie 401. Screenshots of every page go to ``$EVO_CONSOLE_SHOTS`` (default: the test's
-temp dir, ``shots/``); the docs' two come from here.
+forged cookie 401. Screenshots of every page go to ``$EVO_CONSOLE_SHOTS`` (default: pytest's
+output dir for the run, ``console-shots*`` under its basetemp); the docs' two come from here.
 
 Without chromium or chromedriver every test here says ``skipped: …``.
 """
@@ -123,9 +123,13 @@ def cevo() -> Iterator[ConsoleEvo]:
 
 
 @pytest.fixture(scope="module")
-def shots(cevo: ConsoleEvo) -> Path:
-    out = Path(os.environ.get("EVO_CONSOLE_SHOTS") or cevo.tmp / "shots")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: `$EVO_CONSOLE_SHOTS`, else pytest's own output dir for this
+    run (kept by pytest after the run, under its basetemp)."""
+    wanted = os.environ.get("EVO_CONSOLE_SHOTS")
+    out = Path(wanted) if wanted else tmp_path_factory.mktemp("console-shots", numbered=True)
     out.mkdir(parents=True, exist_ok=True)
+    sys.stderr.write(f"\n[console] screenshots in {out}\n")
     return out
 
 
