@@ -167,6 +167,17 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Open the web console: prints its address and opens a browser
+    ///
+    /// With `serve.http` the console is under /ui on the HTTP listener;
+    /// without it evod starts a listener on a free loopback port just for
+    /// the console. The address carries a token that signs one browser in,
+    /// once (it becomes a cookie); run `evoctl ui` again for another.
+    Ui {
+        /// Print the address only; do not start a browser
+        #[arg(long)]
+        no_browser: bool,
+    },
     /// Stop the daemon and its servers
     Stop,
     /// Run evod as a systemd user service (Linux) or launchd agent (macOS)
@@ -345,8 +356,9 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
+    let browse = matches!(command, Command::Ui { no_browser: false }) && !json;
     let (request, out) = to_request(command);
-    runtime.block_on(control(&socket, request, json, out))
+    runtime.block_on(control(&socket, request, json, out, browse))
 }
 
 /// Exit status of a command that runs without the daemon: its error names the
@@ -444,6 +456,7 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         Command::Prompts => CtlRequest::Prompts,
         Command::Read { uri, out } => return (CtlRequest::Read { uri }, out),
         Command::Stop => CtlRequest::Stop,
+        Command::Ui { .. } => CtlRequest::Ui,
         Command::Shim { .. }
         | Command::Service { .. }
         | Command::Setup { .. }
@@ -532,7 +545,13 @@ async fn exchange_on(
 /// How long `evoctl stop` waits for evod to exit.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<PathBuf>) -> ExitCode {
+async fn control(
+    socket: &Path,
+    request: CtlRequest,
+    json: bool,
+    out: Option<PathBuf>,
+    browse: bool,
+) -> ExitCode {
     let reply = match exchange(socket, &request).await {
         Ok(r) => r,
         Err(e) => {
@@ -570,6 +589,9 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
         eprintln!("evoctl: {e}");
         return ExitCode::from(EXIT_REFUSED);
     }
+    if let (true, Reply::Ui(u)) = (browse, &reply) {
+        open_browser(&u.url);
+    }
     // A person at a terminal watches re-discovery finish on one updating
     // line; off a terminal `refresh` waits for it and prints each server's
     // outcome (scripts and logs learn what happened, not only what was
@@ -591,6 +613,35 @@ async fn control(socket: &Path, request: CtlRequest, json: bool, out: Option<Pat
         follow_refresh(socket, &ids, terminal).await;
     }
     ExitCode::SUCCESS
+}
+
+/// Opens `url` in the person's browser where there is one to open (a
+/// desktop session on Linux, macOS); says so when there is none. The URL is
+/// a one-time sign-in, so it is printed either way.
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        Some("open")
+    } else if cfg!(windows) {
+        None
+    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    {
+        Some("xdg-open")
+    } else {
+        None
+    };
+    let Some(opener) = opener else {
+        eprintln!("no browser to open here: open the address above in one");
+        return;
+    };
+    let started = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = started {
+        eprintln!("could not start a browser ({opener}: {e}): open the address above in one");
+    }
 }
 
 /// Sends `request` to the daemon at `socket`, if one runs, and waits for its

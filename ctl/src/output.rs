@@ -631,6 +631,13 @@ pub fn render(
             );
             println!("{}", t.token);
         }
+        Reply::Ui(u) => {
+            println!("{}", u.url);
+            eprintln!(
+                "the link signs one browser in once (unused, it expires in {} min); `evoctl ui` again makes a new one",
+                u.expires_s / 60
+            );
+        }
         Reply::Tokens(l) => {
             if l.tokens.is_empty() {
                 println!("no API tokens in {}", l.file);

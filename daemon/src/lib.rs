@@ -5,7 +5,7 @@
 //! Pure modules (values in, values out): [`config`], [`envfile`],
 //! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
 //! [`breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
-//! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`transport`] frames a session's MCP lines,
+//! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`console`] the web console, [`transport`] frames a session's MCP lines,
 //! [`childio`] is a stdio child's transport, [`watch`] watches the config
 //! files, [`activation`] takes a systemd-passed socket, [`guard`] is the process
 //! that ends the children's process groups if evod is killed.
@@ -19,6 +19,7 @@ pub mod card;
 pub mod catalog;
 pub mod child;
 pub mod config;
+pub mod console;
 pub mod control;
 pub mod disclosure;
 pub mod embedder;

@@ -139,15 +139,19 @@ fn init_logging(format: &str) {
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
+    // The console's Log page reads the same events (evo_daemon::console::logring).
+    let ring = evo_daemon::console::logring::LogRing;
     match (format, evo_daemon::activation::under_systemd()) {
-        ("json", _) => builder.json().init(),
+        ("json", _) => builder.json().finish().with(ring).init(),
         // The journal stamps each line itself.
-        (_, true) => builder.without_time().init(),
-        _ => builder.init(),
+        (_, true) => builder.without_time().finish().with(ring).init(),
+        _ => builder.finish().with(ring).init(),
     }
 }
 
@@ -250,6 +254,7 @@ async fn run(
         version = evo_daemon::VERSION,
         "evod listening"
     );
+    let cache_dir = opts.cache_dir.clone();
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let refresher = Refresher::new(&opts.cache_dir).start();
     let catalog = Catalog::new(snapshot.clone())
@@ -276,11 +281,20 @@ async fn run(
         stop.clone(),
     )
     .start();
+    let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), &cache_dir);
     if let Some(bound) = http {
-        let front =
-            evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone());
+        let front = evo_daemon::http::serve(
+            bound,
+            supervisor.clone(),
+            snapshot.clone(),
+            stop.clone(),
+            console.clone(),
+        );
         supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
     }
+    // After the front: without one, the console's own listener opens again
+    // at once for browsers a previous run signed in.
+    supervisor.do_send(evo_daemon::supervisor::AttachConsole(console));
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),

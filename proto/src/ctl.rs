@@ -106,6 +106,9 @@ pub enum CtlRequest {
     TokenRevoke {
         name: String,
     },
+    /// The web console's address with a one-time sign-in token (`evoctl
+    /// ui`); evod starts a loopback listener for it when `serve.http` is off.
+    Ui,
 }
 
 impl CtlRequest {
@@ -207,6 +210,8 @@ pub enum Reply {
     TokenCreated(TokenCreated),
     /// `token list`.
     Tokens(TokenList),
+    /// `ui`.
+    Ui(UiAddress),
 }
 
 impl Reply {
@@ -244,6 +249,7 @@ impl Reply {
             CtlRequest::Diff { .. } => Reply::Diff(from_value(data)?),
             CtlRequest::TokenCreate { .. } => Reply::TokenCreated(from_value(data)?),
             CtlRequest::TokenList => Reply::Tokens(from_value(data)?),
+            CtlRequest::Ui => Reply::Ui(from_value(data)?),
         })
     }
 }
@@ -323,6 +329,21 @@ pub struct HttpStatus {
     pub insecure_no_auth: bool,
     /// Something the person who runs evod should act on.
     pub warning: Option<String>,
+}
+
+/// `evoctl ui --json`: where the web console is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UiAddress {
+    /// The address to open: signs the browser in once (the token in it
+    /// works a single time), then the console.
+    pub url: String,
+    /// The console's own address, without a token.
+    pub console: String,
+    /// `http` (under `/ui` on the `serve.http` listener) or `loopback`
+    /// (a listener evod started for the console alone).
+    pub served: String,
+    /// Seconds the sign-in token stays valid if unused.
+    pub expires_s: u64,
 }
 
 /// Reply to `token create`: the token, shown this once.
@@ -1080,6 +1101,20 @@ mod tests {
                 all: false
             }
         );
+    }
+
+    #[test]
+    fn ui_asks_for_the_console_and_reads_its_address() {
+        assert_eq!(
+            CtlRequest::parse(br#"{"cmd":"ui"}"#).unwrap(),
+            CtlRequest::Ui
+        );
+        let data = serde_json::json!({"url": "http://127.0.0.1:1/ui/login?token=t", "console": "http://127.0.0.1:1/ui/", "served": "loopback", "expires_s": 600});
+        let Reply::Ui(u) = Reply::decode(&CtlRequest::Ui, data.clone()).unwrap() else {
+            panic!("not a ui reply");
+        };
+        assert_eq!(u.served, "loopback");
+        assert_eq!(serde_json::to_value(Reply::Ui(u)).unwrap(), data);
     }
 
     #[test]

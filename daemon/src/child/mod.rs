@@ -401,6 +401,9 @@ impl ChildServer {
             _ => (None, None),
         };
         self.link.publish(state, peer, direct);
+        if old.state() != state {
+            crate::console::events::changed(crate::console::events::Topic::Servers);
+        }
         old
     }
 

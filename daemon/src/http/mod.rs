@@ -86,7 +86,7 @@ struct Inner {
     insecure: bool,
     hosts: origin::HostPolicy,
     origins: Vec<origin::AllowedOrigin>,
-    auth: Authenticator,
+    auth: Arc<Authenticator>,
     registry: Arc<Registry>,
     manager: Arc<TrackedSessions>,
     mcp: StreamableHttpService<SessionServer, TrackedSessions>,
@@ -95,6 +95,8 @@ struct Inner {
     max_body: usize,
     tls: Option<tls::Tls>,
     stop: StopSignal,
+    /// The web console, served under `/ui`.
+    console: crate::console::Console,
 }
 
 /// Resolves and binds `listen` (every address a name resolves to).
@@ -225,6 +227,7 @@ pub fn serve(
     supervisor: Addr<Supervisor>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     stop: StopSignal,
+    console: crate::console::Console,
 ) -> Front {
     let listening = bound.addrs();
     let loopback = bound.loopback();
@@ -238,7 +241,7 @@ pub fn serve(
         ..
     } = bound;
     let opts_max = max_message_bytes;
-    let auth = Authenticator::new(settings.auth.is_some(), jwt.clone());
+    let auth = Arc::new(Authenticator::new(settings.auth.is_some(), jwt.clone()));
     let registry = Arc::new(Registry::default());
     let mut local = LocalSessionManager::default();
     local.session_config.keep_alive = Some(Duration::from_secs(settings.session_timeout_s));
@@ -292,6 +295,7 @@ pub fn serve(
         tls,
         stop,
         settings,
+        console,
     }));
     for listener in listeners {
         tokio::spawn(accept(listener, front.clone(), connections.clone()));
@@ -520,6 +524,7 @@ impl Front {
 
     /// Ends every session of identity `key` (a revoked token's).
     pub fn end_identity(&self, key: &str) {
+        self.0.console.end_identity(key);
         let front = self.clone();
         let key = key.to_owned();
         tokio::spawn(async move {
@@ -624,6 +629,9 @@ impl Front {
         if path == self.0.settings.path {
             return self.mcp(req, peer).await;
         }
+        if path == "/ui" || path.starts_with("/ui/") {
+            return self.ui(req).await;
+        }
         match path {
             "/healthz" => text(StatusCode::OK, "ok"),
             "/readyz" => self.readyz().await,
@@ -636,6 +644,53 @@ impl Front {
                 format!("not found: MCP is served at {}", self.0.settings.path),
             ),
         }
+    }
+
+    /// The web console: Host and Origin as for MCP; the console checks
+    /// its own sign-in (a cookie, or a bearer credential).
+    async fn ui(&self, req: Request<Incoming>) -> Response<Body> {
+        let host = header_str(req.headers(), header::HOST)
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
+        if let Err(why) = self.0.hosts.check(host) {
+            return text(StatusCode::FORBIDDEN, format!("forbidden: {why}"));
+        }
+        let origin = req.headers().get(header::ORIGIN).map(|v| v.as_bytes());
+        if let Err(why) = origin::check_origin(origin, &self.0.origins) {
+            return text(StatusCode::FORBIDDEN, format!("forbidden: {why}"));
+        }
+        let door = crate::console::Door {
+            secure: self.0.tls.is_some(),
+            auth: Some(self.0.auth.clone()),
+        };
+        self.0.console.handle(req, door).await
+    }
+
+    /// Where browsers reach the console on this listener: `public_url`'s
+    /// origin, else the first address (a wildcard one as loopback).
+    pub fn console_base(&self) -> String {
+        let s = &self.0.settings;
+        if let Some(public) = &s.public_url
+            && let Ok(uri) = public.parse::<http::Uri>()
+            && let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority())
+        {
+            return format!("{scheme}://{authority}");
+        }
+        let scheme = if self.0.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let addr = self.0.listening.first().map_or_else(
+            || "127.0.0.1".to_string(),
+            |a| match a.ip() {
+                std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+                    format!("127.0.0.1:{}", a.port())
+                }
+                std::net::IpAddr::V6(ip) if ip.is_unspecified() => format!("[::1]:{}", a.port()),
+                _ => a.to_string(),
+            },
+        );
+        format!("{scheme}://{addr}")
     }
 
     async fn readyz(&self) -> Response<Body> {

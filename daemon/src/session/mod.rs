@@ -651,6 +651,7 @@ impl Handler<SetActive> for Session {
             self.view.activated.store(Arc::new(self.activated.clone()));
             self.refresh_visible();
             self.save_if_named();
+            crate::console::events::changed(crate::console::events::Topic::Sessions);
         }
         MessageResult(Ok(ActivationChange {
             changed,

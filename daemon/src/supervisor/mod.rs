@@ -100,6 +100,10 @@ pub struct Supervisor {
     tokens: Arc<crate::tokens::TokenTable>,
     /// Why the tokens file could not be read, when it could not.
     tokens_error: Option<String>,
+    /// The web console, and its own loopback listener once `evoctl ui`
+    /// started it (without `serve.http`).
+    console: Option<crate::console::Console>,
+    console_addr: Option<std::net::SocketAddr>,
 }
 
 /// The semantic search stage the Supervisor configures and sessions read.
@@ -163,6 +167,8 @@ impl Supervisor {
             front: None,
             tokens: Default::default(),
             tokens_error: None,
+            console: None,
+            console_addr: None,
         }
     }
 
@@ -306,6 +312,8 @@ impl Supervisor {
     /// and unchanged children keep running untouched. An invalid file leaves
     /// the running config in force.
     fn reload(&mut self) -> Result<ctl::ActionReport, String> {
+        // Config and permissions health show on the console either way.
+        crate::console::events::changed(crate::console::events::Topic::Servers);
         let permissions = self.load_permissions();
         let mut report = self.reload_config()?;
         match permissions {
@@ -649,6 +657,33 @@ impl Handler<AttachFront> for Supervisor {
     }
 }
 
+/// The web console, made in `main` once the Supervisor runs.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AttachConsole(pub crate::console::Console);
+
+impl Handler<AttachConsole> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: AttachConsole, _: &mut Context<Self>) {
+        let console = msg.0;
+        if self.front.is_none()
+            && console.has_saved_sessions()
+            && let Some(port) = console.saved_port()
+        {
+            match crate::console::listener::start(console.clone(), port) {
+                Ok(addr) => {
+                    self.console_addr = Some(addr);
+                    if addr.port() != port {
+                        console.set_port(addr.port());
+                    }
+                }
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+        self.console = Some(console);
+    }
+}
+
 /// `/readyz`: is the config loaded (and, later, the store reachable)?
 #[derive(Message)]
 #[rtype(result = "Result<(), String>")]
@@ -729,6 +764,9 @@ impl Handler<CatalogChanged> for Supervisor {
         for s in self.sessions.values() {
             s.addr.do_send(msg.clone());
         }
+        use crate::console::events::{Topic, changed};
+        changed(Topic::Catalog);
+        changed(Topic::Servers);
     }
 }
 
@@ -854,6 +892,7 @@ impl Handler<OpenSession> for Supervisor {
             profile = ?msg.profile,
             "session opened"
         );
+        crate::console::events::changed(crate::console::events::Topic::Sessions);
         Ok(OpenedSession {
             id,
             mode,
@@ -884,6 +923,7 @@ impl Handler<SessionClosed> for Supervisor {
     fn handle(&mut self, msg: SessionClosed, _: &mut Context<Self>) {
         self.sessions.remove(&msg.id);
         tracing::info!(session = %msg.id, "session closed");
+        crate::console::events::changed(crate::console::events::Topic::Sessions);
         if let Some(name) = msg.name
             && self.named.get(&name) != Some(&msg.activated)
         {
@@ -932,6 +972,7 @@ impl Handler<CheckApproval> for Supervisor {
             &msg.preview,
             Instant::now(),
         );
+        crate::console::events::changed(crate::console::events::Topic::Approvals);
         if let crate::approvals::Gate::Pending(id) = &gate {
             tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
         }

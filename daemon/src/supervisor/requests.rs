@@ -145,7 +145,48 @@ impl Supervisor {
         }))
     }
 
+    /// `evoctl ui`: the console's address with a new one-time sign-in
+    /// token; without `serve.http`, the console's own loopback listener,
+    /// started now if it is not running.
+    fn ui(&mut self) -> CtlReply {
+        let Some(console) = self.console.clone() else {
+            return CtlReply::error(
+                ErrorKind::Unsupported,
+                "the web console is not running in this evod",
+            );
+        };
+        let (base, served) = if let Some(front) = &self.front {
+            (front.console_base(), "http")
+        } else {
+            let addr = match self.console_addr {
+                Some(a) => a,
+                None => match crate::console::listener::start(
+                    console.clone(),
+                    console.saved_port().unwrap_or(0),
+                ) {
+                    Ok(a) => {
+                        self.console_addr = Some(a);
+                        console.set_port(a.port());
+                        a
+                    }
+                    Err(e) => return CtlReply::error(ErrorKind::Internal, e),
+                },
+            };
+            (format!("http://{addr}"), "loopback")
+        };
+        match console.mint_login() {
+            Ok(token) => CtlReply::data(Reply::Ui(ctl::UiAddress {
+                url: format!("{base}/ui/login?token={token}"),
+                console: format!("{base}/ui/"),
+                served: served.into(),
+                expires_s: crate::console::LOGIN_TTL.as_secs(),
+            })),
+            Err(e) => CtlReply::error(ErrorKind::Internal, e),
+        }
+    }
+
     fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
+        crate::console::events::changed(crate::console::events::Topic::Approvals);
         match self.approvals.decide(id, approve, Instant::now()) {
             Ok(a) => {
                 let verb = if approve { "approved" } else { "denied" };
@@ -255,6 +296,7 @@ impl Supervisor {
             }
         }
         let changed = self.change_profile(profile, &names, active);
+        crate::console::events::changed(crate::console::events::Topic::Profiles);
         tracing::info!(profile, changed = ?changed, active, "profile changed by a person");
         let tools = self
             .profiles
@@ -913,6 +955,7 @@ impl Handler<Ctl> for Supervisor {
             req @ (CtlRequest::TokenCreate { .. }
             | CtlRequest::TokenList
             | CtlRequest::TokenRevoke { .. }) => ready(self.token_request(req)),
+            CtlRequest::Ui => ready(self.ui()),
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);
                 ready(CtlReply::data(Reply::Action(ctl::ActionReport {

@@ -9,6 +9,7 @@ mod activation;
 mod cache;
 mod catalog;
 mod config;
+mod console;
 mod correction;
 mod discovery;
 mod foundation;
