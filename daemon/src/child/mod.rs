@@ -538,30 +538,28 @@ impl ChildServer {
                         }) as Connecting
                     })
                 } else {
-                    http_config(url, headers).map(|c| match bearer {
-                        Some(bearer) => {
-                            let client = remote::Authed {
-                                inner: remote_client(),
-                                bearer,
-                            };
-                            let transport =
-                                rmcp::transport::StreamableHttpClientTransport::with_client(
-                                    client, c,
-                                );
-                            let transport = remote::ProgressFirst::new(transport, link);
-                            Box::pin(connect(handler, transport, lifecycle, modern_late))
-                                as Connecting
-                        }
-                        None => {
-                            let transport =
-                                rmcp::transport::StreamableHttpClientTransport::with_client(
-                                    remote_client(),
-                                    c,
-                                );
-                            let transport = remote::ProgressFirst::new(transport, link);
-                            Box::pin(connect(handler, transport, lifecycle, modern_late))
-                                as Connecting
-                        }
+                    http_config(url, headers).map(|c| {
+                        let challenge = Arc::new(std::sync::OnceLock::new());
+                        let client = remote::Authed {
+                            inner: remote_client(),
+                            bearer,
+                            challenge: challenge.clone(),
+                        };
+                        let transport =
+                            rmcp::transport::StreamableHttpClientTransport::with_client(client, c);
+                        let transport = remote::ProgressFirst::new(transport, link);
+                        Box::pin(async move {
+                            let connected =
+                                connect(handler, transport, lifecycle, modern_late).await;
+                            match (connected, challenge.get()) {
+                                (Err(StartError::Other(_)), Some(challenge)) => {
+                                    Err(StartError::Unauthorized {
+                                        challenge: challenge.clone(),
+                                    })
+                                }
+                                (other, _) => other,
+                            }
+                        }) as Connecting
                     })
                 }
             }

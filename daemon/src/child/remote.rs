@@ -144,13 +144,16 @@ where
     }
 }
 
-/// rmcp's Streamable HTTP client with the server's OAuth credential on
-/// every request: the current token is read without a lock; a 401 refreshes
-/// it once (one refresh in flight per server) and the request is sent again.
+/// rmcp's Streamable HTTP client as a remote child uses it: with the
+/// server's OAuth credential on every request, if it has one (the current
+/// token is read without a lock; a 401 refreshes it once, one refresh in
+/// flight per server, and the request is sent again), and the server's 401
+/// challenge kept for the ChildServer (rmcp's handshake error loses it).
 #[derive(Clone)]
 pub struct Authed<C> {
     pub inner: C,
-    pub bearer: Arc<Bearer>,
+    pub bearer: Option<Arc<Bearer>>,
+    pub challenge: Arc<std::sync::OnceLock<String>>,
 }
 
 impl<C: StreamableHttpClient + Sync> Authed<C> {
@@ -159,16 +162,18 @@ impl<C: StreamableHttpClient + Sync> Authed<C> {
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
     {
-        let token = self
-            .bearer
+        let Some(bearer) = &self.bearer else {
+            return self.noted(call(None).await);
+        };
+        let token = bearer
             .token()
             .await
             .map_err(|e| StreamableHttpError::UnexpectedServerResponse(e.into()))?;
-        match call(Some(token.to_string())).await {
+        let result = match call(Some(token.to_string())).await {
             Err(StreamableHttpError::AuthRequired(challenge)) => {
                 let header = HeaderValue::from_str(&format!("Bearer {token}")).ok();
                 let fresh = match header {
-                    Some(h) => self.bearer.rejected(&h).await,
+                    Some(h) => bearer.rejected(&h).await,
                     None => None,
                 };
                 match fresh {
@@ -177,7 +182,19 @@ impl<C: StreamableHttpClient + Sync> Authed<C> {
                 }
             }
             other => other,
+        };
+        self.noted(result)
+    }
+
+    /// Keeps a 401's challenge.
+    fn noted<T>(
+        &self,
+        result: Result<T, StreamableHttpError<C::Error>>,
+    ) -> Result<T, StreamableHttpError<C::Error>> {
+        if let Err(StreamableHttpError::AuthRequired(c)) = &result {
+            let _ = self.challenge.set(c.www_authenticate_header.clone());
         }
+        result
     }
 }
 

@@ -340,12 +340,22 @@ async fn revoke(endpoint: &str, file: &store::TokenFile) -> Result<(), String> {
             .send()
             .await
             .map_err(|e| crate::child::readable_error(&e))?;
-        if !answer.status().is_success() {
-            return Err(format!(
-                "the revocation endpoint answered {}",
-                answer.status()
-            ));
+        let status = answer.status();
+        if status.is_success() {
+            continue;
         }
+        let text = answer.text().await.unwrap_or_default();
+        // Many servers cannot revoke self-contained (JWT) access tokens
+        // (`unsupported_token_type`, RFC 7009 2.2.1); revoking the refresh
+        // token ended the grant, and the access token expires by itself.
+        if hint == "access_token" {
+            tracing::debug!(status = %status, "the access token was not revoked; it expires by itself");
+            continue;
+        }
+        return Err(format!(
+            "the revocation endpoint answered {status}: {}",
+            text.chars().take(200).collect::<String>()
+        ));
     }
     Ok(())
 }
