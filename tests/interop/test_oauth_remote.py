@@ -571,3 +571,33 @@ async def test_malformed_metadata_and_a_token_without_access_token_are_named() -
         evo.stop()
         bad.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def test_reload_keeps_tokens_on_rename_and_forgets_them_on_new_oauth_settings(world: World) -> None:
+    w = world
+    config_path = w.tmp / "evo" / "mcp.config.json"
+    with anyio.fail_after(TIMEOUT_S):
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web never login_required", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+        )
+        await anyio.to_thread.run_sync(login, w)
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web not ready after login", lambda: w.server("web")["state"] == "ready", 30, w.diagnostics)
+        )
+        # Renamed: the same server under a new id keeps its tokens (no login).
+        config = json.loads(config_path.read_text())
+        config["mcpServers"]["remote"] = config["mcpServers"].pop("web")
+        config_path.write_text(json.dumps(config))
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("renamed server not ready", lambda: w.server("remote").get("state") == "ready", 30, w.diagnostics)
+        )
+        assert w.server("remote")["auth"]["state"] == "ok"
+        r = await call(w, "remote_fx_echo", {"text": "renamed"})
+        assert not r.is_error and text(r) == "renamed", text(r)
+        # New OAuth settings: the tokens were issued for the old ones and are forgotten.
+        config["mcpServers"]["remote"]["oauth"]["scopes"] = ["openid", "mcp"]
+        config_path.write_text(json.dumps(config))
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("not login_required after new oauth settings", lambda: w.server("remote").get("state") == "login_required", 30, w.diagnostics)
+        )
+        assert not list((w.state_dir / "oauth").glob("remote-*.json"))

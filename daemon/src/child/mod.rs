@@ -575,6 +575,12 @@ impl ChildServer {
             // again cannot help, so it fails at once, not after five crashes.
             Err(e) => return self.end_run(generation, e, Fate::Failed, ctx),
         };
+        // rmcp's service loop logs inside the span current when it starts:
+        // every line about this server, rmcp's own included, names it.
+        let connect = tracing::Instrument::instrument(
+            connect,
+            tracing::info_span!("child", server = %self.spec.id),
+        );
         let fut = tokio::time::timeout(self.spec.start_timeout, connect);
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             if !act.phase.is_run(generation) {
