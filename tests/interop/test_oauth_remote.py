@@ -348,6 +348,12 @@ async def test_login_call_refresh_revoke(world: World) -> None:
         assert r.is_error and "evoctl login web" in text(r), text(r)
         human = w.ctl("status").stdout
         assert "web auth: login required" in human, human
+        # Search answers name it too, since it has no tools to find yet.
+        found = json.loads(w.ctl("search", "echo", "--json").stdout)
+        assert any("evoctl login web" in u for u in found.get("unavailable", [])), found
+        async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+            r = await c.call_tool("discover_tools", {"query": "echo some text"})
+            assert "evoctl login web" in text(r), text(r)
 
         await anyio.to_thread.run_sync(login, w)
         s = await anyio.to_thread.run_sync(
@@ -362,10 +368,24 @@ async def test_login_call_refresh_revoke(world: World) -> None:
         first_expiry = s["auth"]["expires_at"]
         first_token = file["credentials"]["token_response"]["access_token"]
 
-        # The access token expires; the next call refreshes it first.
+        # The access token expires; the next calls refresh it first, once: five at the same
+        # time wait for one refresh.
+        refreshes = w.evo.log.read_text(errors="replace").count("access token refreshed server=web")
         await anyio.sleep(TTL_S + 1)
+        results: list[Any] = []
+        async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+
+            async def one(i: int) -> None:
+                results.append(await c.call_tool("web_fx_echo", {"text": f"after expiry {i}"}))
+
+            async with anyio.create_task_group() as tg:
+                for i in range(5):
+                    tg.start_soon(one, i)
+        assert all(not x.is_error for x in results), [text(x) for x in results]
         r = await call(w, "web_fx_echo", {"text": "after expiry"})
         assert not r.is_error and text(r) == "after expiry", f"{text(r)}\n{w.diagnostics()}"
+        after = w.evo.log.read_text(errors="replace").count("access token refreshed server=web")
+        assert after == refreshes + 1, f"{after - refreshes} refreshes"
         assert w.token_file("web")["credentials"]["token_response"]["access_token"] != first_token
         assert w.server("web")["auth"]["expires_at"] > first_expiry
         assert "access token refreshed" in w.evo.log.read_text(errors="replace")
