@@ -157,13 +157,19 @@ pub struct Authed<C> {
 }
 
 impl<C: StreamableHttpClient + Sync> Authed<C> {
-    async fn with_token<T, F, Fut>(&self, call: F) -> Result<T, StreamableHttpError<C::Error>>
+    /// Runs `call` with the OAuth token, or without OAuth with `given` (the
+    /// configured `Authorization: Bearer` header, if any).
+    async fn with_token<T, F, Fut>(
+        &self,
+        given: Option<String>,
+        call: F,
+    ) -> Result<T, StreamableHttpError<C::Error>>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
     {
         let Some(bearer) = &self.bearer else {
-            return self.noted(call(None).await);
+            return self.noted(call(given).await);
         };
         let token = bearer
             .token()
@@ -206,10 +212,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.with_token(|token| {
+        self.with_token(auth, |token| {
             self.inner.post_message(
                 uri.clone(),
                 message.clone(),
@@ -226,11 +232,11 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.with_token(|token| {
+        self.with_token(auth, |token| {
             self.inner.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -248,11 +254,11 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.with_token(|token| {
+        self.with_token(auth, |token| {
             self.inner.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -269,10 +275,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         &self,
         uri: Arc<str>,
         session_id: Arc<str>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.with_token(|token| {
+        self.with_token(auth, |token| {
             self.inner.delete_session(
                 uri.clone(),
                 session_id.clone(),
@@ -288,13 +294,13 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<
         BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
         StreamableHttpError<Self::Error>,
     > {
-        self.with_token(|token| {
+        self.with_token(auth, |token| {
             self.inner.get_stream(
                 uri.clone(),
                 session_id.clone(),
@@ -311,14 +317,14 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max: usize,
     ) -> Result<
         BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
         StreamableHttpError<Self::Error>,
     > {
-        self.with_token(|token| {
+        self.with_token(auth, |token| {
             self.inner.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),
