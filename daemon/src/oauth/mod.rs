@@ -464,3 +464,46 @@ pub async fn discover_with_metadata(
     manager.set_metadata(resolution.metadata.clone());
     Ok((manager, resolution.metadata))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_bound_to_the_url_and_settings_not_the_id() {
+        let url = "https://mcp.example/mcp";
+        let spec = OAuthSpec {
+            scopes: vec!["mcp".into()],
+            ..Default::default()
+        };
+        // No id in the binding: a renamed server keeps its tokens.
+        assert_eq!(binding(url, Some(&spec)), binding(url, Some(&spec.clone())));
+        // `auth: "oauth"` alone is the same as no settings.
+        assert_eq!(
+            binding(url, None),
+            binding(url, Some(&OAuthSpec::default()))
+        );
+        assert_ne!(
+            binding(url, Some(&spec)),
+            binding("https://other/mcp", Some(&spec))
+        );
+        let secret = |s: &str| OAuthSpec {
+            client_secret: Some(s.into()),
+            ..spec.clone()
+        };
+        assert_ne!(
+            binding(url, Some(&secret("a"))),
+            binding(url, Some(&secret("b")))
+        );
+        assert_ne!(binding(url, Some(&spec)), binding(url, None));
+    }
+
+    #[test]
+    fn the_secret_is_not_in_debug_output() {
+        let spec = OAuthSpec {
+            client_secret: Some("hunter2".into()),
+            ..Default::default()
+        };
+        assert!(!format!("{spec:?}").contains("hunter2"));
+    }
+}
