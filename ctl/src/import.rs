@@ -155,9 +155,6 @@ pub fn cannot_serve(entry: &Map<String, Value>, env_file: &Path) -> Option<Strin
         };
         match TransportKind::from_declared(name) {
             Some(kind) => declared = Some(kind),
-            None if name.eq_ignore_ascii_case("sse") => {
-                return Some("evo does not serve legacy SSE servers yet".into());
-            }
             None => {
                 return Some(format!(
                     "evo does not serve \"{key}\": \"{name}\" servers; it serves stdio (\"command\") and Streamable HTTP (\"url\")"
@@ -176,8 +173,8 @@ pub fn cannot_serve(entry: &Map<String, Value>, env_file: &Path) -> Option<Strin
         let path = url.split(['?', '#']).next().unwrap_or(url);
         if path.trim_end_matches('/').ends_with("/sse") {
             return Some(
-                "its url ends in /sse, where legacy SSE servers listen, and evo does not serve those yet; \
-                 if it speaks Streamable HTTP there, add \"type\": \"http\" and remove \"disabled\""
+                "its url ends in /sse, where legacy SSE servers listen, but it says no \"type\"; \
+                 add \"type\": \"sse\" (legacy HTTP+SSE) or \"type\": \"http\" (Streamable HTTP) and remove \"disabled\""
                     .into(),
             );
         }
@@ -553,6 +550,8 @@ mod tests {
             json!({"type": "stdio", "command": "uvx"}),
             json!({"url": "https://h/mcp"}),
             json!({"type": "http", "url": "https://h/sse"}),
+            json!({"type": "sse", "url": "https://h/sse"}),
+            json!({"transport": "SSE", "url": "https://h/events"}),
             json!({"type": "streamable-http", "url": "${BASE}/mcp"}),
             json!({"transport": "streamableHttp", "url": "http://localhost:3000/mcp"}),
             json!({"url": "${BASE}"}),
@@ -563,8 +562,6 @@ mod tests {
         }
         #[rustfmt::skip]
         let cases = [
-            (json!({"type": "sse", "url": "https://h/sse"}), "evo does not serve legacy SSE servers yet"),
-            (json!({"transport": "SSE", "url": "https://h/events"}), "evo does not serve legacy SSE servers yet"),
             (json!({"type": "ws", "url": "wss://h"}), "\"type\": \"ws\""),
             (json!({"url": "https://h/sse"}), "ends in /sse"),
             (json!({"url": "https://h/sse/?x=1"}), "ends in /sse"),

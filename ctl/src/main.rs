@@ -196,7 +196,7 @@ enum Command {
     /// `evoctl import` copies them, evo's config kept as its .bak) and the
     /// client keeps only evo, so it reaches them through evo. A server stays
     /// in the client, saying why, when evo's config has another server under
-    /// its id, or when evo cannot serve it yet (legacy SSE, a VS Code
+    /// its id, or when evo cannot serve it yet (a WebSocket server, a VS Code
     /// ${input:…} prompt): that one is copied to evo's config disabled. A
     /// running evod reloads and the outcome of each server is shown. Running
     /// it again changes nothing.
@@ -219,7 +219,7 @@ enum Command {
     ///
     /// Reads `mcpServers` and `servers` from FILE; ids evo already has and
     /// entries that run `evoctl shim` (evo itself) are skipped. Servers evo
-    /// cannot serve yet (legacy SSE, a VS Code ${input:…} prompt) are written
+    /// cannot serve yet (a WebSocket server, a VS Code ${input:…} prompt) are written
     /// with "disabled": true and a "description" saying why and what to do.
     /// A running evod reloads at once and each server's outcome is shown
     /// (applied, or failed with the error); without one, the file is read
@@ -243,6 +243,22 @@ enum Command {
         #[command(subcommand)]
         action: model::Action,
     },
+    /// Log in to a remote server that asks for OAuth
+    ///
+    /// evod runs the authorization code flow with PKCE: it finds the
+    /// server's authorization server, registers evo there (or uses the
+    /// configured oauth.client_id), and listens on a loopback port for the
+    /// browser's redirect. The browser is opened where one can be; the URL
+    /// is printed either way. Tokens stay with evod (0600 files in its state
+    /// directory) and are refreshed before they expire.
+    Login {
+        server: String,
+        /// Print the URL only; open no browser
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Revoke a remote server's tokens (where it supports revocation) and forget them
+    Logout { server: String },
     /// Print a shell completion script
     ///
     /// bash: `evoctl completions bash > ~/.local/share/bash-completion/completions/evoctl`;
@@ -340,6 +356,19 @@ fn main() -> ExitCode {
             );
         }
         Command::Model { action } => return local(model::run(action, json), json),
+        Command::Login { server, no_browser } => {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("evoctl: cannot start: {e}");
+                    return ExitCode::from(EXIT_REFUSED);
+                }
+            };
+            return runtime.block_on(login(&socket, server, no_browser, json));
+        }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut std::io::stdout());
             return ExitCode::SUCCESS;
@@ -457,7 +486,9 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         Command::Read { uri, out } => return (CtlRequest::Read { uri }, out),
         Command::Stop => CtlRequest::Stop,
         Command::Ui { .. } => CtlRequest::Ui,
+        Command::Logout { server } => CtlRequest::Logout { server },
         Command::Shim { .. }
+        | Command::Login { .. }
         | Command::Service { .. }
         | Command::Setup { .. }
         | Command::Import { .. }
@@ -465,6 +496,76 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         | Command::Completions { .. } => unreachable!("local commands are handled in main"),
     };
     (r, None)
+}
+
+/// `evoctl login`: asks evod to start the login, shows the URL (and opens
+/// a browser where it can), then waits for evod to say how it ended.
+async fn login(socket: &Path, server: String, no_browser: bool, json: bool) -> ExitCode {
+    let start = CtlRequest::Login {
+        server: server.clone(),
+        wait: false,
+    };
+    let url = match exchange(socket, &start).await {
+        Err(e) => {
+            eprintln!("evoctl: {e}");
+            return ExitCode::from(EXIT_NO_DAEMON);
+        }
+        Ok(reply) if !reply.ok => {
+            if json {
+                println!("{}", output::pretty(&reply));
+            }
+            eprintln!(
+                "evoctl: {}",
+                reply.error.as_deref().unwrap_or("login refused")
+            );
+            return ExitCode::from(EXIT_REFUSED);
+        }
+        Ok(reply) => match Reply::decode(&start, reply.data.unwrap_or_default()) {
+            Ok(Reply::Login(r)) => r.url.unwrap_or_default(),
+            _ => {
+                eprintln!("evoctl: unexpected reply from evod");
+                return ExitCode::from(EXIT_REFUSED);
+            }
+        },
+    };
+    let opened = !no_browser && open_browser(&url).is_ok();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"server": server, "url": url, "browser": opened})
+        );
+    } else if opened {
+        println!("Opened a browser to log in to {server}; if it did not appear, open:\n  {url}");
+    } else {
+        println!("Open this URL in a browser to log in to {server}:\n  {url}");
+    }
+    let _ = std::io::stdout().flush();
+    let wait = CtlRequest::Login { server, wait: true };
+    match exchange(socket, &wait).await {
+        Err(e) => {
+            eprintln!("evoctl: {e}");
+            ExitCode::from(EXIT_NO_DAEMON)
+        }
+        Ok(reply) if !reply.ok => {
+            if json {
+                println!("{}", output::pretty(&reply));
+            }
+            eprintln!(
+                "evoctl: {}",
+                reply.error.as_deref().unwrap_or("login failed")
+            );
+            ExitCode::from(EXIT_REFUSED)
+        }
+        Ok(reply) => {
+            let data = reply.data.unwrap_or_default();
+            if json {
+                println!("{data}");
+            } else if let Ok(Reply::Login(r)) = Reply::decode(&wait, data) {
+                println!("{}", r.message);
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }
 
 pub fn no_daemon_message(socket: &std::path::Path, err: &std::io::Error) -> String {
@@ -589,8 +690,10 @@ async fn control(
         eprintln!("evoctl: {e}");
         return ExitCode::from(EXIT_REFUSED);
     }
-    if let (true, Reply::Ui(u)) = (browse, &reply) {
-        open_browser(&u.url);
+    if let (true, Reply::Ui(u)) = (browse, &reply)
+        && let Err(why) = open_browser(&u.url)
+    {
+        eprintln!("{why}: open the address above in one");
     }
     // A person at a terminal watches re-discovery finish on one updating
     // line; off a terminal `refresh` waits for it and prints each server's
@@ -616,9 +719,9 @@ async fn control(
 }
 
 /// Opens `url` in the person's browser where there is one to open (a
-/// desktop session on Linux, macOS); says so when there is none. The URL is
-/// a one-time sign-in, so it is printed either way.
-fn open_browser(url: &str) {
+/// desktop session on Linux, macOS), or says why not. Callers print the URL
+/// either way: it may not appear, and it is all a person needs.
+fn open_browser(url: &str) -> Result<(), String> {
     let opener = if cfg!(target_os = "macos") {
         Some("open")
     } else if cfg!(windows) {
@@ -630,18 +733,16 @@ fn open_browser(url: &str) {
         None
     };
     let Some(opener) = opener else {
-        eprintln!("no browser to open here: open the address above in one");
-        return;
+        return Err("no browser to open here".into());
     };
-    let started = std::process::Command::new(opener)
+    std::process::Command::new(opener)
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn();
-    if let Err(e) = started {
-        eprintln!("could not start a browser ({opener}: {e}): open the address above in one");
-    }
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("could not start a browser ({opener}: {e})"))
 }
 
 /// Sends `request` to the daemon at `socket`, if one runs, and waits for its

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use evo_proto::ctl::{FileStatus, ServerState, StatusReport};
+use evo_proto::ctl::{AuthWireState, FileStatus, ServerState, StatusReport};
 use evo_proto::{CtlRequest, Reply};
 
 /// `evoctl status`'s lines about profiles: one per profile, with what is
@@ -190,6 +190,33 @@ pub fn pretty(value: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
+/// A remote server's auth state in words: `ok (expires in 42m)`, `login
+/// required`, `refresh failed: why`.
+fn auth_text(auth: &evo_proto::ctl::AuthStatus) -> String {
+    match auth.state {
+        AuthWireState::None => "none".into(),
+        AuthWireState::Ok => match auth.expires_at {
+            Some(at) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                if at > now {
+                    format!("ok (expires in {})", age(at - now))
+                } else {
+                    "ok (expired; refreshed on the next call)".into()
+                }
+            }
+            None => "ok".into(),
+        },
+        AuthWireState::LoginRequired => "login required".into(),
+        AuthWireState::RefreshFailed => format!(
+            "refresh failed: {}",
+            auth.error.as_deref().unwrap_or("unknown reason")
+        ),
+    }
+}
+
 /// Prints the reply to `request`: as a table or lines for a person, or
 /// its JSON with `--json`.
 #[allow(
@@ -354,6 +381,18 @@ pub fn render(
                     ],
                     &rows,
                 );
+            }
+            let with_auth: Vec<String> = s
+                .servers
+                .iter()
+                .filter(|v| v.auth.state != AuthWireState::None)
+                .map(|v| format!("{} auth: {}", v.id, auth_text(&v.auth)))
+                .collect();
+            if !with_auth.is_empty() {
+                println!();
+                for line in with_auth {
+                    println!("{line}");
+                }
             }
             let queued = s
                 .servers
@@ -637,6 +676,12 @@ pub fn render(
                 "the link signs one browser in once (unused, it expires in {} min); `evoctl ui` again makes a new one",
                 u.expires_s / 60
             );
+        }
+        Reply::Login(r) => {
+            if let Some(url) = &r.url {
+                println!("{url}");
+            }
+            println!("{}", r.message);
         }
         Reply::Tokens(l) => {
             if l.tokens.is_empty() {

@@ -99,6 +99,8 @@ const SERVER_KEYS: &[&str] = &[
     "hot",
     "aliases",
     "description",
+    "auth",
+    "oauth",
 ];
 const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
 const CACHE_KEYS: &[&str] = &["max_age_hours"];
@@ -337,6 +339,8 @@ pub struct ServerSpec {
     pub missing_vars: Vec<MissingVar>,
     /// The env file where such a variable would be set (for the note), if known.
     pub env_file: Option<PathBuf>,
+    /// `auth: "oauth"` / `oauth` of a remote server.
+    pub oauth: Option<crate::oauth::OAuthSpec>,
 }
 
 /// A `${VAR}` reference whose variable is unset or empty in evod's environment.
@@ -407,6 +411,7 @@ impl fmt::Debug for ServerSpec {
             .field("hash", &self.hash)
             .field("missing_vars", &self.missing_vars)
             .field("env_file", &self.env_file)
+            .field("oauth", &self.oauth)
             .finish()
     }
 }
@@ -424,10 +429,12 @@ pub enum TransportSpec {
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
     },
-    /// A remote Streamable HTTP endpoint.
+    /// A remote endpoint: Streamable HTTP, or with `sse` the legacy
+    /// HTTP+SSE transport (`url` is the SSE stream's).
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        sse: bool,
     },
 }
 
@@ -447,7 +454,8 @@ impl TransportSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             TransportSpec::Stdio { .. } => "stdio",
-            TransportSpec::Http { .. } => "http",
+            TransportSpec::Http { sse: false, .. } => "http",
+            TransportSpec::Http { sse: true, .. } => "sse",
         }
     }
 }
@@ -467,10 +475,11 @@ impl fmt::Debug for TransportSpec {
                 .field("env", &RedactedValues(env))
                 .field("cwd", cwd)
                 .finish(),
-            TransportSpec::Http { url, headers } => f
+            TransportSpec::Http { url, headers, sse } => f
                 .debug_struct("Http")
                 .field("url", url)
                 .field("headers", &RedactedValues(headers))
+                .field("sse", sse)
                 .finish(),
         }
     }
@@ -524,8 +533,13 @@ impl ConfigHash {
             launch.url,
             launch.headers,
         );
-        let bytes = serde_json::to_vec(&canonical)
-            .expect("strings and string-keyed maps always serialise to JSON");
+        // What only remote servers have (the SSE transport, OAuth settings)
+        // is appended only when set, so other entries keep their hashes.
+        let bytes = match &launch.extra {
+            None => serde_json::to_vec(&canonical),
+            Some(extra) => serde_json::to_vec(&(canonical, extra)),
+        }
+        .expect("strings and string-keyed maps always serialise to JSON");
         ConfigHash(Sha256::digest(&bytes).into())
     }
 }
@@ -1184,6 +1198,96 @@ struct Launch<'a> {
     cwd: Option<&'a str>,
     url: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
+    /// The SSE transport and the OAuth settings' binding, when set.
+    extra: Option<String>,
+}
+
+/// A remote server's `auth` and `oauth` keys: `auth: "oauth"` alone takes
+/// the defaults (a person logs in; evo registers itself); `oauth` says more
+/// (`grant`, `client_id`, `client_secret`, `scopes`, `client_metadata_url`;
+/// `${VAR}` expands in the id and secret).
+fn parse_oauth(
+    object: &Map<String, Value>,
+    expand: &dyn Fn(&str, &str) -> Result<String, ServerConfigError>,
+    fail: &dyn Fn(&str, String) -> ServerConfigError,
+) -> Result<Option<crate::oauth::OAuthSpec>, ServerConfigError> {
+    use crate::oauth::{Grant, OAuthSpec};
+    let auth = match present(object, "auth") {
+        None => None,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("oauth") => Some(()),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("none") => None,
+        Some(other) => {
+            return Err(fail(
+                "auth",
+                format!(
+                    "expected \"oauth\" (or \"none\"), found {}",
+                    json_kind(other)
+                ),
+            ));
+        }
+    };
+    let Some(value) = present(object, "oauth") else {
+        return Ok(auth.map(|()| OAuthSpec::default()));
+    };
+    let Value::Object(o) = value else {
+        return Err(fail(
+            "oauth",
+            format!("expected an object, found {}", json_kind(value)),
+        ));
+    };
+    let text = |key: &str| -> Result<Option<String>, ServerConfigError> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => expand(&format!("oauth.{key}"), s).map(Some),
+            Some(other) => Err(fail(
+                &format!("oauth.{key}"),
+                format!("expected a string, found {}", json_kind(other)),
+            )),
+        }
+    };
+    let grant = match text("grant")?.as_deref() {
+        None | Some("authorization_code") => Grant::AuthorizationCode,
+        Some("client_credentials") => Grant::ClientCredentials,
+        Some(other) => {
+            return Err(fail(
+                "oauth.grant",
+                format!(
+                    "'{other}' is not a grant evo uses; use \"authorization_code\" (evoctl login) or \"client_credentials\""
+                ),
+            ));
+        }
+    };
+    let scopes = match o.get("scopes") {
+        None => Vec::new(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| fail("oauth.scopes", "expected strings".to_owned()))?,
+        Some(other) => {
+            return Err(fail(
+                "oauth.scopes",
+                format!("expected a list of strings, found {}", json_kind(other)),
+            ));
+        }
+    };
+    let spec = OAuthSpec {
+        grant,
+        client_id: text("client_id")?,
+        client_secret: text("client_secret")?,
+        scopes,
+        client_metadata_url: text("client_metadata_url")?,
+    };
+    if grant == Grant::ClientCredentials
+        && (spec.client_id.is_none() || spec.client_secret.is_none())
+    {
+        return Err(fail(
+            "oauth",
+            "grant client_credentials needs client_id and client_secret (e.g. \"${CLIENT_SECRET}\")".to_owned(),
+        ));
+    }
+    Ok(Some(spec))
 }
 
 /// Parses one server entry. `Ok(None)` means `disabled: true`.
@@ -1257,7 +1361,7 @@ fn parse_server(
         if present(object, key).is_some() {
             let transport = match chosen {
                 TransportKind::Stdio => "a stdio",
-                TransportKind::Http => "an HTTP",
+                TransportKind::Http | TransportKind::Sse => "an HTTP",
             };
             warnings.push(
                 &[section, id, key],
@@ -1276,6 +1380,7 @@ fn parse_server(
     }
 
     let caps = capabilities(&child_env);
+    let mut oauth = None;
     let (transport, hash) = match chosen {
         TransportKind::Stdio => {
             ignored("url", warnings);
@@ -1318,6 +1423,7 @@ fn parse_server(
                 cwd: cwd.as_deref(),
                 url: None,
                 headers: &BTreeMap::new(),
+                extra: None,
             });
             let transport = TransportSpec::Stdio {
                 command,
@@ -1327,7 +1433,7 @@ fn parse_server(
             };
             (transport, hash)
         }
-        TransportKind::Http => {
+        TransportKind::Http | TransportKind::Sse => {
             ignored("command", warnings);
             ignored("args", warnings);
             ignored("cwd", warnings);
@@ -1348,6 +1454,17 @@ fn parse_server(
                     headers.insert(name, expanded);
                 }
             }
+            let sse = chosen == TransportKind::Sse;
+            oauth = parse_oauth(object, &expand, &fail)?;
+            let extra = (sse || oauth.is_some()).then(|| {
+                format!(
+                    "sse={sse};oauth={}",
+                    oauth
+                        .as_ref()
+                        .map(|o| crate::oauth::binding("", Some(o)))
+                        .unwrap_or_default()
+                )
+            });
             let hash = ConfigHash::of(&Launch {
                 id,
                 command: None,
@@ -1356,8 +1473,9 @@ fn parse_server(
                 cwd: None,
                 url: Some(&url),
                 headers: &headers,
+                extra,
             });
-            (TransportSpec::Http { url, headers }, hash)
+            (TransportSpec::Http { url, headers, sse }, hash)
         }
     };
 
@@ -1418,6 +1536,7 @@ fn parse_server(
         hash,
         missing_vars: missing.into_inner(),
         env_file: env.file.map(Path::to_path_buf),
+        oauth,
     }))
 }
 
@@ -1450,8 +1569,8 @@ fn transport_kind(
             (
                 key,
                 format!(
-                    "transport '{name}' is not supported; use 'stdio' (with 'command') or \
-                     'http' (Streamable HTTP, with 'url')"
+                    "transport '{name}' is not supported; use 'stdio' (with 'command'), \
+                     'http' (Streamable HTTP, with 'url') or 'sse' (legacy HTTP+SSE, with 'url')"
                 ),
             )
         })?;
@@ -1799,13 +1918,15 @@ mod tests {
             (r#"{"type": "streamableHttp", "url": "https://h"}"#, Http),
             (r#"{"transport": "HTTP", "url": "HTTPS://h"}"#, Http),
             (r#"{"type": "http", "transport": "streamable_http", "url": "https://h"}"#, Http),
+            (r#"{"type": "sse", "url": "https://h/sse"}"#, TransportKind::Sse),
         ];
         for (body, expected) in cases {
             let config = one_server(body);
             assert!(config.failed.is_empty(), "{body}: {:?}", config.failed);
             let actual = match config.servers[0].transport {
                 TransportSpec::Stdio { .. } => Stdio,
-                TransportSpec::Http { .. } => Http,
+                TransportSpec::Http { sse: false, .. } => Http,
+                TransportSpec::Http { sse: true, .. } => TransportKind::Sse,
             };
             assert_eq!(actual, expected, "{body}");
         }
@@ -1817,7 +1938,7 @@ mod tests {
             r#"{"url": "https://${EMPTY:-api.example}/mcp",
                 "headers": {"Authorization": "Bearer ${TOKEN}", "X-Plain": "v"}}"#,
         );
-        let TransportSpec::Http { url, headers } = &config.servers[0].transport else {
+        let TransportSpec::Http { url, headers, .. } = &config.servers[0].transport else {
             panic!("expected http: {config:?}");
         };
         assert_eq!(url, "https://api.example/mcp");
@@ -1839,7 +1960,7 @@ mod tests {
             (r#"{"url": "https://h", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}"#, "headers.Authorization", "GITHUB_TOKEN is not set"),
             (r#"{"command": "c", "args": ["${A"]}"#, "args[0]", "without a closing"),
             (r#"{"command": "c", "args": ["${input:pat}"]}"#, "args[0]", "not a supported reference"),
-            (r#"{"url": "https://h", "type": "sse"}"#, "type", "'sse' is not supported"),
+            (r#"{"url": "https://h", "type": "websocket"}"#, "type", "'websocket' is not supported"),
             (r#"{"url": "https://h", "transport": "websocket"}"#, "transport", "not supported"),
             (r#"{"url": "https://h", "type": "http", "transport": "stdio"}"#, "transport", "disagree"),
             (r#"{}"#, "command", "neither 'command' (stdio) nor 'url' (http)"),
@@ -2175,7 +2296,8 @@ mod tests {
             loaded.servers[1].transport,
             TransportSpec::Http {
                 url: "https://h/from file".into(),
-                headers: BTreeMap::new()
+                headers: BTreeMap::new(),
+                sse: false,
             }
         );
         let read = loaded.env_file.as_ref().expect("env file read");

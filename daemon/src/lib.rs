@@ -33,6 +33,7 @@ pub mod lines;
 pub mod metrics;
 pub mod names;
 pub mod native;
+pub mod oauth;
 pub mod offers;
 pub mod permissions;
 pub mod profiles;

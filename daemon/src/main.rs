@@ -137,7 +137,14 @@ fn http_options(
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EVO_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"))
+        // rmcp's OAuth code logs authorization codes and token responses at
+        // debug: never below info there, whatever EVO_LOG asks.
+        .add_directive(
+            "rmcp::transport::auth=info"
+                .parse()
+                .expect("a constant directive parses"),
+        );
     use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;

@@ -109,6 +109,17 @@ pub enum CtlRequest {
     /// The web console's address with a one-time sign-in token (`evoctl
     /// ui`); evod starts a loopback listener for it when `serve.http` is off.
     Ui,
+    /// `evoctl login SERVER`: without `wait`, starts the login and answers
+    /// with the URL to open; with `wait`, answers once that login ended.
+    Login {
+        server: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait: bool,
+    },
+    /// `evoctl logout SERVER`: revoke where supported, forget the tokens.
+    Logout {
+        server: String,
+    },
 }
 
 impl CtlRequest {
@@ -212,6 +223,8 @@ pub enum Reply {
     Tokens(TokenList),
     /// `ui`.
     Ui(UiAddress),
+    /// `login`.
+    Login(LoginReport),
 }
 
 impl Reply {
@@ -244,7 +257,9 @@ impl Reply {
             | CtlRequest::Deny { .. }
             | CtlRequest::Stop
             | CtlRequest::Trust { .. }
-            | CtlRequest::TokenRevoke { .. } => Reply::Action(from_value(data)?),
+            | CtlRequest::TokenRevoke { .. }
+            | CtlRequest::Logout { .. } => Reply::Action(from_value(data)?),
+            CtlRequest::Login { .. } => Reply::Login(from_value(data)?),
             CtlRequest::Docs => Reply::Docs(from_value(data)?),
             CtlRequest::Diff { .. } => Reply::Diff(from_value(data)?),
             CtlRequest::TokenCreate { .. } => Reply::TokenCreated(from_value(data)?),
@@ -525,6 +540,41 @@ pub struct ServerStatus {
     pub templates: usize,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub prompts: usize,
+    /// A remote server's OAuth state (`none` for the others).
+    #[serde(default)]
+    pub auth: AuthStatus,
+}
+
+/// A remote server's OAuth state in `evoctl status` (never a token).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthStatus {
+    pub state: AuthWireState,
+    /// When the access token expires (seconds since the Unix epoch).
+    #[serde(default)]
+    pub expires_at: Option<u64>,
+    /// Why a login is required or the refresh failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `auth.state` in `evoctl status --json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthWireState {
+    #[default]
+    None,
+    Ok,
+    LoginRequired,
+    RefreshFailed,
+}
+
+/// `evoctl login`: the URL to open (when starting), what happened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginReport {
+    pub server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub message: String,
 }
 
 /// Lifecycle state of one configured server.
@@ -549,6 +599,8 @@ pub enum ServerState {
     Stopped,
     /// `disabled: true` in the config.
     Disabled,
+    /// A remote server that needs `evoctl login`.
+    LoginRequired,
 }
 
 impl ServerState {
@@ -568,6 +620,7 @@ impl ServerState {
             ServerState::Failed => "failed",
             ServerState::Stopped => "stopped",
             ServerState::Disabled => "disabled",
+            ServerState::LoginRequired => "login_required",
         }
     }
 }
@@ -1316,10 +1369,15 @@ mod tests {
             resources: 2,
             templates: 0,
             prompts: 1,
+            auth: AuthStatus {
+                state: AuthWireState::Ok,
+                expires_at: Some(1_800_000_000),
+                error: None,
+            },
         };
         assert_eq!(
             serde_json::to_string(&server).unwrap(),
-            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null,"resources":2,"prompts":1}"#
+            r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null,"resources":2,"prompts":1,"auth":{"state":"ok","expires_at":1800000000}}"#
         );
     }
 

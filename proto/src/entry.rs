@@ -8,6 +8,8 @@
 pub enum TransportKind {
     Stdio,
     Http,
+    /// The legacy HTTP+SSE transport (MCP 2024-11-05).
+    Sse,
 }
 
 impl TransportKind {
@@ -23,6 +25,7 @@ impl TransportKind {
         match folded.as_str() {
             "stdio" => Some(TransportKind::Stdio),
             "http" | "streamablehttp" => Some(TransportKind::Http),
+            "sse" => Some(TransportKind::Sse),
             _ => None,
         }
     }
@@ -50,7 +53,8 @@ mod tests {
             ("HTTP", Some(TransportKind::Http)),
             ("streamable-http", Some(TransportKind::Http)),
             ("Streamable_HTTP", Some(TransportKind::Http)),
-            ("sse", None),
+            ("sse", Some(TransportKind::Sse)),
+            ("SSE", Some(TransportKind::Sse)),
             ("websocket", None),
         ] {
             assert_eq!(TransportKind::from_declared(name), kind, "{name}");

@@ -135,10 +135,16 @@ class HttpEverything:
     proc: subprocess.Popen[bytes]
     port: int
     log: Path
+    MODE = "streamableHttp"
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
+
+    @staticmethod
+    def ready_line(port: int) -> str:
+        # It prints this line once `listen` has succeeded; a taken port makes it exit 1.
+        return f"listening on port {port}"
 
     @classmethod
     def start(cls, tmp: Path, attempts: int = 5, port: int | None = None) -> HttpEverything:
@@ -147,11 +153,11 @@ class HttpEverything:
         wanted = port
         for attempt in range(attempts):
             port = wanted or free_port()
-            log = tmp / f"everything-http-{attempt}.log"
+            log = tmp / f"everything-{cls.MODE}-{attempt}.log"
             env = clean_env() | {"PORT": str(port)}
             with log.open("wb") as out:
                 proc = subprocess.Popen(
-                    [node_bin(), everything_js(), "streamableHttp"],
+                    [node_bin(), everything_js(), cls.MODE],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -160,8 +166,7 @@ class HttpEverything:
                     start_new_session=True,  # its own group, so teardown can end the whole tree
                 )
             server = cls(proc, port, log)
-            # It prints this line once `listen` has succeeded; a taken port makes it exit 1.
-            ready_line = f"listening on port {port}"
+            ready_line = cls.ready_line(port)
             deadline = time.monotonic() + HTTP_START_TIMEOUT_S
             while time.monotonic() < deadline:
                 if ready_line in log.read_text(errors="replace"):
@@ -173,11 +178,25 @@ class HttpEverything:
             errors.append(f"attempt {attempt} (port {port}):\n{tail(log, 30)}")
             if "already in use" not in log.read_text(errors="replace"):
                 break  # not a lost race for the port: retrying will not help
-        pytest.fail("server-everything (streamableHttp) did not start:\n" + "\n".join(errors), pytrace=False)
+        pytest.fail(f"server-everything ({cls.MODE}) did not start:\n" + "\n".join(errors), pytrace=False)
 
     def stop(self) -> None:
         # Its SIGINT handler closes transports and exits 0.
         _stop_process(self.proc, signal.SIGINT, STOP_TIMEOUT_S, group=True)
+
+
+class SseEverything(HttpEverything):
+    """server-everything in its legacy HTTP+SSE mode: GET /sse, POST /message."""
+
+    MODE = "sse"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/sse"
+
+    @staticmethod
+    def ready_line(port: int) -> str:
+        return f"Server is running on port {port}"
 
 
 @dataclass

@@ -62,3 +62,20 @@ async def test_a_silent_outage_is_noticed_without_calls(evo: Evo) -> None:
         await wait_for_web(evo, True, 45, "never reconnected")
         r = await c.call_tool("web_echo", {"message": "back"})
         assert not r.is_error and "back" in text(r), text(r)
+
+
+async def test_progress_of_a_remote_call_arrives_in_order_before_its_result(evo: Evo) -> None:
+    # Through Streamable HTTP too, every progress notification reaches the session, in order,
+    # before the result (rmcp's own per-notification tasks could let the last one trail it).
+    async with unwrapped(), Client(evo.shim_params(), mode="legacy") as c:
+        for attempt in range(3):
+            seen: list[float] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(value)
+
+            r = await c.call_tool(
+                "web_trigger-long-running-operation", {"duration": 0.3, "steps": 5}, progress_callback=progress
+            )
+            assert not r.is_error, text(r)
+            assert seen == [1, 2, 3, 4, 5], f"attempt {attempt}: {seen}"

@@ -1,7 +1,9 @@
 //! `evo-bench`: evo's benchmarks through real processes, printed as tables.
 //! Build everything in release first: `cargo build --release --workspace`,
 //! then run `target/release/evo-bench [--quick]`. `--http` measures the
-//! Streamable HTTP endpoint against an HTTP child called directly. `--results` times cutting
+//! Streamable HTTP endpoint against an HTTP child called directly; `--remote` a
+//! call proxied to a remote child (Streamable HTTP, with and without an
+//! OAuth token, and HTTP+SSE) against the same call made directly. `--results` times cutting
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
 //! `--offers` resource reads and prompt lists. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
@@ -21,6 +23,7 @@ mod http;
 mod httpbench;
 mod offerbench;
 mod profilebench;
+mod remotebench;
 mod searcheval;
 mod semanticeval;
 
@@ -773,6 +776,10 @@ fn main() {
             .unwrap_or(20_000);
         let tool = args.get(i + 3).map_or("fx_echo", String::as_str);
         httpbench::http_load(port, n, tool, args.get(i + 4).map(String::as_str));
+        return;
+    }
+    if args.iter().any(|a| a == "--remote") {
+        remotebench::remote_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--http") {

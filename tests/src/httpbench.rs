@@ -28,13 +28,13 @@ fn median(v: &mut [Duration]) -> Duration {
 }
 
 /// The fixture serving Streamable HTTP on a free port; killed on drop.
-struct HttpFixture {
+pub(crate) struct HttpFixture {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl HttpFixture {
-    fn start() -> HttpFixture {
+    pub(crate) fn start() -> HttpFixture {
         let mut child = Command::new(fixture())
             .args(["--http", "127.0.0.1:0"])
             .stdin(Stdio::null())

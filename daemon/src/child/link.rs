@@ -26,6 +26,8 @@ pub enum ServerState {
     Stopped = 5,
     /// Waiting for a start slot (`limits.max_concurrent_starts`).
     Queued = 6,
+    /// A remote server that needs `evoctl login`.
+    LoginRequired = 7,
 }
 
 impl ServerState {
@@ -47,6 +49,7 @@ impl ServerState {
             3 => ServerState::Restarting,
             4 => ServerState::Failed,
             6 => ServerState::Queued,
+            7 => ServerState::LoginRequired,
             _ => ServerState::Stopped,
         }
     }
@@ -63,6 +66,7 @@ impl From<ServerState> for evo_proto::ctl::ServerState {
             ServerState::Restarting => Wire::Restarting,
             ServerState::Failed => Wire::Failed,
             ServerState::Stopped => Wire::Stopped,
+            ServerState::LoginRequired => Wire::LoginRequired,
         }
     }
 }

@@ -31,7 +31,11 @@ pub mod io;
 pub mod link;
 mod probe;
 pub(crate) mod process;
+pub(crate) mod remote;
+pub mod sse;
 pub mod subscriptions;
+
+use remote::StartError;
 
 pub use gate::StartGate;
 
@@ -51,7 +55,7 @@ const MAX_CRASHES: usize = 5;
 const STOP_GRACE: Duration = Duration::from_millis(1500);
 
 type Client = RunningService<RoleClient, ChildEvents>;
-type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<Connected, String>>>>;
+type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<Connected, StartError>>>>;
 
 /// A child that answered its handshake, with every page of its lists.
 type Connected = (Client, Vec<Tool>, crate::offers::Offered);
@@ -64,7 +68,7 @@ async fn connect<T, E>(
     transport: T,
     lifecycle: ClientLifecycleMode,
     modern_late: probe::ModernLate,
-) -> Result<Connected, String>
+) -> Result<Connected, StartError>
 where
     T: rmcp::transport::Transport<RoleClient, Error = E> + 'static,
     E: std::error::Error + Send + Sync + 'static,
@@ -76,7 +80,10 @@ where
             lifecycle,
         )
         .await
-        .map_err(|e| format!("MCP handshake failed: {}", readable_error(&e)))?;
+        .map_err(|e| match remote::challenge_of(&e) {
+            Some(challenge) => StartError::Unauthorized { challenge },
+            None => StartError::Other(format!("MCP handshake failed: {}", readable_error(&e))),
+        })?;
     let tools = client
         .list_all_tools()
         .await
@@ -209,6 +216,8 @@ enum Phase {
     Backoff { timer: SpawnHandle },
     /// Crashed repeatedly; waits for `evoctl refresh` or a reload.
     Failed,
+    /// A remote server that asks for OAuth: waits for `evoctl login`.
+    LoginRequired,
     /// Shut down for good.
     Stopped,
 }
@@ -222,6 +231,7 @@ impl Phase {
             Phase::Ready { .. } => ServerState::Ready,
             Phase::Backoff { .. } => ServerState::Restarting,
             Phase::Failed => ServerState::Failed,
+            Phase::LoginRequired => ServerState::LoginRequired,
             Phase::Stopped => ServerState::Stopped,
         }
     }
@@ -284,7 +294,7 @@ impl Phase {
                 ctx.cancel_future(timer);
                 Left::default()
             }
-            Phase::Idle | Phase::Failed | Phase::Stopped => Left::default(),
+            Phase::Idle | Phase::Failed | Phase::LoginRequired | Phase::Stopped => Left::default(),
         }
     }
 }
@@ -332,6 +342,12 @@ pub struct ChildServer {
     max_line: usize,
     /// The last lines its child wrote to stderr.
     stderr: StderrTail,
+    /// A remote server's OAuth credential for the current run.
+    bearer: Option<Arc<crate::oauth::Bearer>>,
+    /// A remote server's last 401 challenge (where `evoctl login` starts).
+    challenge: Option<String>,
+    /// The outcome of the `evoctl login` under way, once it is known.
+    login: Option<tokio::sync::watch::Receiver<crate::oauth::login::Outcome>>,
 }
 
 /// What every ChildServer of a daemon shares.
@@ -385,6 +401,9 @@ impl ChildServer {
                 lazy,
                 max_line,
                 stderr: StderrTail::default(),
+                bearer: None,
+                challenge: None,
+                login: None,
             }
         });
         let link = link_out.expect("ChildServer::create runs its closure before returning");
@@ -490,11 +509,63 @@ impl ChildServer {
                     Box::pin(connect(handler, transport, lifecycle, modern_late)) as Connecting
                 })
             }
-            TransportSpec::Http { url, headers } => http_config(url, headers).map(|c| {
-                let transport =
-                    rmcp::transport::StreamableHttpClientTransport::with_client(remote_client(), c);
-                Box::pin(connect(handler, transport, lifecycle, modern_late)) as Connecting
-            }),
+            TransportSpec::Http { url, headers, sse } => {
+                let bearer = self.load_bearer(url, generation, ctx);
+                self.bearer = bearer.clone();
+                let link = self.link.clone();
+                if *sse {
+                    sse::header_map(headers).map(|headers| {
+                        let target = sse::SseTarget {
+                            server: self.spec.id.as_str().into(),
+                            url: url.clone(),
+                            headers,
+                            bearer,
+                            link: link.clone(),
+                            max_message: self.max_line,
+                        };
+                        let actor = ctx.address();
+                        let on_closed =
+                            move |reason| actor.do_send(ChildDown { generation, reason });
+                        Box::pin(async move {
+                            let transport =
+                                sse::SseTransport::connect(target, remote_client(), on_closed)
+                                    .await?;
+                            // HTTP+SSE is the 2024-11-05 transport: no probe.
+                            connect(
+                                handler,
+                                remote::ProgressFirst::new(transport, link),
+                                ClientLifecycleMode::Initialize,
+                                modern_late,
+                            )
+                            .await
+                        }) as Connecting
+                    })
+                } else {
+                    http_config(url, headers).map(|c| {
+                        let challenge = Arc::new(std::sync::OnceLock::new());
+                        let client = remote::Authed {
+                            inner: remote_client(),
+                            bearer,
+                            challenge: challenge.clone(),
+                        };
+                        let transport =
+                            rmcp::transport::StreamableHttpClientTransport::with_client(client, c);
+                        let transport = remote::ProgressFirst::new(transport, link);
+                        Box::pin(async move {
+                            let connected =
+                                connect(handler, transport, lifecycle, modern_late).await;
+                            match (connected, challenge.get()) {
+                                (Err(StartError::Other(_)), Some(challenge)) => {
+                                    Err(StartError::Unauthorized {
+                                        challenge: challenge.clone(),
+                                    })
+                                }
+                                (other, _) => other,
+                            }
+                        }) as Connecting
+                    })
+                }
+            }
         };
         self.enter(Phase::Starting {
             run,
@@ -507,6 +578,12 @@ impl ChildServer {
             // again cannot help, so it fails at once, not after five crashes.
             Err(e) => return self.end_run(generation, e, Fate::Failed, ctx),
         };
+        // rmcp's service loop logs inside the span current when it starts:
+        // every line about this server, rmcp's own included, names it.
+        let connect = tracing::Instrument::instrument(
+            connect,
+            tracing::info_span!("child", server = %self.spec.id),
+        );
         let fut = tokio::time::timeout(self.spec.start_timeout, connect);
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             if !act.phase.is_run(generation) {
@@ -528,7 +605,10 @@ impl ChildServer {
                 Ok((client, tools, offered)) => {
                     act.connected(generation, client, tools, offered, ctx)
                 }
-                Err(e) if act.phase.run().is_some_and(|r| r.process.is_some()) => {
+                Err(StartError::Unauthorized { challenge }) => {
+                    act.unauthorized(generation, challenge, ctx)
+                }
+                Err(StartError::Other(e)) if act.phase.run().is_some_and(|r| r.process.is_some()) => {
                     // The process probably died: give its exit status a
                     // moment to arrive, as it says more than "connection
                     // closed" does.
@@ -536,9 +616,75 @@ impl ChildServer {
                         act.down(generation, e, ctx)
                     });
                 }
-                Err(e) => act.down(generation, e, ctx),
+                Err(StartError::Other(e)) => act.down(generation, e, ctx),
             }
         }));
+    }
+
+    /// The server's stored OAuth credential for run `generation`, if it has
+    /// one (or gets one headlessly): a refused refresh takes the server to
+    /// `login required`.
+    fn load_bearer(
+        &self,
+        url: &str,
+        generation: u64,
+        ctx: &mut Context<Self>,
+    ) -> Option<Arc<crate::oauth::Bearer>> {
+        let actor = ctx.address();
+        crate::oauth::Bearer::load(
+            &self.spec.id,
+            url,
+            self.spec.oauth.as_ref(),
+            move |reason| actor.do_send(LoginLost { generation, reason }),
+        )
+    }
+
+    /// Run `generation` was answered 401. With OAuth metadata (RFC 9728,
+    /// then the authorization server's), the server needs `evoctl login`;
+    /// a 401 without them means its headers are wrong.
+    fn unauthorized(&mut self, generation: u64, challenge: String, ctx: &mut Context<Self>) {
+        let TransportSpec::Http { url, .. } = &self.spec.transport else {
+            return;
+        };
+        let url = url.clone();
+        self.challenge = Some(challenge.clone());
+        let hinted = challenge.to_ascii_lowercase().contains("resource_metadata")
+            || self.spec.oauth.is_some();
+        let probe = async move {
+            crate::oauth::discover(&url, Some(&challenge))
+                .await
+                .map(|_| ())
+        };
+        ctx.spawn(probe.into_actor(self).map(move |found, act, ctx| {
+            if !act.phase.is_run(generation) {
+                return;
+            }
+            let id = act.spec.id.clone();
+            match found {
+                Ok(()) => act.login_required(
+                    format!("server '{id}' needs a login: run `evoctl login {id}`"),
+                    ctx,
+                ),
+                Err(e) if hinted => act.login_required(
+                    format!(
+                        "server '{id}' needs a login, but {e}; check that its authorization server is up, then run `evoctl login {id}`"
+                    ),
+                    ctx,
+                ),
+                Err(_) => act.down(
+                    generation,
+                    "answered 401 Unauthorized without OAuth metadata; check its `headers`".into(),
+                    ctx,
+                ),
+            }
+        }));
+    }
+
+    /// Leaves the current run for `login required`, saying why.
+    fn login_required(&mut self, reason: String, ctx: &mut Context<Self>) {
+        tracing::warn!(server = %self.spec.id, reason = %reason, "login required");
+        self.last_error = Some(reason);
+        self.abandon(Phase::LoginRequired, ctx);
     }
 
     /// Run `generation` did not answer its handshake and list its tools
@@ -700,6 +846,12 @@ impl ChildServer {
                 self.spec.id, self.spec.id
             ),
             ServerState::Stopped => format!("server '{}' is stopped", self.spec.id),
+            ServerState::LoginRequired => self.last_error.clone().unwrap_or_else(|| {
+                format!(
+                    "server '{}' needs a login: run `evoctl login {}`",
+                    self.spec.id, self.spec.id
+                )
+            }),
             state => format!(
                 "server '{}' is {}{why}; retry shortly or see `evoctl status`",
                 self.spec.id,
@@ -1263,6 +1415,132 @@ impl Handler<Retune> for ChildServer {
     }
 }
 
+/// The refresh token of run `generation` was refused: the server needs a
+/// login again.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LoginLost {
+    generation: u64,
+    reason: String,
+}
+
+impl Handler<LoginLost> for ChildServer {
+    type Result = ();
+    fn handle(&mut self, msg: LoginLost, ctx: &mut Context<Self>) {
+        if self.phase.is_run(msg.generation) {
+            let id = self.spec.id.clone();
+            self.login_required(
+                format!(
+                    "server '{id}' needs a login: {}; run `evoctl login {id}`",
+                    msg.reason
+                ),
+                ctx,
+            );
+        }
+    }
+}
+
+/// `evoctl login SERVER`: starts the login; answers with the URL to open.
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct BeginLogin;
+
+impl Handler<BeginLogin> for ChildServer {
+    type Result = ResponseActFuture<Self, Result<String, String>>;
+    fn handle(&mut self, _: BeginLogin, ctx: &mut Context<Self>) -> Self::Result {
+        let id = self.spec.id.clone();
+        let TransportSpec::Http { url, .. } = &self.spec.transport else {
+            let e = format!(
+                "server '{id}' is a stdio server: only remote (http or sse) servers log in"
+            );
+            return Box::pin(fut::ready(Err(e)));
+        };
+        if self
+            .spec
+            .oauth
+            .as_ref()
+            .is_some_and(|o| o.grant == crate::oauth::Grant::ClientCredentials)
+        {
+            let e = format!(
+                "server '{id}' uses oauth.grant client_credentials: evo gets its tokens itself, no login needed"
+            );
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let target = crate::oauth::login::Target {
+            id,
+            url: url.clone(),
+            spec: self.spec.oauth.clone(),
+            challenge: self.challenge.clone(),
+        };
+        let actor = ctx.address();
+        let done = move || actor.do_send(Restart);
+        let begin = crate::oauth::login::begin(target, done);
+        Box::pin(begin.into_actor(self).map(|started, act, _| {
+            let started = started?;
+            act.login = Some(started.outcome);
+            Ok(started.url)
+        }))
+    }
+}
+
+/// Waits for the login under way to end: what to tell the person.
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct AwaitLogin;
+
+impl Handler<AwaitLogin> for ChildServer {
+    type Result = ResponseFuture<Result<String, String>>;
+    fn handle(&mut self, _: AwaitLogin, _: &mut Context<Self>) -> Self::Result {
+        let id = self.spec.id.clone();
+        let Some(mut outcome) = self.login.clone() else {
+            return Box::pin(async move {
+                Err(format!(
+                    "no login of server '{id}' is under way; run `evoctl login {id}`"
+                ))
+            });
+        };
+        Box::pin(async move {
+            loop {
+                if let Some(result) = outcome.borrow_and_update().clone() {
+                    return result;
+                }
+                if outcome.changed().await.is_err() {
+                    return Err(format!(
+                        "the login of server '{id}' was abandoned; run `evoctl login {id}` again"
+                    ));
+                }
+            }
+        })
+    }
+}
+
+/// `evoctl logout SERVER`: revoke where supported, forget, reconnect
+/// (without tokens: `login required` if the server asks for them).
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct Logout;
+
+impl Handler<Logout> for ChildServer {
+    type Result = ResponseActFuture<Self, Result<String, String>>;
+    fn handle(&mut self, _: Logout, _: &mut Context<Self>) -> Self::Result {
+        let id = self.spec.id.clone();
+        let TransportSpec::Http { url, .. } = &self.spec.transport else {
+            let e = format!("server '{id}' is a stdio server: it has no OAuth tokens");
+            return Box::pin(fut::ready(Err(e)));
+        };
+        let url = url.clone();
+        let spec = self.spec.oauth.clone();
+        let out = async move { crate::oauth::login::logout(&id, &url, spec.as_ref()).await };
+        Box::pin(out.into_actor(self).map(|result, act, ctx| {
+            act.bearer = None;
+            if !matches!(act.phase, Phase::Idle | Phase::Stopped) {
+                ctx.notify(Restart);
+            }
+            result
+        }))
+    }
+}
+
 /// What `evoctl status` shows of a child.
 #[derive(Debug, Clone)]
 pub struct ChildStatus {
@@ -1276,6 +1554,8 @@ pub struct ChildStatus {
     pub starting_for: Option<Duration>,
     /// While queued: its place in the line (1 is next).
     pub queue_position: Option<usize>,
+    /// A remote server's OAuth state.
+    pub auth: crate::oauth::AuthState,
 }
 
 #[derive(Message)]
@@ -1302,6 +1582,13 @@ impl Handler<GetStatus> for ChildServer {
             queue_position: match &self.phase {
                 Phase::Queued { ticket, .. } => self.gate.position(*ticket),
                 _ => None,
+            },
+            auth: match (&self.phase, &self.bearer) {
+                (Phase::LoginRequired, _) => crate::oauth::AuthState::LoginRequired {
+                    reason: self.last_error.clone(),
+                },
+                (_, Some(bearer)) => bearer.state(),
+                _ => crate::oauth::AuthState::None,
             },
         })
     }

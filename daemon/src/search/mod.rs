@@ -220,6 +220,12 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let mut starting = Vec::new();
     for link in &snapshot.unlisted {
+        // A server waiting for a login is named whatever was asked: nothing
+        // of it is searchable until a person logs in.
+        if link.state() == crate::child::link::ServerState::LoginRequired {
+            notes.push(login_note(&link.id));
+            continue;
+        }
         let capabilities = snapshot
             .capabilities
             .iter()
@@ -253,6 +259,14 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// What an answer says of a server that needs `evoctl login` and has no
+/// tools listed.
+pub fn login_note(id: &str) -> String {
+    format!(
+        "Server '{id}' needs a login before its tools can be listed: a person must run `evoctl login {id}`."
+    )
 }
 
 /// Does the query look like (part of) a tool name rather than a sentence?

@@ -232,6 +232,10 @@ impl SessionServer {
                 "{} was not completed: server '{}' was stopped before answering (evod is shutting down, or a reload removed it)",
                 entry.name, entry.server.id
             ),
+            crate::child::link::ServerState::LoginRequired => format!(
+                "{} failed: server '{}' needs a login: a person must run `evoctl login {}`",
+                entry.name, entry.server.id, entry.server.id
+            ),
             // The state is the moment's: a crashed child may already show
             // as restarting or ready again, so the connection is named.
             _ if matches!(e, rmcp::ServiceError::TransportClosed) => format!(

@@ -270,6 +270,16 @@ impl SessionServer {
 
 /// "No tool named X" with the closest names, so the caller can correct itself.
 pub fn unknown_tool_message(snapshot: &Snapshot, name: &str, asker: Asker) -> String {
+    // A name under a server that needs a login and has listed nothing.
+    if let Some(link) = snapshot.unlisted.iter().find(|l| {
+        l.state() == crate::child::link::ServerState::LoginRequired
+            && name.starts_with(&format!("{}_", l.id))
+    }) {
+        return format!(
+            "No tool named '{name}' is known yet. {}",
+            search::login_note(&link.id)
+        );
+    }
     let close = search::closest_names(snapshot, name, 5);
     let search = match asker {
         Asker::Agent => "Use discover_tools to search",

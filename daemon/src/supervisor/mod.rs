@@ -420,6 +420,8 @@ impl Supervisor {
                             .reprefixed
                             .push(format!("{} (was {})", spec.id, h.spec.id));
                         h.addr.do_send(child::Shutdown);
+                        // A remote server keeps its OAuth tokens under its new id.
+                        crate::oauth::store::rename(&h.spec.id, &spec.id);
                     }
                     let (addr, link) = launch(&spec);
                     next.push(ChildHandle { spec, addr, link });

@@ -770,6 +770,7 @@ fn server_status(
         resources: info.map_or(0, |i| i.offered.0),
         templates: info.map_or(0, |i| i.offered.1),
         prompts: info.map_or(0, |i| i.offered.2),
+        auth: st.as_ref().map(|s| s.auth.wire()).unwrap_or_default(),
     }
 }
 
@@ -956,6 +957,8 @@ impl Handler<Ctl> for Supervisor {
             | CtlRequest::TokenList
             | CtlRequest::TokenRevoke { .. }) => ready(self.token_request(req)),
             CtlRequest::Ui => ready(self.ui()),
+            CtlRequest::Login { server, wait } => self.login(server, wait),
+            CtlRequest::Logout { server } => self.logout(server),
             CtlRequest::Stop => {
                 ctx.notify(Shutdown);
                 ready(CtlReply::data(Reply::Action(ctl::ActionReport {
@@ -965,6 +968,71 @@ impl Handler<Ctl> for Supervisor {
             }
         }
     }
+}
+
+impl Supervisor {
+    /// `evoctl login`: starts the server's login (the reply has the URL),
+    /// or with `wait` answers once it ended.
+    fn login(&self, server: String, wait: bool) -> ResponseFuture<CtlReply> {
+        let Some(c) = self.children.iter().find(|c| c.spec.id == server) else {
+            let reply = unknown_server(&server);
+            return Box::pin(async move { reply });
+        };
+        let addr = c.addr.clone();
+        Box::pin(async move {
+            let answer = if wait {
+                addr.send(child::AwaitLogin)
+                    .await
+                    .map(|r| r.map(|m| (None, m)))
+            } else {
+                addr.send(child::BeginLogin).await.map(|r| {
+                    r.map(|url| (Some(url), "open the URL in a browser to log in".to_string()))
+                })
+            };
+            match answer {
+                Ok(Ok((url, message))) => CtlReply::data(Reply::Login(ctl::LoginReport {
+                    server,
+                    url,
+                    message,
+                })),
+                Ok(Err(e)) => CtlReply::error(ErrorKind::InvalidRequest, e),
+                Err(e) => CtlReply::error(
+                    ErrorKind::Internal,
+                    format!("server '{server}' did not answer ({e})"),
+                ),
+            }
+        })
+    }
+
+    /// `evoctl logout`: revoke where supported, forget the tokens.
+    fn logout(&self, server: String) -> ResponseFuture<CtlReply> {
+        let Some(c) = self.children.iter().find(|c| c.spec.id == server) else {
+            let reply = unknown_server(&server);
+            return Box::pin(async move { reply });
+        };
+        let addr = c.addr.clone();
+        Box::pin(async move {
+            match addr.send(child::Logout).await {
+                Ok(Ok(message)) => CtlReply::data(Reply::Action(ctl::ActionReport {
+                    message,
+                    ..Default::default()
+                })),
+                Ok(Err(e)) => CtlReply::error(ErrorKind::InvalidRequest, e),
+                Err(e) => CtlReply::error(
+                    ErrorKind::Internal,
+                    format!("server '{server}' did not answer ({e})"),
+                ),
+            }
+        })
+    }
+}
+
+/// The refusal of a request naming a server the config does not have.
+fn unknown_server(server: &str) -> CtlReply {
+    CtlReply::error(
+        ErrorKind::UnknownServer,
+        format!("no server '{server}'; `evoctl status` lists them"),
+    )
 }
 
 /// A config warning as `evoctl status` carries it.

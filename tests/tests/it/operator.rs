@@ -398,7 +398,7 @@ fn import_writes_what_evo_cannot_serve_disabled_and_says_why() {
         .iter()
         .map(|d| d["id"].as_str().unwrap())
         .collect();
-    assert_eq!(disabled, ["old", "events", "gh"], "{j}");
+    assert_eq!(disabled, ["events", "gh"], "{j}");
     assert_eq!(j["evod"]["running"], false, "{j}");
 
     let config = h.config().join("evo/mcp.config.json");
@@ -408,7 +408,12 @@ fn import_writes_what_evo_cannot_serve_disabled_and_says_why() {
         servers["fs"],
         json!({"type": "stdio", "command": "npx", "args": ["-y", "fs"]})
     );
-    for id in ["old", "events", "gh"] {
+    // Legacy SSE servers are served: imported as they are.
+    assert_eq!(
+        servers["old"],
+        json!({"type": "sse", "url": "https://example.invalid/sse"})
+    );
+    for id in ["events", "gh"] {
         assert_eq!(servers[id]["disabled"], true, "{id}: {after}");
         let description = servers[id]["description"].as_str().unwrap();
         assert!(
@@ -417,10 +422,10 @@ fn import_writes_what_evo_cannot_serve_disabled_and_says_why() {
         );
     }
     assert!(
-        servers["old"]["description"]
+        servers["events"]["description"]
             .as_str()
             .unwrap()
-            .contains("legacy SSE"),
+            .contains("\"type\": \"sse\""),
         "{after}"
     );
     let gh = servers["gh"]["description"].as_str().unwrap();
@@ -444,10 +449,7 @@ fn import_writes_what_evo_cannot_serve_disabled_and_says_why() {
     std::fs::remove_file(&config).unwrap();
     let (code, out, err) = h.evoctl(&["import", source.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("imported disabled: old: evo does not serve legacy SSE servers yet"),
-        "{out}"
-    );
+    assert!(!out.contains("imported disabled: old"), "{out}");
     assert!(
         out.contains("imported disabled: gh: ${input:gh_token}"),
         "{out}"
@@ -491,10 +493,10 @@ fn import_into_a_running_evod_reports_each_server_as_it_applied() {
         out.contains("  broken: failed: ") && out.contains("EVO_TEST_SURELY_UNSET"),
         "{out}"
     );
-    assert!(out.contains("  old: disabled"), "{out}");
+    assert!(out.contains("  old: applied ("), "{out}");
     d.wait_ready(&["fx", "more"]);
     let status = d.ctl_json(&["status"]);
-    assert_eq!(server(&status, "old").unwrap()["state"], "disabled");
+    assert_eq!(server(&status, "old").unwrap()["transport"], "sse");
     assert!(
         !d.log_text().contains("unknown key 'description'"),
         "{}",
@@ -530,7 +532,7 @@ fn import_into_a_running_evod_reports_each_server_as_it_applied() {
             .contains("EVO_TEST_SURELY_UNSET"),
         "{j}"
     );
-    assert_eq!(outcome("old")["outcome"], "disabled", "{j}");
+    assert_eq!(outcome("old")["outcome"], "applied", "{j}");
 
     // An evod that reads another file is not reloaded, and says so.
     let other = d.dir.path().join("other.json");
@@ -566,7 +568,7 @@ fn setup_move_moves_the_clients_servers_and_keeps_what_cannot_move() {
         "more": fixture_server(&["--name", "more"]),
         "git": {"command": "uvx", "args": ["mcp-server-git"]},
         "time": fixture_server(&["--name", "time"]),
-        "old": {"type": "sse", "url": "https://example.invalid/sse"},
+        "old": {"type": "ws", "url": "wss://example.invalid/ws"},
         "also-evo": {"command": "/opt/evoctl", "args": ["shim"]}
     }, "theme": "dark"});
     let client_text = serde_json::to_string_pretty(&client_before).unwrap();
@@ -601,7 +603,7 @@ fn setup_move_moves_the_clients_servers_and_keeps_what_cannot_move() {
             .to_string()
     };
     assert!(why("git").contains("different server \"git\""), "{j}");
-    assert!(why("old").contains("legacy SSE"), "{j}");
+    assert!(why("old").contains("\"type\": \"ws\""), "{j}");
     assert_eq!(j["also_evo"], json!(["also-evo"]), "{j}");
 
     // The client keeps evo and what did not move, and the rest of its file.

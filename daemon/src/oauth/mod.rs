@@ -1,0 +1,509 @@
+//! OAuth 2.1 towards remote child servers: the `oauth` settings of a server
+//! entry ([`OAuthSpec`]), the credential a remote child's requests carry
+//! ([`Bearer`]: the current access token read without a lock, one refresh
+//! in flight at a time), and the login and logout flows (`login`), which run
+//! in evod so that a token never crosses the control socket.
+//!
+//! rmcp's `AuthorizationManager` does the protocol: RFC 9728 and RFC 8414 /
+//! OpenID discovery, dynamic registration (RFC 7591), PKCE, the RFC 8707
+//! `resource`, the RFC 9207 `iss` check, code exchange and refresh. evo
+//! adds the token files (`store`), the single flight and the states
+//! `evoctl status` shows.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use http::HeaderValue;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationMetadataSource,
+    ClientCredentialsConfig, OAuthClientConfig, OAuthTokenResponse, StoredCredentials,
+};
+use sha2::Digest;
+
+pub mod login;
+pub mod store;
+
+/// Which grant evo uses for a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grant {
+    /// A person logs in with `evoctl login` (authorization code + PKCE).
+    #[default]
+    AuthorizationCode,
+    /// Headless: the configured client id and secret get tokens.
+    ClientCredentials,
+}
+
+/// A server entry's `oauth` settings (`auth: "oauth"` alone gives the
+/// defaults). `Debug` hides the secret.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct OAuthSpec {
+    pub grant: Grant,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub scopes: Vec<String>,
+    /// An https URL of evo's client ID metadata document, used when the
+    /// authorization server supports them.
+    pub client_metadata_url: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthSpec")
+            .field("grant", &self.grant)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("scopes", &self.scopes)
+            .field("client_metadata_url", &self.client_metadata_url)
+            .finish()
+    }
+}
+
+/// 12 hex digits of a SHA-256.
+pub fn short_hash(bytes: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(bytes);
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a server's tokens are bound to: its URL and OAuth settings. A
+/// change of either makes them stale; a new id does not.
+pub fn binding(url: &str, spec: Option<&OAuthSpec>) -> String {
+    let mut text = format!("url={url}\n");
+    if let Some(s) = spec.filter(|s| **s != OAuthSpec::default()) {
+        text.push_str(&format!(
+            "grant={:?}\nclient_id={:?}\nsecret={}\nscopes={:?}\ncimd={:?}\n",
+            s.grant,
+            s.client_id,
+            s.client_secret
+                .as_deref()
+                .map(|x| short_hash(x.as_bytes()))
+                .unwrap_or_default(),
+            s.scopes,
+            s.client_metadata_url
+        ));
+    }
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A remote server's auth state, as `evoctl status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AuthState {
+    /// No OAuth.
+    #[default]
+    None,
+    Ok {
+        expires_at: Option<SystemTime>,
+    },
+    LoginRequired {
+        reason: Option<String>,
+    },
+    RefreshFailed {
+        reason: String,
+    },
+}
+
+impl AuthState {
+    pub fn wire(&self) -> evo_proto::ctl::AuthStatus {
+        use evo_proto::ctl::{AuthStatus, AuthWireState as W};
+        let (state, expires_at, error) = match self {
+            AuthState::None => (W::None, None, None),
+            AuthState::Ok { expires_at } => (W::Ok, *expires_at, None),
+            AuthState::LoginRequired { reason } => (W::LoginRequired, None, reason.clone()),
+            AuthState::RefreshFailed { reason } => (W::RefreshFailed, None, Some(reason.clone())),
+        };
+        AuthStatus {
+            state,
+            expires_at: expires_at
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_secs()),
+            error,
+        }
+    }
+}
+
+/// The token a request carries now.
+struct Current {
+    token: Arc<str>,
+    header: HeaderValue,
+    /// Refresh once this time is reached (before the token expires).
+    refresh_at: Option<SystemTime>,
+}
+
+impl Current {
+    fn of(response: &OAuthTokenResponse, received_at: u64) -> Option<Current> {
+        use oauth2::TokenResponse;
+        let token: Arc<str> = response.access_token().secret().as_str().into();
+        let header = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+        let (expires_at, refresh_at) = match response.expires_in() {
+            Some(lifetime) => {
+                let received = UNIX_EPOCH + Duration::from_secs(received_at);
+                // Refreshed when a tenth of its life (at most a minute) is left.
+                let margin = (lifetime / 10).min(Duration::from_secs(60));
+                (
+                    Some(received + lifetime),
+                    Some(received + lifetime - margin),
+                )
+            }
+            None => (None, None),
+        };
+        let _ = expires_at;
+        Some(Current {
+            token,
+            header,
+            refresh_at,
+        })
+    }
+
+    fn fresh(&self) -> bool {
+        self.refresh_at.is_none_or(|t| SystemTime::now() < t)
+    }
+}
+
+fn expires_at_of(response: &OAuthTokenResponse, received_at: u64) -> Option<SystemTime> {
+    use oauth2::TokenResponse;
+    response
+        .expires_in()
+        .map(|l| UNIX_EPOCH + Duration::from_secs(received_at) + l)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What refreshing needs: built on the first refresh (it discovers the
+/// authorization server's metadata, which a valid token never needs).
+struct Refresher {
+    manager: Option<AuthorizationManager>,
+}
+
+/// The OAuth credential of one remote server's run: see the module docs.
+/// Shared by the server's transport (every request) and its ChildServer
+/// (status); only refreshes write it.
+pub struct Bearer {
+    server: String,
+    url: String,
+    spec: OAuthSpec,
+    binding: String,
+    current: ArcSwapOption<Current>,
+    state: ArcSwap<AuthState>,
+    refresher: tokio::sync::Mutex<Refresher>,
+    /// Told when the server needs a login again (the refresh token was
+    /// refused): the ChildServer takes the server to `login required`.
+    on_login_required: Box<dyn Fn(String) + Send + Sync>,
+}
+
+impl Bearer {
+    /// The credential of server `id` at `url`: its stored tokens, or for
+    /// the client-credentials grant none yet (the first request gets one).
+    /// `None` when there is nothing to send (no login yet).
+    pub fn load(
+        id: &str,
+        url: &str,
+        spec: Option<&OAuthSpec>,
+        on_login_required: impl Fn(String) + Send + Sync + 'static,
+    ) -> Option<Arc<Bearer>> {
+        let binding = binding(url, spec);
+        let file = store::load(id, &binding);
+        let credentials = file.as_ref().and_then(|f| f.credentials.as_ref());
+        let headless = spec.is_some_and(|s| s.grant == Grant::ClientCredentials);
+        let current = credentials.and_then(|c| {
+            let response = c.token_response.as_ref()?;
+            Current::of(response, c.token_received_at.unwrap_or_else(now_secs))
+        });
+        if current.is_none() && !headless {
+            return None;
+        }
+        let expires_at = credentials.and_then(|c| {
+            expires_at_of(
+                c.token_response.as_ref()?,
+                c.token_received_at.unwrap_or_else(now_secs),
+            )
+        });
+        Some(Arc::new(Bearer {
+            server: id.to_string(),
+            url: url.to_string(),
+            spec: spec.cloned().unwrap_or_default(),
+            binding,
+            state: ArcSwap::from_pointee(AuthState::Ok { expires_at }),
+            current: ArcSwapOption::new(current.map(Arc::new)),
+            refresher: tokio::sync::Mutex::new(Refresher { manager: None }),
+            on_login_required: Box::new(on_login_required),
+        }))
+    }
+
+    pub fn state(&self) -> AuthState {
+        (**self.state.load()).clone()
+    }
+
+    /// The access token for a request: the current one when it is fresh
+    /// (no lock, no I/O), else a refreshed one.
+    pub async fn token(&self) -> Result<Arc<str>, String> {
+        if let Some(c) = &*self.current.load()
+            && c.fresh()
+        {
+            return Ok(c.token.clone());
+        }
+        self.refresh(None).await.map(|c| c.token.clone())
+    }
+
+    /// The `Authorization` header for a request (see [`Bearer::token`]).
+    pub async fn header(&self) -> Result<HeaderValue, String> {
+        if let Some(c) = &*self.current.load()
+            && c.fresh()
+        {
+            return Ok(c.header.clone());
+        }
+        self.refresh(None).await.map(|c| c.header.clone())
+    }
+
+    /// The server refused the token sent as `sent` (a 401): refreshed once
+    /// (unless another request already did); the new token if there is one.
+    pub async fn rejected(&self, sent: &HeaderValue) -> Option<Arc<str>> {
+        self.refresh(Some(sent)).await.ok().map(|c| c.token.clone())
+    }
+
+    /// One refresh at a time: a caller that waited for another's refresh
+    /// takes its result.
+    async fn refresh(&self, rejected: Option<&HeaderValue>) -> Result<Arc<Current>, String> {
+        let mut refresher = self.refresher.lock().await;
+        if let Some(c) = self.current.load_full()
+            && c.fresh()
+            && rejected.is_none_or(|r| *r != c.header)
+        {
+            return Ok(c);
+        }
+        if matches!(&**self.state.load(), AuthState::LoginRequired { .. }) {
+            return Err(self.login_message());
+        }
+        match self.exchange(&mut refresher).await {
+            Ok((response, received_at)) => {
+                let current = Current::of(&response, received_at)
+                    .ok_or_else(|| format!("server '{}': the authorization server sent an access token that is not a valid header value", self.server))?;
+                let current = Arc::new(current);
+                self.current.store(Some(current.clone()));
+                self.state.store(Arc::new(AuthState::Ok {
+                    expires_at: expires_at_of(&response, received_at),
+                }));
+                tracing::info!(server = %self.server, "access token refreshed");
+                Ok(current)
+            }
+            Err(Failure::Refused(reason)) => {
+                tracing::warn!(server = %self.server, reason = %reason, "refresh refused: the server needs `evoctl login {}`", self.server);
+                refresher.manager = None;
+                self.current.store(None);
+                self.state.store(Arc::new(AuthState::LoginRequired {
+                    reason: Some(reason.clone()),
+                }));
+                (self.on_login_required)(reason);
+                Err(self.login_message())
+            }
+            Err(Failure::Failed(reason)) => {
+                tracing::warn!(server = %self.server, reason = %reason, "token refresh failed; trying again on the next request");
+                refresher.manager = None;
+                self.state.store(Arc::new(AuthState::RefreshFailed {
+                    reason: reason.clone(),
+                }));
+                Err(format!(
+                    "server '{}': refreshing its access token failed: {reason}",
+                    self.server
+                ))
+            }
+        }
+    }
+
+    fn login_message(&self) -> String {
+        format!(
+            "server '{}' needs a login: run `evoctl login {}`",
+            self.server, self.server
+        )
+    }
+
+    /// Gets a new access token: a refresh, or the client-credentials grant.
+    async fn exchange(
+        &self,
+        refresher: &mut Refresher,
+    ) -> Result<(OAuthTokenResponse, u64), Failure> {
+        if refresher.manager.is_none() {
+            refresher.manager = Some(self.manager().await?);
+        }
+        let Some(manager) = refresher.manager.as_ref() else {
+            return Err(Failure::Failed("no authorization manager".into()));
+        };
+        if self.spec.grant == Grant::ClientCredentials {
+            let config = self.client_credentials()?;
+            let response = manager
+                .exchange_client_credentials(&config)
+                .await
+                .map_err(|e| Failure::Failed(auth_error(&e)))?;
+            let received = now_secs();
+            let file = store::TokenFile {
+                binding: self.binding.clone(),
+                client_id: self.spec.client_id.clone().unwrap_or_default(),
+                client_secret: None,
+                redirect_uri: None,
+                credentials: Some(StoredCredentials::new(
+                    self.spec.client_id.clone().unwrap_or_default(),
+                    Some(response.clone()),
+                    self.spec.scopes.clone(),
+                    Some(received),
+                )),
+            };
+            if let Err(e) = store::save(&self.server, &file) {
+                tracing::warn!(server = %self.server, error = %e, "could not write the token file");
+            }
+            return Ok((response, received));
+        }
+        match manager.refresh_token().await {
+            Ok(response) => Ok((response, now_secs())),
+            Err(e @ (AuthError::TokenRefreshRejected(_) | AuthError::AuthorizationRequired)) => {
+                Err(Failure::Refused(match e {
+                    AuthError::AuthorizationRequired => {
+                        "there is no refresh token to use".to_string()
+                    }
+                    e => format!(
+                        "the authorization server refused the refresh token ({})",
+                        auth_error(&e)
+                    ),
+                }))
+            }
+            Err(e) => Err(Failure::Failed(auth_error(&e))),
+        }
+    }
+
+    fn client_credentials(&self) -> Result<ClientCredentialsConfig, Failure> {
+        let (Some(client_id), Some(client_secret)) =
+            (self.spec.client_id.clone(), self.spec.client_secret.clone())
+        else {
+            return Err(Failure::Failed(
+                "oauth.grant client_credentials needs oauth.client_id and oauth.client_secret"
+                    .into(),
+            ));
+        };
+        Ok(ClientCredentialsConfig::ClientSecret {
+            client_id,
+            client_secret,
+            scopes: self.spec.scopes.clone(),
+            resource: Some(self.url.clone()),
+        })
+    }
+
+    /// An authorization manager for this server, its metadata discovered
+    /// and its client configured from the token file.
+    async fn manager(&self) -> Result<AuthorizationManager, Failure> {
+        let mut manager = discover(&self.url, None).await.map_err(Failure::Failed)?;
+        if self.spec.grant == Grant::ClientCredentials {
+            let config = self.client_credentials()?;
+            manager
+                .configure_client_credentials(&config)
+                .map_err(|e| Failure::Failed(auth_error(&e)))?;
+            return Ok(manager);
+        }
+        let Some(file) = store::load(&self.server, &self.binding) else {
+            return Err(Failure::Refused("its tokens are gone".into()));
+        };
+        let redirect = file
+            .redirect_uri
+            .clone()
+            .unwrap_or_else(|| "http://127.0.0.1/callback".into());
+        let mut config = OAuthClientConfig::new(file.client_id.clone(), redirect);
+        if let Some(secret) = &file.client_secret {
+            config = config.with_client_secret(secret.clone());
+        }
+        manager
+            .configure_client(config)
+            .map_err(|e| Failure::Failed(auth_error(&e)))?;
+        manager.set_credential_store(store::FileCredentials {
+            id: self.server.clone(),
+            base: file,
+        });
+        Ok(manager)
+    }
+}
+
+enum Failure {
+    /// The grant is gone: a person must log in again.
+    Refused(String),
+    /// Worth trying again (the authorization server is down, ...).
+    Failed(String),
+}
+
+/// An rmcp auth error as a person reads it.
+pub fn auth_error(e: &AuthError) -> String {
+    crate::child::readable_error(e)
+}
+
+/// An authorization manager with the server's authorization server's
+/// metadata discovered: RFC 9728 from the 401 challenge (or the well-known
+/// path), then RFC 8414 / OpenID discovery.
+pub async fn discover(url: &str, challenge: Option<&str>) -> Result<AuthorizationManager, String> {
+    discover_with_metadata(url, challenge).await.map(|(m, _)| m)
+}
+
+/// [`discover`], with the metadata found.
+pub async fn discover_with_metadata(
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<(AuthorizationManager, AuthorizationMetadata), String> {
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| auth_error(&e))?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await
+        .map_err(|e| format!("its OAuth metadata could not be read: {}", auth_error(&e)))?;
+    if resolution.source == AuthorizationMetadataSource::LegacyEndpointFallback {
+        return Err("it publishes no OAuth metadata (RFC 9728 protected resource metadata or RFC 8414 authorization server metadata)".into());
+    }
+    manager.set_metadata(resolution.metadata.clone());
+    Ok((manager, resolution.metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_bound_to_the_url_and_settings_not_the_id() {
+        let url = "https://mcp.example/mcp";
+        let spec = OAuthSpec {
+            scopes: vec!["mcp".into()],
+            ..Default::default()
+        };
+        // No id in the binding: a renamed server keeps its tokens.
+        assert_eq!(binding(url, Some(&spec)), binding(url, Some(&spec.clone())));
+        // `auth: "oauth"` alone is the same as no settings.
+        assert_eq!(
+            binding(url, None),
+            binding(url, Some(&OAuthSpec::default()))
+        );
+        assert_ne!(
+            binding(url, Some(&spec)),
+            binding("https://other/mcp", Some(&spec))
+        );
+        let secret = |s: &str| OAuthSpec {
+            client_secret: Some(s.into()),
+            ..spec.clone()
+        };
+        assert_ne!(
+            binding(url, Some(&secret("a"))),
+            binding(url, Some(&secret("b")))
+        );
+        assert_ne!(binding(url, Some(&spec)), binding(url, None));
+    }
+
+    #[test]
+    fn the_secret_is_not_in_debug_output() {
+        let spec = OAuthSpec {
+            client_secret: Some("hunter2".into()),
+            ..Default::default()
+        };
+        assert!(!format!("{spec:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,173 @@
+//! Token files of remote servers: one JSON file per server id in the state
+//! directory (`$EVO_STATE_DIR/oauth/`, else `$XDG_STATE_HOME/evo/oauth/`,
+//! else `~/.local/state/evo/oauth/`), the directory 0700 and each file
+//! 0600, written atomically. A file is bound to the server's URL and OAuth
+//! settings ([`TokenFile::binding`]): one whose binding differs is stale and
+//! is never used.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+use serde::{Deserialize, Serialize};
+
+/// The directory token files live in.
+pub fn dir() -> PathBuf {
+    static DIR: std::sync::LazyLock<PathBuf> = std::sync::LazyLock::new(|| {
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let state = env("EVO_STATE_DIR")
+            .or_else(|| env("XDG_STATE_HOME").map(|d| d.join("evo")))
+            .or_else(|| env("HOME").map(|h| h.join(".local/state/evo")))
+            .unwrap_or_else(|| PathBuf::from(".evo-state"));
+        state.join("oauth")
+    });
+    DIR.clone()
+}
+
+/// What is kept for one server.
+#[derive(Clone, Default, Serialize, Deserialize)]
+pub struct TokenFile {
+    /// Hash of the URL and OAuth settings the tokens were issued for.
+    pub binding: String,
+    /// The client evo logged in as (registered, configured or a metadata
+    /// document URL) and its secret, if the server issued one.
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<StoredCredentials>,
+}
+
+impl std::fmt::Debug for TokenFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenFile")
+            .field("client_id", &self.client_id)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+fn path_of(id: &str) -> PathBuf {
+    // Ids are config keys: keep the file name to safe characters.
+    let safe: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hash = crate::oauth::short_hash(id.as_bytes());
+    dir().join(format!("{safe}-{hash}.json"))
+}
+
+/// The server's token file if it is bound to `binding`; a stale one is
+/// deleted.
+pub fn load(id: &str, binding: &str) -> Option<TokenFile> {
+    let path = path_of(id);
+    let text = std::fs::read(&path).ok()?;
+    match serde_json::from_slice::<TokenFile>(&text) {
+        Ok(file) if file.binding == binding => Some(file),
+        Ok(_) => {
+            tracing::info!(server = %id, "the server's URL or OAuth settings changed: its tokens are forgotten; run `evoctl login {id}`");
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+        Err(e) => {
+            tracing::warn!(server = %id, error = %e, "unreadable token file ignored; run `evoctl login {id}`");
+            None
+        }
+    }
+}
+
+/// Writes the server's token file (0600 in a 0700 directory, atomically).
+pub fn save(id: &str, file: &TokenFile) -> std::io::Result<()> {
+    let dir = dir();
+    create_private_dir(&dir)?;
+    let path = path_of(id);
+    let tmp = path.with_extension("json.tmp");
+    let body = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
+    {
+        let mut out = open_private(&tmp)?;
+        out.write_all(&body)?;
+        out.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path)
+}
+
+/// Forgets the server's tokens.
+pub fn delete(id: &str) -> bool {
+    std::fs::remove_file(path_of(id)).is_ok()
+}
+
+/// A renamed server keeps its tokens.
+pub fn rename(old: &str, new: &str) {
+    let (from, to) = (path_of(old), path_of(new));
+    if from.exists() {
+        let _ = std::fs::rename(from, to);
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// rmcp's credential store over one server's token file.
+pub struct FileCredentials {
+    pub id: String,
+    /// What the file is written with besides the credentials.
+    pub base: TokenFile,
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for FileCredentials {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        Ok(load(&self.id, &self.base.binding).and_then(|f| f.credentials))
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let mut file = load(&self.id, &self.base.binding).unwrap_or_else(|| self.base.clone());
+        file.client_id = credentials.client_id.clone();
+        file.credentials = Some(credentials);
+        save(&self.id, &file).map_err(|e| {
+            AuthError::CredentialStoreError(format!(
+                "could not write the token file in {}: {e}",
+                dir().display()
+            ))
+        })
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        if let Some(mut file) = load(&self.id, &self.base.binding) {
+            file.credentials = None;
+            save(&self.id, &file).map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+// A real OAuth 2.1 / OpenID authorization server for evo's OAuth tests: oidc-provider (a
+// certified implementation), configured here. Authorization code + PKCE (S256), refresh tokens,
+// client credentials, dynamic registration, revocation, resource indicators (RFC 8707) with JWT
+// access tokens for the one protected resource, short access-token lifetimes so tests see
+// expiry and refresh, and the dev login/consent forms a test completes with an HTTP client.
+//
+// Environment: PORT, RESOURCE (the protected MCP endpoint's URL), TTL (access token seconds),
+// CC_CLIENT_ID / CC_CLIENT_SECRET (a client for the client-credentials grant).
+import { generateKeyPairSync } from "node:crypto";
+import Provider, { errors } from "oidc-provider";
+
+const port = Number(process.env.PORT);
+const resource = process.env.RESOURCE;
+const ttl = Number(process.env.TTL || "60");
+const issuer = `http://127.0.0.1:${port}`;
+const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+const jwk = { ...privateKey.export({ format: "jwk" }), kid: "evo-test", use: "sig", alg: "RS256" };
+
+const provider = new Provider(issuer, {
+  jwks: { keys: [jwk] },
+  clients: [
+    {
+      client_id: process.env.CC_CLIENT_ID || "headless",
+      client_secret: process.env.CC_CLIENT_SECRET || "headless-secret",
+      grant_types: ["client_credentials"],
+      redirect_uris: [],
+      response_types: [],
+      token_endpoint_auth_method: "client_secret_post",
+    },
+  ],
+  scopes: ["openid", "offline_access", "mcp"],
+  features: {
+    devInteractions: { enabled: true },
+    registration: { enabled: true },
+    revocation: { enabled: true },
+    clientCredentials: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => resource,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (ctx, indicator) => {
+        if (indicator !== resource) throw new errors.InvalidTarget(`unknown resource ${indicator}`);
+        return {
+          scope: "mcp",
+          audience: resource,
+          accessTokenTTL: ttl,
+          accessTokenFormat: "jwt",
+          jwt: { sign: { alg: "RS256" } },
+        };
+      },
+    },
+  },
+  // Refresh tokens for every code grant (not only with offline_access and a consent prompt).
+  issueRefreshToken: () => true,
+  ttl: { AccessToken: ttl, ClientCredentials: ttl, RefreshToken: 3600, Grant: 3600, Session: 3600 },
+  pkce: { required: () => true },
+  // Accept the loopback redirects native clients register (RFC 8252).
+  clientDefaults: { grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] },
+});
+provider.proxy = false;
+provider.on("server_error", (ctx, err) => console.error("server_error", err));
+provider.on("grant.error", (ctx, err) => console.error("grant.error", err.message, err.error_description || ""));
+provider.on("authorization.error", (ctx, err) => console.error("authorization.error", err.message, err.error_description || ""));
+provider.on("revocation.error", (ctx, err) => console.error("revocation.error", err.message));
+provider.listen(port, "127.0.0.1", () => console.error(`authorization server on ${issuer}`));

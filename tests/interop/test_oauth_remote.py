@@ -1,0 +1,623 @@
+"""OAuth to remote servers, end to end, against a real authorization server: oidc-provider
+(npm, configured by oauth/as.mjs: code + PKCE, refresh tokens, client credentials, dynamic
+registration, revocation, resource indicators with JWT access tokens, short lifetimes) in front
+of an evod serving Streamable HTTP that checks those JWTs (the protected server). The evod
+under test has that server as an HTTP child:
+
+- before any login it is `login required` (discovered from the 401's RFC 9728 metadata), and a
+  call says to run `evoctl login web`;
+- `evoctl login web --no-browser` prints the URL; the test completes the browser step with an
+  HTTP client (oidc-provider's login and consent forms); the tools then answer;
+- the access token expires and is refreshed (status shows the new expiry), the refresh token is
+  revoked at the authorization server and the next refresh sends the server back to
+  `login required`;
+- `oauth.grant: client_credentials` gets and renews its tokens with no person;
+- bad input: a wrong `state` on the redirect, the authorization server down, a malformed
+  metadata document, a token response without `access_token`: each a clear error naming the
+  server;
+- no token ever appears in evod's log, `evoctl status --json` or the cache directory; token files
+  are 0600 in a 0700 directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urljoin, urlparse, urlunparse
+
+import anyio
+import httpx2
+import pytest
+from harness import (
+    HERE,
+    _stop_process,
+    clean_env,
+    evoctl_bin,
+    evod_bin,
+    fixture_bin,
+    free_port,
+    make_tmp,
+    node_bin,
+    tail,
+)
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from test_discovery import text
+from test_interop import unwrapped
+
+pytestmark = pytest.mark.anyio
+
+TTL_S = 6  # access-token lifetime at the authorization server
+SCOPES = ["openid", "offline_access", "mcp"]
+TIMEOUT_S = 120.0
+
+
+def wait_for(what: str, check: Any, within: float = 30.0, diagnostics: Any = lambda: "") -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}\n{diagnostics()}"
+        time.sleep(0.1)
+
+
+@dataclass
+class Proc:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self) -> None:
+        _stop_process(self.proc, 15, 10.0, group=False)
+
+
+def start_as(tmp: Path, resource: str, port: int | None = None) -> tuple[Proc, int]:
+    port = port or free_port()
+    log = tmp / f"as-{port}.log"
+    env = clean_env() | {
+        "PORT": str(port),
+        "RESOURCE": resource,
+        "TTL": str(TTL_S),
+        "CC_CLIENT_ID": "headless",
+        "CC_CLIENT_SECRET": "headless-secret",
+    }
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        [node_bin(), str(HERE / "oauth" / "as.mjs")], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=HERE
+    )
+    wait_for(
+        "oidc-provider did not start",
+        lambda: "authorization server on" in log.read_text(errors="replace") or proc.poll() is not None,
+        30,
+    )
+    assert proc.poll() is None, tail(log)
+    return Proc(proc, log), port
+
+
+def start_evod(tmp: Path, name: str, config: dict[str, Any], env: dict[str, str] | None = None) -> Proc:
+    d = tmp / name
+    d.mkdir(exist_ok=True)
+    (d / "mcp.config.json").write_text(json.dumps(config))
+    log = d / "evod.log"
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        [
+            evod_bin(),
+            "--config",
+            str(d / "mcp.config.json"),
+            "--socket",
+            str(d / "evod.sock"),
+            "--cache-dir",
+            str(d / "cache"),
+            "--mode",
+            "legacy",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=out,
+        env=clean_env() | {"EVO_LOG": "debug", "NO_COLOR": "1"} | (env or {}),
+    )
+    return Proc(proc, log)
+
+
+@dataclass
+class World:
+    tmp: Path
+    auth: Proc
+    as_port: int
+    protected: Proc
+    rs_port: int
+    evo: Proc
+    state_dir: Path
+
+    @property
+    def rs_url(self) -> str:
+        return f"http://127.0.0.1:{self.rs_port}/mcp"
+
+    @property
+    def issuer(self) -> str:
+        return f"http://127.0.0.1:{self.as_port}"
+
+    @property
+    def socket(self) -> Path:
+        return self.tmp / "evo" / "evod.sock"
+
+    def ctl(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [evoctl_bin(), "--socket", str(self.socket), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=clean_env(),
+            stdin=subprocess.DEVNULL,
+        )
+
+    def status(self) -> dict[str, Any]:
+        done = self.ctl("status", "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def server(self, sid: str) -> dict[str, Any]:
+        return next((s for s in self.status()["servers"] if s["id"] == sid), {})
+
+    def shim(self) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=evoctl_bin(), args=["--socket", str(self.socket), "shim", "--mode", "legacy", "--no-autostart"]
+        )
+
+    def diagnostics(self) -> str:
+        return (
+            f"--- evod under test ---\n{tail(self.evo.log, 60)}\n--- protected evod ---\n"
+            f"{tail(self.protected.log, 20)}\n--- authorization server ---\n{tail(self.auth.log, 30)}"
+        )
+
+    def token_file(self, sid: str) -> dict[str, Any]:
+        files = [p for p in (self.state_dir / "oauth").glob(f"{sid}-*.json")]
+        assert len(files) == 1, files
+        return json.loads(files[0].read_text())
+
+
+def evo_config(w_rs_url: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    servers: dict[str, Any] = {
+        "web": {"type": "http", "url": w_rs_url, "oauth": {"scopes": SCOPES}},
+        "cc": {
+            "type": "http",
+            "url": w_rs_url,
+            "oauth": {
+                "grant": "client_credentials",
+                "client_id": "headless",
+                "client_secret": "${CC_SECRET}",
+                "scopes": ["mcp"],
+            },
+        },
+    }
+    servers.update(extra or {})
+    return {"mcpServers": servers}
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    tmp = make_tmp()
+    rs_port = free_port()
+    rs_url = f"http://127.0.0.1:{rs_port}/mcp"
+    procs: list[Proc] = []
+    try:
+        auth, as_port = start_as(tmp, rs_url)
+        procs.append(auth)
+        issuer = f"http://127.0.0.1:{as_port}"
+        protected = start_evod(
+            tmp,
+            "protected",
+            {
+                "mcpServers": {"fx": {"command": fixture_bin()}},
+                "serve": {
+                    "http": {
+                        "listen": f"127.0.0.1:{rs_port}",
+                        "auth": {"oauth": {"issuer": issuer, "audience": rs_url, "jwks_url": f"{issuer}/jwks"}},
+                    }
+                },
+            },
+        )
+        procs.append(protected)
+        wait_for(
+            "the protected evod did not get ready",
+            lambda: _ready(rs_port),
+            30,
+            lambda: tail(protected.log),
+        )
+        state_dir = tmp / "state"
+        evo = start_evod(tmp, "evo", evo_config(rs_url), {"EVO_STATE_DIR": str(state_dir), "CC_SECRET": "headless-secret"})
+        procs.append(evo)
+        w = World(tmp, auth, as_port, protected, rs_port, evo, state_dir)
+        wait_for("evod under test did not answer", lambda: w.ctl("status").returncode == 0, 30, w.diagnostics)
+        yield w
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        if not os.environ.get("EVO_INTEROP_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ready(port: int) -> bool:
+    try:
+        return httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+    except httpx2.HTTPError:
+        return False
+
+
+def begin_login(w: World, sid: str) -> tuple[subprocess.Popen[str], str]:
+    """`evoctl login SID --no-browser --json`: the process and the URL it printed."""
+    proc = subprocess.Popen(
+        [evoctl_bin(), "--socket", str(w.socket), "login", sid, "--no-browser", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        out, err = proc.communicate(timeout=10)
+        pytest.fail(f"evoctl login printed no URL (exit {proc.returncode}): {err}\n{w.diagnostics()}")
+    first = json.loads(line)
+    assert first["browser"] is False and first["server"] == sid, first
+    return proc, first["url"]
+
+
+def browser(url: str, stop_at: str | None = None) -> httpx2.Response:
+    """Does what a person's browser would: follows redirects, fills in oidc-provider's dev login
+    form (any login and password) and its consent form. With `stop_at`, stops before requesting
+    a URL that starts with it and returns that redirect."""
+    with httpx2.Client(follow_redirects=False, timeout=15) as h:
+        r = h.get(url)
+        for _ in range(30):
+            if r.status_code in (301, 302, 303, 307, 308):
+                location = urljoin(str(r.url), r.headers["location"])
+                if stop_at and location.startswith(stop_at):
+                    return r
+                r = h.get(location)
+                continue
+            form = re.search(r'<form[^>]*action="([^"]+)"[^>]*>(.*?)</form>', r.text, re.S)
+            if r.status_code == 200 and form:
+                fields = dict(re.findall(r'<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"', form.group(2)))
+                if 'name="login"' in form.group(2):
+                    fields |= {"login": "alice", "password": "any"}
+                r = h.post(urljoin(str(r.url), form.group(1)), data=fields)
+                continue
+            return r
+    raise AssertionError("too many steps in the browser flow")
+
+
+def login(w: World, sid: str = "web") -> None:
+    proc, url = begin_login(w, sid)
+    page = browser(url)
+    assert page.status_code == 200 and "logged in" in page.text, (page.status_code, page.text)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, f"{out}\n{err}\n{w.diagnostics()}"
+    assert json.loads(out.strip().splitlines()[-1])["message"] == f"logged in to server '{sid}'"
+
+
+def secrets_of(w: World, sid: str) -> list[str]:
+    creds = w.token_file(sid)["credentials"]["token_response"]
+    return [v for k, v in creds.items() if k in ("access_token", "refresh_token") and v]
+
+
+def assert_no_secret_leaks(w: World, sids: list[str]) -> None:
+    secrets = [s for sid in sids for s in secrets_of(w, sid)]
+    assert secrets
+    places = {
+        "evod log": w.evo.log.read_text(errors="replace"),
+        "status --json": json.dumps(w.status()),
+    }
+    for path in (w.tmp / "evo" / "cache").rglob("*"):
+        if path.is_file():
+            places[str(path)] = path.read_text(errors="replace")
+    for where, content in places.items():
+        for s in secrets:
+            assert s not in content, f"a token appears in {where}"
+    oauth_dir = w.state_dir / "oauth"
+    assert stat.S_IMODE(oauth_dir.stat().st_mode) == 0o700
+    for f in oauth_dir.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+
+
+async def call(w: World, name: str, args: dict[str, Any]) -> Any:
+    async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+        return await c.call_tool(name, args)
+
+
+async def test_login_call_refresh_revoke(world: World) -> None:
+    w = world
+    with anyio.fail_after(TIMEOUT_S):
+        # Before any login: recognised from the 401 and its metadata, and said so.
+        s = await anyio.to_thread.run_sync(
+            lambda: wait_for("web never became login_required", lambda: (x := w.server("web"))["state"] == "login_required" and x, 30, w.diagnostics)
+        )
+        assert s["auth"]["state"] == "login_required", s
+        r = await call(w, "web_fx_echo", {"text": "hi"})
+        assert r.is_error and "evoctl login web" in text(r), text(r)
+        human = w.ctl("status").stdout
+        assert "web auth: login required" in human, human
+        # Search answers name it too, since it has no tools to find yet.
+        found = json.loads(w.ctl("search", "echo", "--json").stdout)
+        assert any("evoctl login web" in u for u in found.get("unavailable", [])), found
+        async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+            r = await c.call_tool("discover_tools", {"query": "echo some text"})
+            assert "evoctl login web" in text(r), text(r)
+
+        await anyio.to_thread.run_sync(login, w)
+        s = await anyio.to_thread.run_sync(
+            lambda: wait_for("web not ready after login", lambda: (x := w.server("web"))["state"] == "ready" and x, 30, w.diagnostics)
+        )
+        assert s["auth"]["state"] == "ok" and s["auth"]["expires_at"], s
+        r = await call(w, "web_fx_echo", {"text": "through oauth"})
+        assert not r.is_error and text(r) == "through oauth", text(r)
+        assert re.search(r"web auth: ok \(expires in \d+s\)", w.ctl("status").stdout), w.ctl("status").stdout
+        file = w.token_file("web")
+        assert file["client_id"], "dynamic registration gave evo a client id"
+        first_expiry = s["auth"]["expires_at"]
+        first_token = file["credentials"]["token_response"]["access_token"]
+
+        # The access token expires; the next calls refresh it first, once: five at the same
+        # time wait for one refresh.
+        refreshes = w.evo.log.read_text(errors="replace").count("access token refreshed server=web")
+        await anyio.sleep(TTL_S + 1)
+        results: list[Any] = []
+        async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+
+            async def one(i: int) -> None:
+                results.append(await c.call_tool("web_fx_echo", {"text": f"after expiry {i}"}))
+
+            async with anyio.create_task_group() as tg:
+                for i in range(5):
+                    tg.start_soon(one, i)
+        assert all(not x.is_error for x in results), [text(x) for x in results]
+        r = await call(w, "web_fx_echo", {"text": "after expiry"})
+        assert not r.is_error and text(r) == "after expiry", f"{text(r)}\n{w.diagnostics()}"
+        after = w.evo.log.read_text(errors="replace").count("access token refreshed server=web")
+        assert after == refreshes + 1, f"{after - refreshes} refreshes"
+        assert w.token_file("web")["credentials"]["token_response"]["access_token"] != first_token
+        assert w.server("web")["auth"]["expires_at"] > first_expiry
+        assert "access token refreshed" in w.evo.log.read_text(errors="replace")
+        assert_no_secret_leaks(w, ["web"])
+
+        # The refresh token is revoked at the authorization server: once the access token
+        # expires the refresh is refused and the server needs a login again.
+        file = w.token_file("web")
+        refresh = file["credentials"]["token_response"]["refresh_token"]
+        revoked = httpx2.post(
+            f"{w.issuer}/token/revocation",
+            data={"token": refresh, "token_type_hint": "refresh_token", "client_id": file["client_id"]},
+        )
+        assert revoked.status_code == 200, revoked.text
+        await anyio.sleep(TTL_S + 1)
+        r = await call(w, "web_fx_echo", {"text": "after revocation"})
+        assert r.is_error and "evoctl login web" in text(r), text(r)
+        s = await anyio.to_thread.run_sync(
+            lambda: wait_for("not login_required after revocation", lambda: (x := w.server("web"))["auth"]["state"] == "login_required" and x, 20, w.diagnostics)
+        )
+        assert s["state"] == "login_required", s
+
+        # Log in again, then out: revoked at the server and forgotten.
+        await anyio.to_thread.run_sync(login, w)
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web not ready after the second login", lambda: w.server("web")["state"] == "ready", 30, w.diagnostics)
+        )
+        refresh = w.token_file("web")["credentials"]["token_response"]["refresh_token"]
+        out = w.ctl("logout", "web")
+        assert out.returncode == 0 and "revoked at its authorization server and forgotten" in out.stdout, out
+        assert not list((w.state_dir / "oauth").glob("web-*.json"))
+        # The refresh token no longer works at the authorization server.
+        reuse = httpx2.post(
+            f"{w.issuer}/token",
+            data={"grant_type": "refresh_token", "refresh_token": refresh, "client_id": file["client_id"]},
+        )
+        assert reuse.status_code == 400 and "invalid_grant" in reuse.text, reuse.text
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web not login_required after logout", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+        )
+
+
+async def test_client_credentials_need_no_person(world: World) -> None:
+    w = world
+    with anyio.fail_after(TIMEOUT_S):
+        s = await anyio.to_thread.run_sync(
+            lambda: wait_for("cc never ready", lambda: (x := w.server("cc"))["state"] == "ready" and x, 30, w.diagnostics)
+        )
+        assert s["auth"]["state"] == "ok", s
+        r = await call(w, "cc_fx_echo", {"text": "headless"})
+        assert not r.is_error and text(r) == "headless", text(r)
+        first = w.token_file("cc")["credentials"]["token_response"]["access_token"]
+        await anyio.sleep(TTL_S + 1)
+        r = await call(w, "cc_fx_echo", {"text": "renewed"})
+        assert not r.is_error and text(r) == "renewed", text(r)
+        assert w.token_file("cc")["credentials"]["token_response"]["access_token"] != first
+        assert_no_secret_leaks(w, ["cc"])
+        assert "headless-secret" not in w.evo.log.read_text(errors="replace")
+        assert "headless-secret" not in json.dumps(w.status())
+        # A login is for people; this server needs none.
+        out = w.ctl("login", "cc", "--no-browser")
+        assert out.returncode == 1 and "client_credentials" in out.stderr, out
+
+
+async def test_a_redirect_with_a_wrong_state_is_refused(world: World) -> None:
+    w = world
+    await anyio.to_thread.run_sync(
+        lambda: wait_for("web never login_required", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+    )
+    proc, url = begin_login(w, "web")
+    redirect = urlparse(url)
+    callback = parse_qs(redirect.query)["redirect_uri"][0]
+    last = browser(url, stop_at=callback)
+    location = urljoin(str(last.url), last.headers["location"])
+    parts = urlparse(location)
+    query = parse_qs(parts.query)
+    assert query.get("iss") == [w.issuer], query  # RFC 9207
+    query["state"] = ["not-the-state-evo-sent"]
+    forged = urlunparse(parts._replace(query=urlencode({k: v[0] for k, v in query.items()})))
+    page = httpx2.get(forged, timeout=10)
+    assert page.status_code == 400 and "wrong" in page.text, page.text
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, (out, err)
+    assert "server 'web'" in err and "wrong `state`" in err and "evoctl login web" in err, err
+    assert w.server("web")["state"] == "login_required"
+
+
+async def test_an_authorization_server_that_is_down_is_named(world: World) -> None:
+    w = world
+    await anyio.to_thread.run_sync(
+        lambda: wait_for("web never login_required", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+    )
+    w.auth.stop()
+    out = w.ctl("login", "web", "--no-browser")
+    assert out.returncode == 1, out
+    assert "server 'web'" in out.stderr and "authorization server is up" in out.stderr, out.stderr
+    assert "evoctl login web" in out.stderr, out.stderr
+    # Nothing else is affected.
+    assert w.ctl("status").returncode == 0
+
+
+class BadAuthorizationServer(BaseHTTPRequestHandler):
+    """A protected resource whose metadata is broken in one of two ways: `/broken/...` serves a
+    resource metadata document that is not JSON; `/notoken/...` points at an authorization server
+    (this one) whose token endpoint answers without an `access_token`."""
+
+    base = ""
+
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length)
+        if self.path in ("/broken/mcp", "/notoken/mcp"):
+            kind = self.path.split("/")[1]
+            self._json(
+                401,
+                {"error": "unauthorized"},
+                {"www-authenticate": f'Bearer resource_metadata="{self.base}/.well-known/oauth-protected-resource/{kind}/mcp"'},
+            )
+        elif self.path == "/register":
+            req = json.loads(body)
+            self._json(201, {"client_id": "c1", "redirect_uris": req["redirect_uris"]})
+        elif self.path == "/token":
+            self._json(200, {"token_type": "Bearer", "expires_in": 60})
+        else:
+            self._json(404, {})
+
+    def do_GET(self) -> None:  # noqa: N802
+        base = self.base
+        if self.path == "/.well-known/oauth-protected-resource/broken/mcp":
+            self._json(200, b"{this is not json")
+        elif self.path == "/.well-known/oauth-protected-resource/notoken/mcp":
+            self._json(200, {"resource": f"{base}/notoken/mcp", "authorization_servers": [f"{base}/as"]})
+        elif self.path in ("/.well-known/oauth-authorization-server/as", "/as/.well-known/openid-configuration"):
+            self._json(
+                200,
+                {
+                    "issuer": f"{base}/as",
+                    "authorization_endpoint": f"{base}/authorize",
+                    "token_endpoint": f"{base}/token",
+                    "registration_endpoint": f"{base}/register",
+                    "code_challenge_methods_supported": ["S256"],
+                    "response_types_supported": ["code"],
+                },
+            )
+        elif self.path.startswith("/authorize"):
+            q = parse_qs(urlparse(self.path).query)
+            target = f"{q['redirect_uri'][0]}?code=abc&state={q['state'][0]}"
+            self.send_response(302)
+            self.send_header("location", target)
+            self.end_headers()
+        else:
+            self._json(404, {})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+async def test_malformed_metadata_and_a_token_without_access_token_are_named() -> None:
+    tmp = make_tmp()
+    bad = ThreadingHTTPServer(("127.0.0.1", 0), BadAuthorizationServer)
+    BadAuthorizationServer.base = f"http://127.0.0.1:{bad.server_address[1]}"
+    threading.Thread(target=bad.serve_forever, daemon=True).start()
+    base = BadAuthorizationServer.base
+    evo = start_evod(
+        tmp,
+        "evo",
+        {"mcpServers": {"broken": {"type": "http", "url": f"{base}/broken/mcp"}, "notoken": {"type": "http", "url": f"{base}/notoken/mcp"}}},
+        {"EVO_STATE_DIR": str(tmp / "state")},
+    )
+    w = World(tmp, evo, 0, evo, 0, evo, tmp / "state")
+    try:
+        def server(sid: str) -> dict[str, Any]:
+            return w.server(sid) if w.ctl("status").returncode == 0 else {}
+
+        s = await anyio.to_thread.run_sync(
+            lambda: wait_for("broken never login_required", lambda: (x := server("broken")).get("state") == "login_required" and x, 30, w.diagnostics)
+        )
+        assert "server 'broken'" in s["error"] and "metadata" in s["error"], s
+        assert "authorization server is up" in s["error"], s
+        out = w.ctl("login", "broken", "--no-browser")
+        assert out.returncode == 1 and "server 'broken'" in out.stderr and "metadata" in out.stderr, out.stderr
+
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("notoken never login_required", lambda: server("notoken").get("state") == "login_required", 30, w.diagnostics)
+        )
+        proc, url = begin_login(w, "notoken")
+        page = httpx2.get(url, follow_redirects=True, timeout=10)
+        assert page.status_code == 400, page.text
+        out_, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1, (out_, err)
+        assert "server 'notoken'" in err and "access_token" in err, err
+    finally:
+        evo.stop()
+        bad.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def test_reload_keeps_tokens_on_rename_and_forgets_them_on_new_oauth_settings(world: World) -> None:
+    w = world
+    config_path = w.tmp / "evo" / "mcp.config.json"
+    with anyio.fail_after(TIMEOUT_S):
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web never login_required", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+        )
+        await anyio.to_thread.run_sync(login, w)
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web not ready after login", lambda: w.server("web")["state"] == "ready", 30, w.diagnostics)
+        )
+        # Renamed: the same server under a new id keeps its tokens (no login).
+        config = json.loads(config_path.read_text())
+        config["mcpServers"]["remote"] = config["mcpServers"].pop("web")
+        config_path.write_text(json.dumps(config))
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("renamed server not ready", lambda: w.server("remote").get("state") == "ready", 30, w.diagnostics)
+        )
+        assert w.server("remote")["auth"]["state"] == "ok"
+        r = await call(w, "remote_fx_echo", {"text": "renamed"})
+        assert not r.is_error and text(r) == "renamed", text(r)
+        # New OAuth settings: the tokens were issued for the old ones and are forgotten.
+        config["mcpServers"]["remote"]["oauth"]["scopes"] = ["openid", "mcp"]
+        config_path.write_text(json.dumps(config))
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("not login_required after new oauth settings", lambda: w.server("remote").get("state") == "login_required", 30, w.diagnostics)
+        )
+        assert not list((w.state_dir / "oauth").glob("remote-*.json"))
