@@ -43,46 +43,58 @@ pub struct LogRing;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogRing {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut v = Fields::default();
-        event.record(&mut v);
-        let meta = event.metadata();
-        let mut msg = mask(&v.message);
-        if !v.rest.is_empty() {
-            if !msg.is_empty() {
-                msg.push(' ');
-            }
-            msg.push_str(&mask(&v.rest));
+        // A log line runs inside whatever task logged it: a bug here must
+        // cost that line, never the task (a session, a child's service).
+        let kept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep(event)));
+        if kept.is_err() {
+            eprintln!(
+                "evod: the console's log ring could not keep a log line (a bug); the line is in the log above"
+            );
         }
-        if msg.len() > MAX_LINE {
-            let mut cut = MAX_LINE;
-            while !msg.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            msg.truncate(cut);
-            msg.push('…');
+    }
+}
+
+/// Puts `event` in the ring and tells open consoles.
+fn keep(event: &tracing::Event<'_>) {
+    let mut v = Fields::default();
+    event.record(&mut v);
+    let meta = event.metadata();
+    let mut msg = mask(&v.message);
+    if !v.rest.is_empty() {
+        if !msg.is_empty() {
+            msg.push(' ');
         }
-        let t = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let line: Arc<str> = json!({
-            "t": t,
-            "level": meta.level().as_str(),
-            "target": meta.target(),
-            "server": v.server,
-            "msg": msg,
-        })
-        .to_string()
-        .into();
-        {
-            let mut ring = ring().lock().unwrap_or_else(|e| e.into_inner());
-            if ring.len() == CAPACITY {
-                ring.pop_front();
-            }
-            ring.push_back(line.clone());
+        msg.push_str(&mask(&v.rest));
+    }
+    if msg.len() > MAX_LINE {
+        let mut cut = MAX_LINE;
+        while !msg.is_char_boundary(cut) {
+            cut -= 1;
         }
-        if events::listening() {
-            events::publish(Event::Log(line));
+        msg.truncate(cut);
+        msg.push('…');
+    }
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let line: Arc<str> = json!({
+        "t": t,
+        "level": meta.level().as_str(),
+        "target": meta.target(),
+        "server": v.server,
+        "msg": msg,
+    })
+    .to_string()
+    .into();
+    {
+        let mut ring = ring().lock().unwrap_or_else(|e| e.into_inner());
+        if ring.len() == CAPACITY {
+            ring.pop_front();
         }
+        ring.push_back(line.clone());
+    }
+    if events::listening() {
+        events::publish(Event::Log(line));
     }
 }
 
@@ -151,7 +163,9 @@ fn mask(text: &str) -> String {
             i += 68;
             continue;
         }
-        if rest.len() > 7 && rest[..7].eq_ignore_ascii_case("bearer ") {
+        // Bytes, not a `str` slice: the text may hold multi-byte characters
+        // within the first seven (a match is ASCII, so slicing after it is safe).
+        if rest.len() > 7 && rest.as_bytes()[..7].eq_ignore_ascii_case(b"bearer ") {
             out.push_str(&rest[..7]);
             out.push_str("[redacted]");
             i += 7;
@@ -170,6 +184,27 @@ fn mask(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_with_multi_byte_characters_is_masked_whole() {
+        // A slice at a byte offset inside "é" or "…" used to panic (and the
+        // panic in a log layer took the logging task down with it).
+        for text in [
+            "déjà vu",
+            "a…b bearer tok",
+            "ééééééééé",
+            "“quoted” Bearer x y",
+        ] {
+            let masked = mask(text);
+            assert!(!masked.contains("tok"), "{masked}");
+            assert!(
+                masked.chars().count() <= text.chars().count() + 10,
+                "{masked}"
+            );
+        }
+        assert_eq!(mask("“quoted” Bearer x y"), "“quoted” Bearer [redacted] y");
+        assert_eq!(mask("déjà vu"), "déjà vu");
+    }
 
     #[test]
     fn secrets_are_masked() {
