@@ -99,6 +99,7 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
         mode,
         env_mode,
         socket_activated: false,
+        store: Default::default(),
     })
 }
 
@@ -244,6 +245,12 @@ async fn run(
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", opts.socket_path.display()))?,
     };
+    // The shared store: Redis unreachable is not an error (evod serves and
+    // keeps connecting), a URL that can never work is.
+    let store_settings = evo_daemon::config::load(&opts.config_path)
+        .map(|c| c.store)
+        .unwrap_or_default();
+    opts.store = evo_daemon::store::Store::open(&store_settings)?;
     tracing::info!(
         socket = %opts.socket_path.display(),
         config = %opts.config_path.display(),

@@ -37,6 +37,8 @@ pub struct DaemonOptions {
     pub env_mode: Option<DiscoveryMode>,
     /// The listener came from systemd, which owns the socket file.
     pub socket_activated: bool,
+    /// Where shared state lives (files, or Redis with `store.redis_url`).
+    pub store: crate::store::Store,
 }
 
 struct ChildHandle {
@@ -660,8 +662,11 @@ impl Handler<Readiness> for Supervisor {
         if self.shutting_down {
             return Err("evod is shutting down".into());
         }
-        match &self.config_error {
-            Some(e) => Err(format!("the config did not load: {e}")),
+        if let Some(e) = &self.config_error {
+            return Err(format!("the config did not load: {e}"));
+        }
+        match self.opts.store.not_ready() {
+            Some(why) => Err(why),
             None => Ok(()),
         }
     }
@@ -923,8 +928,18 @@ pub struct CheckApproval {
 }
 
 impl Handler<CheckApproval> for Supervisor {
-    type Result = MessageResult<CheckApproval>;
+    type Result = ResponseFuture<crate::approvals::Gate>;
     fn handle(&mut self, msg: CheckApproval, _: &mut Context<Self>) -> Self::Result {
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            return Box::pin(async move {
+                let gate = shared
+                    .approval_check(&msg.tool, msg.key, msg.identity.as_deref(), &msg.preview)
+                    .await
+                    .unwrap_or_else(|e| crate::approvals::Gate::Unavailable(e.to_string()));
+                log_held(&msg, &gate);
+                gate
+            });
+        }
         let gate = self.approvals.check(
             &msg.tool,
             msg.key,
@@ -932,10 +947,14 @@ impl Handler<CheckApproval> for Supervisor {
             &msg.preview,
             Instant::now(),
         );
-        if let crate::approvals::Gate::Pending(id) = &gate {
-            tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
-        }
-        MessageResult(gate)
+        log_held(&msg, &gate);
+        Box::pin(std::future::ready(gate))
+    }
+}
+
+fn log_held(msg: &CheckApproval, gate: &crate::approvals::Gate) {
+    if let crate::approvals::Gate::Pending(id) = gate {
+        tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }
 }
 

@@ -145,25 +145,44 @@ impl Supervisor {
         }))
     }
 
-    fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
-        match self.approvals.decide(id, approve, Instant::now()) {
-            Ok(a) => {
+    /// `evoctl approve|deny ID`: in the book, or in the shared store
+    /// (where any instance's held call can be decided).
+    fn decide(&mut self, id: String, approve: bool) -> ResponseFuture<CtlReply> {
+        let shown = id.clone();
+        let answer = move |decided: Result<String, String>| match decided {
+            Ok(tool) => {
                 let verb = if approve { "approved" } else { "denied" };
-                tracing::info!(id = %a.id, tool = %a.tool, "held call {verb} by a person");
+                let id = &shown;
+                tracing::info!(id = %id, tool = %tool, "held call {verb} by a person");
                 CtlReply::data(Reply::Action(ctl::ActionReport {
                     message: if approve {
                         format!(
-                            "{id} approved: the identical call to {} passes once within 5 minutes",
-                            a.tool
+                            "{id} approved: the identical call to {tool} passes once within 5 minutes"
                         )
                     } else {
-                        format!("{id} denied: the identical call to {} is refused", a.tool)
+                        format!("{id} denied: the identical call to {tool} is refused")
                     },
                     ..Default::default()
                 }))
             }
             Err(e) => CtlReply::error(ErrorKind::NotFound, e),
+        };
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            return Box::pin(async move {
+                let decided = shared.approval_decide(&id, approve).await;
+                if decided.is_ok() {
+                    shared
+                        .publish(crate::store::Event::Approval { id: id.clone() })
+                        .await;
+                }
+                answer(decided)
+            });
         }
+        let decided = self
+            .approvals
+            .decide(&id, approve, Instant::now())
+            .map(|a| a.tool);
+        Box::pin(std::future::ready(answer(decided)))
     }
 
     /// Resolves `--session` (an id or a name), else the most recently active
@@ -456,6 +475,7 @@ impl Supervisor {
             .collect();
         let http = self.front.as_ref().map(crate::http::Front::status);
         let search = search_status(&self.semantic.load());
+        let store = self.opts.store.status();
         // A file that did not load has its error, not the warnings of the
         // text it replaced.
         let config_status = ctl::FileStatus {
@@ -555,6 +575,7 @@ impl Supervisor {
                 integrity,
                 quarantined,
                 hot,
+                store,
                 profiles,
                 http,
                 search,
@@ -872,8 +893,33 @@ impl Handler<Ctl> for Supervisor {
                     ..Default::default()
                 })))
             }
-            CtlRequest::Approve { id } => ready(self.decide(&id, true)),
-            CtlRequest::Deny { id } => ready(self.decide(&id, false)),
+            CtlRequest::Approve { id } => self.decide(id, true),
+            CtlRequest::Deny { id } => self.decide(id, false),
+            CtlRequest::Approvals if self.opts.store.shared().is_some() => {
+                let Some(shared) = self.opts.store.shared().cloned() else {
+                    return ready(CtlReply::error(ErrorKind::InvalidRequest, "no store".to_string()));
+                };
+                Box::pin(async move {
+                    match shared.approvals_pending().await {
+                        Ok(list) => CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
+                            approvals: list
+                                .into_iter()
+                                .map(|(a, age_s)| ctl::PendingApproval {
+                                    age_s,
+                                    id: a.id,
+                                    tool: a.tool,
+                                    arguments: a.preview,
+                                    identity: Some(
+                                        a.identity
+                                            .unwrap_or_else(|| ctl::LOCAL_IDENTITY.into()),
+                                    ),
+                                })
+                                .collect(),
+                        })),
+                        Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e.to_string()),
+                    }
+                })
+            }
             CtlRequest::Approvals => {
                 let now = Instant::now();
                 let approvals = self

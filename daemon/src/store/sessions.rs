@@ -1,0 +1,1 @@
+//! HTTP session records in Redis, through rmcp's session store.

@@ -1,0 +1,2 @@
+//! Named sessions' activations, profiles' run-time changes and the catalog
+//! cache in Redis.

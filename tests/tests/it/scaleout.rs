@@ -1,0 +1,428 @@
+//! Scale-out: several evod instances sharing state through a real
+//! `redis-server` (started here on a free loopback port with its own data
+//! directory, killed at the end). Without redis-server on PATH each test
+//! says "skipped".
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::http::{HttpMcp, free_port, request, wait_http};
+
+/// A redis-server of this test's own.
+pub struct Redis {
+    pub port: u16,
+    pub dir: TempDir,
+    pub password: Option<String>,
+    /// `rediss://`: the CA that signed its certificate.
+    pub tls_ca: Option<PathBuf>,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+impl Redis {
+    /// A plain redis-server, or `None` (after saying "skipped") without one.
+    pub fn start(test: &str) -> Option<Redis> {
+        Self::start_with(test, None, false)
+    }
+
+    pub fn start_with(test: &str, password: Option<&str>, tls: bool) -> Option<Redis> {
+        if !have("redis-server") || !have("redis-cli") {
+            skipped(&format!("{test}: redis-server / redis-cli not on PATH (apt-get install redis-server)"));
+            return None;
+        }
+        if tls && !have("openssl") {
+            skipped(&format!("{test}: openssl not on PATH (to make a throwaway CA)"));
+            return None;
+        }
+        let dir = TempDir::new("redis");
+        let port = free_port();
+        let mut args: Vec<String> = vec![
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            dir.path().display().to_string(),
+            "--save".into(),
+            String::new(),
+            // Durable across a restart of Redis itself (the fault tests).
+            "--appendonly".into(),
+            "yes".into(),
+            "--appendfsync".into(),
+            "always".into(),
+            "--daemonize".into(),
+            "no".into(),
+        ];
+        if let Some(p) = password {
+            args.extend(["--requirepass".into(), p.into()]);
+        }
+        let mut tls_ca = None;
+        if tls {
+            let ca = make_certs(dir.path());
+            args.extend([
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string(),
+                "--tls-cert-file".into(),
+                dir.path().join("server.crt").display().to_string(),
+                "--tls-key-file".into(),
+                dir.path().join("server.key").display().to_string(),
+                "--tls-ca-cert-file".into(),
+                ca.display().to_string(),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ]);
+            tls_ca = Some(ca);
+        } else {
+            args.extend(["--port".into(), port.to_string()]);
+        }
+        let mut r = Redis {
+            port,
+            dir,
+            password: password.map(str::to_owned),
+            tls_ca,
+            args,
+            child: None,
+        };
+        r.spawn();
+        Some(r)
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("redis.log")).unwrap();
+        self.child = Some(
+            Command::new("redis-server")
+                .args(&self.args)
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server"),
+        );
+        eventually(
+            "redis-server to answer PING",
+            Duration::from_secs(10),
+            || self.cli(&["PING"]).trim() == "PONG",
+        );
+    }
+
+    /// `redis://127.0.0.1:PORT` (with the password, `rediss` with TLS).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_ca.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        match &self.password {
+            Some(p) => format!("{scheme}://:{p}@127.0.0.1:{}", self.port),
+            None => format!("{scheme}://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// `redis-cli` against it: its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("redis-cli");
+        cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
+        if let Some(p) = &self.password {
+            cmd.args(["-a", p, "--no-auth-warning"]);
+        }
+        if let Some(ca) = &self.tls_ca {
+            cmd.arg("--tls").arg("--cacert").arg(ca);
+        }
+        cmd.args(args);
+        cmd.output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Every key and its value (strings, hashes, lists, sets), as text.
+    pub fn dump(&self) -> String {
+        let mut all = String::new();
+        for key in self.cli(&["--scan"]).lines() {
+            let kind = self.cli(&["TYPE", key]);
+            let value = match kind.trim() {
+                "string" => self.cli(&["GET", key]),
+                "hash" => self.cli(&["HGETALL", key]),
+                "set" => self.cli(&["SMEMBERS", key]),
+                "list" => self.cli(&["LRANGE", key, "0", "-1"]),
+                "zset" => self.cli(&["ZRANGE", key, "0", "-1"]),
+                other => format!("({other})"),
+            };
+            all.push_str(&format!("{key} = {value}\n"));
+        }
+        all
+    }
+
+    /// SIGKILL (no goodbye to clients).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Started again on the same port and data.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A throwaway CA and a server certificate for 127.0.0.1 signed by it, in
+/// `dir`; returns the CA's path.
+fn make_certs(dir: &std::path::Path) -> PathBuf {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=evo test CA",
+        "-keyout", "ca.key", "-out", "ca.crt",
+    ]);
+    run(&[
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout",
+        "server.key", "-out", "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    run(&[
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "1", "-extfile", "ext.cnf", "-out", "server.crt",
+    ]);
+    dir.join("ca.crt")
+}
+
+/// One evod instance of a group: its own socket, cache and HTTP port.
+pub struct Instance {
+    pub d: Daemon,
+    pub port: u16,
+}
+
+/// The config every instance runs: the fixture server, HTTP on `port`,
+/// the shared store.
+pub fn instance_config(port: u16, store: &Value) -> Value {
+    json!({
+        "mcpServers": {"fx": fixture_server(&[])},
+        "serve": {"http": {"listen": format!("127.0.0.1:{port}")}},
+        "store": store,
+    })
+}
+
+/// Starts an instance on `store` (with `perms` as its permissions file).
+pub fn instance(store: &Value, perms: &str, env: &[(&str, &str)]) -> Instance {
+    let port = free_port();
+    let dir = TempDir::new("inst");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(
+        &cfg,
+        serde_json::to_vec_pretty(&instance_config(port, store)).unwrap(),
+    )
+    .unwrap();
+    if !perms.is_empty() {
+        std::fs::write(dir.path().join("permissions.yml"), perms).unwrap();
+    }
+    let d = Daemon::start_raw(dir, cfg, &[], env);
+    wait_http(&d, port);
+    Instance { d, port }
+}
+
+fn store_of(r: &Redis) -> Value {
+    let mut s = json!({"redis_url": r.url(), "prefix": "evo:"});
+    if let Some(ca) = &r.tls_ca {
+        s["tls_ca"] = json!(ca.display().to_string());
+    }
+    s
+}
+
+fn readyz(port: u16) -> (u16, String) {
+    let r = request(port, "GET", "/readyz", &[], b"");
+    (r.status, r.text())
+}
+
+fn store_status(i: &Instance) -> Value {
+    i.d.ctl_json(&["status"])["store"].clone()
+}
+
+/// The id in "run `evoctl approve ID`".
+fn approval_id(text: &str) -> String {
+    let rest = text
+        .split("evoctl approve ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("an approval id in {text}"));
+    rest.split('`').next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn without_a_redis_url_the_store_is_files() {
+    let i = instance(&json!({}), "", &[]);
+    let s = store_status(&i);
+    assert_eq!(s["kind"], "file", "{s}");
+    assert_eq!(s["ok"], true, "{s}");
+    assert_eq!(readyz(i.port).0, 200);
+}
+
+#[test]
+fn redis_unreachable_at_start_serves_says_so_and_catches_up() {
+    // A port nobody listens on yet; Redis comes up there later.
+    let Some(mut redis) = Redis::start("redis_unreachable_at_start") else {
+        return;
+    };
+    redis.kill();
+    let i = instance(&store_of(&redis), "", &[]);
+    // It serves: calls to children work.
+    let mut c = HttpMcp::initialize(i.port, None);
+    let r = c.call("fx_echo", json!({"text": "hi"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let (code, body) = readyz(i.port);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("Redis") && body.contains(&redis.port.to_string()), "{body}");
+    eventually("status to name the unreachable Redis", Duration::from_secs(10), || {
+        store_status(&i)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unreachable"))
+    });
+    let s = store_status(&i);
+    assert_eq!((s["kind"].as_str(), s["ok"].as_bool()), (Some("redis"), Some(false)), "{s}");
+    assert!(i.d.log_text().contains("shared store unavailable"), "{}", i.d.log_text());
+    let (_, human, _) = i.d.ctl(&["status"]);
+    assert!(human.contains("store: redis") && human.contains("UNAVAILABLE"), "{human}");
+    redis.restart();
+    eventually("readyz to turn 200 once Redis is up", Duration::from_secs(15), || {
+        readyz(i.port).0 == 200
+    });
+    assert_eq!(store_status(&i)["ok"], true);
+}
+
+#[test]
+fn a_wrong_password_is_a_clear_error_and_the_right_one_works() {
+    let Some(redis) = Redis::start_with("redis_password", Some("s3cret-pw"), false) else {
+        return;
+    };
+    let wrong = json!({"redis_url": format!("redis://:nope@127.0.0.1:{}", redis.port)});
+    let i = instance(&wrong, "", &[]);
+    eventually("the refusal to show", Duration::from_secs(10), || {
+        store_status(&i)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("password"))
+    });
+    let (code, body) = readyz(i.port);
+    assert_eq!(code, 503);
+    assert!(body.contains("password"), "{body}");
+    assert!(!body.contains("nope"), "the password is never shown: {body}");
+    assert!(!i.d.log_text().contains("nope"), "nor logged");
+    let right = instance(&store_of(&redis), "", &[]);
+    eventually("the store to be reachable", Duration::from_secs(10), || {
+        store_status(&right)["ok"] == true
+    });
+    assert!(store_status(&right)["url"].as_str().is_some_and(|u| u.contains("***") && !u.contains("s3cret")));
+}
+
+#[test]
+fn rediss_with_a_private_ca_works() {
+    let Some(redis) = Redis::start_with("rediss", None, true) else {
+        return;
+    };
+    let i = instance(&store_of(&redis), "", &[]);
+    eventually("the TLS store to be reachable", Duration::from_secs(10), || {
+        store_status(&i)["ok"] == true
+    });
+    assert_eq!(readyz(i.port).0, 200);
+}
+
+const APPROVE: &str = "rules:\n  fx_echo: require_approval\n";
+
+#[test]
+fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
+    let Some(redis) = Redis::start("approvals") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, APPROVE, &[]);
+    let b = instance(&store, APPROVE, &[]);
+    let mut ca = a.d.legacy_session();
+    let mut cb = b.d.legacy_session();
+    let (text, e) = ca.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(e, "{text}");
+    let id = approval_id(&text);
+    // B lists it and approves it.
+    let listed = b.d.ctl_json(&["approvals"]);
+    assert!(
+        listed["approvals"].as_array().unwrap().iter().any(|x| x["id"] == id.as_str()),
+        "{listed}"
+    );
+    let (code, out, err) = b.d.ctl(&["approve", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Decided approvals survive any instance's restart.
+    let mut a = a;
+    a.d.stop();
+    a.d.spawn(&[], &[]);
+    wait_http(&a.d, a.port);
+    let mut ca = a.d.legacy_session();
+    // Consumed by the first matching call, on either instance.
+    let (text, e) = cb.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(!e, "approved on B, passes on B: {text}");
+    let (text, e) = ca.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(e && text.contains("evoctl approve"), "used up: {text}");
+    let (code, _, err) = a.d.ctl(&["approve", &id]);
+    assert_eq!(code, 1, "already used: {err}");
+    // The race: the same call on A and B at the same moment, many times.
+    let mut pending = approval_id(&text);
+    for round in 0..25 {
+        let (code, out, err) = if round % 2 == 0 {
+            a.d.ctl(&["approve", &pending])
+        } else {
+            b.d.ctl(&["approve", &pending])
+        };
+        assert_eq!(code, 0, "round {round}: {out}{err}");
+        let barrier = std::sync::Barrier::new(2);
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| {
+                barrier.wait();
+                ca.call_text("fx_echo", json!({"text": "ship it"}))
+            });
+            let tb = s.spawn(|| {
+                barrier.wait();
+                cb.call_text("fx_echo", json!({"text": "ship it"}))
+            });
+            (ta.join().unwrap(), tb.join().unwrap())
+        });
+        let passed = [&ra, &rb].iter().filter(|(_, e)| !*e).count();
+        assert_eq!(passed, 1, "round {round}: exactly one consumption: {ra:?} {rb:?}");
+        let held = if ra.1 { &ra.0 } else { &rb.0 };
+        pending = approval_id(held);
+    }
+    // A denial on A refuses on B.
+    let (code, _, _) = a.d.ctl(&["deny", &pending]);
+    assert_eq!(code, 0);
+    let (text, e) = cb.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(e && text.contains("denied"), "{text}");
+}
