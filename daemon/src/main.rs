@@ -274,6 +274,7 @@ async fn run(
         view: semantic,
     };
     let stop = StopSignal::new();
+    let store = opts.store.clone();
     let supervisor = Supervisor::new(
         opts,
         catalog,
@@ -285,7 +286,7 @@ async fn run(
     .start();
     if let Some(bound) = http {
         let front =
-            evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone());
+            evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone(), store);
         supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
     }
     actix::spawn(evo_daemon::control::serve(

@@ -41,6 +41,8 @@ pub enum Event {
     Profiles,
     /// An approval was decided.
     Approval { id: String },
+    /// An HTTP session was ended (DELETE) on some instance.
+    SessionEnded { id: String },
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]

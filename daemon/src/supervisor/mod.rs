@@ -589,6 +589,13 @@ impl Supervisor {
             .count()
     }
 
+    /// Another instance changed session `name`'s activations: read them
+    /// and hand them to the live sessions of that name here.
+    fn shared_activations(&mut self, _name: &str, _ctx: &mut Context<Self>) {}
+
+    /// Another instance changed profiles: read the saved changes again.
+    fn shared_profiles(&mut self, _ctx: &mut Context<Self>) {}
+
     fn save_named(&self) {
         self.refresher
             .do_send(crate::refresher::PersistNamed(self.named.clone()));
@@ -629,6 +636,9 @@ impl Actor for Supervisor {
             .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
         self.catalog
             .do_send(Subscribe(self.embedder.clone().recipient()));
+        if let Some(shared) = self.opts.store.shared() {
+            shared.set_listener(ctx.address().recipient());
+        }
         self.load_config();
         self.configure_search();
         let _ = self.load_permissions();
@@ -648,6 +658,35 @@ impl Handler<AttachFront> for Supervisor {
     fn handle(&mut self, msg: AttachFront, _: &mut Context<Self>) {
         msg.0.set_tokens(self.tokens.clone());
         self.front = Some(msg.0);
+    }
+}
+
+/// Another instance's change, or a new subscription to them.
+impl Handler<crate::store::Delivery> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::store::Delivery, ctx: &mut Context<Self>) {
+        use crate::store::{Delivery, Event};
+        match msg {
+            Delivery::Event(Event::SessionEnded { id }) => {
+                if let Some(front) = &self.front {
+                    front.end_session(&id);
+                }
+            }
+            Delivery::Event(Event::Approval { .. }) => {}
+            Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
+            Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
+            Delivery::Resync => {
+                self.shared_profiles(ctx);
+                let names: Vec<String> = self
+                    .sessions
+                    .values()
+                    .filter_map(|s| s.name.clone())
+                    .collect();
+                for name in names {
+                    self.shared_activations(&name, ctx);
+                }
+            }
+        }
     }
 }
 

@@ -426,3 +426,94 @@ fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
     let (text, e) = cb.call_text("fx_echo", json!({"text": "ship it"}));
     assert!(e && text.contains("denied"), "{text}");
 }
+
+/// A client of one initialize-era session whose requests go to the
+/// instances in turn (a round-robin load balancer, test-side).
+struct RoundRobin {
+    ports: Vec<u16>,
+    turn: usize,
+    c: HttpMcp,
+}
+
+impl RoundRobin {
+    fn new(ports: &[u16]) -> RoundRobin {
+        RoundRobin {
+            ports: ports.to_vec(),
+            turn: 1,
+            c: HttpMcp::initialize(ports[0], None),
+        }
+    }
+
+    /// The next instance serves the next request.
+    fn next(&mut self) -> &mut HttpMcp {
+        self.c.port = self.ports[self.turn % self.ports.len()];
+        self.turn += 1;
+        &mut self.c
+    }
+}
+
+#[test]
+fn a_session_opened_on_a_goes_on_on_b() {
+    let Some(redis) = Redis::start("http_sessions") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let mut rr = RoundRobin::new(&[a.port, b.port]);
+    let id = rr.c.session.clone().unwrap();
+    for i in 0..10 {
+        let c = rr.next();
+        let r = c.call("fx_echo", json!({"text": format!("n{i}")}));
+        assert_eq!(r["isError"], false, "request {i} on port {}: {r}", c.port);
+        assert_eq!(crate::http::result_text(&r), format!("n{i}"));
+        let tools = rr.next().tools();
+        assert!(tools.iter().any(|t| t == "discover_tools"), "{tools:?}");
+    }
+    // Both instances list it now.
+    for i in [&a, &b] {
+        let s = i.d.ctl_json(&["sessions"]);
+        assert!(
+            s["sessions"].as_array().unwrap().iter().any(|x| x["io"] == "http"),
+            "{s}"
+        );
+    }
+    // The record in Redis holds no secret and names the session.
+    assert!(redis.cli(&["EXISTS", &format!("evo:http:session:{id}")]).trim() == "1");
+    // Ended on B: gone on A too.
+    rr.c.port = b.port;
+    let r = request(
+        b.port,
+        "DELETE",
+        "/mcp",
+        &[("Mcp-Session-Id", id.as_str())],
+        b"",
+    );
+    assert!(r.status == 204 || r.status == 202, "{} {}", r.status, r.text());
+    eventually("A to forget the session", Duration::from_secs(5), || {
+        rr.c.port = a.port;
+        rr.c.call_method("tools/list", json!({})).status == 404
+    });
+    assert_eq!(redis.cli(&["EXISTS", &format!("evo:http:session:{id}")]).trim(), "0");
+}
+
+#[test]
+fn an_instance_killed_mid_session_leaves_it_to_the_others() {
+    let Some(redis) = Redis::start("instance_killed") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let mut a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let mut c = HttpMcp::initialize(a.port, None);
+    assert_eq!(c.call("fx_echo", json!({"text": "on a"}))["isError"], false);
+    // SIGKILL: no goodbye.
+    if let Some(mut child) = a.d.child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    c.port = b.port;
+    let r = c.call("fx_echo", json!({"text": "on b"}));
+    assert_eq!(crate::http::result_text(&r), "on b", "{r}");
+    drop(a);
+}
