@@ -249,6 +249,7 @@ pub fn serve(
     let manager = Arc::new(TrackedSessions {
         inner: local,
         registry: registry.clone(),
+        share_with: store.shared().map(|_| supervisor.clone()),
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     {
@@ -949,8 +950,16 @@ impl Front {
         let Some(shared) = &self.0.shared else {
             return Ok(None);
         };
-        let record = match shared.session_get(id).await {
-            Ok(Some(r)) if r.owner == who.key => r,
+        let (record, activated) = match shared.session_get(id).await {
+            Ok(Some(r)) if r.owner == who.key => match shared.activations_get(id).await {
+                Ok(set) => (r, set),
+                Err(e) => {
+                    return Err(text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("service unavailable: this session was opened on another evod instance and {e}; retry, or initialize a new session"),
+                    ));
+                }
+            },
             Ok(_) => return Ok(None),
             Err(e) => {
                 return Err(text(
@@ -973,7 +982,11 @@ impl Front {
                 .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed())));
         }
         let server = self
-            .open(who, evo_proto::ctl::SessionEra::Initialize)
+            .open_as(
+                who,
+                evo_proto::ctl::SessionEra::Initialize,
+                Some((id.to_string(), activated)),
+            )
             .await?;
         tracing::info!(http_session = %id, session = %server.id, identity = who.label(), "HTTP session opened on another instance is served here");
         Ok(Some(Prepared::restoring(
@@ -1118,6 +1131,18 @@ impl Front {
         who: &Identity,
         era: evo_proto::ctl::SessionEra,
     ) -> Result<SessionServer, Response<Body>> {
+        self.open_as(who, era, None).await
+    }
+
+    /// Opens a Session; `shared`: an HTTP session another instance opened
+    /// (its id, under which its activations are kept, and those).
+    async fn open_as(
+        &self,
+        who: &Identity,
+        era: evo_proto::ctl::SessionEra,
+        shared: Option<(String, crate::session::ActivationSet)>,
+    ) -> Result<SessionServer, Response<Body>> {
+        let (name, activated) = shared.unzip();
         let opened = self
             .0
             .supervisor
@@ -1128,6 +1153,8 @@ impl Front {
                     era,
                 }),
                 profile: who.profile.clone(),
+                name,
+                activated,
                 ..Default::default()
             })
             .await;

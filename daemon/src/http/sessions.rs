@@ -266,6 +266,9 @@ impl Registry {
 pub struct TrackedSessions {
     pub inner: LocalSessionManager,
     pub registry: Arc<Registry>,
+    /// With the shared store: each session's activations are kept there
+    /// under its id (the Supervisor names the session after it).
+    pub share_with: Option<Addr<crate::supervisor::Supervisor>>,
 }
 
 impl SessionManager for TrackedSessions {
@@ -276,6 +279,12 @@ impl SessionManager for TrackedSessions {
         let (id, transport) = self.inner.create_session().await?;
         let _ = PREPARED.try_with(|p| {
             if let Some((owner, session)) = p.opening.borrow_mut().take() {
+                if let Some(supervisor) = &self.share_with {
+                    supervisor.do_send(crate::supervisor::ShareSession {
+                        session: session.clone(),
+                        name: id.to_string(),
+                    });
+                }
                 self.registry.record(id.clone(), owner, session);
                 p.recorded.set(true);
             }

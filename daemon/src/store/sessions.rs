@@ -47,15 +47,18 @@ impl Shared {
         .await
     }
 
+    /// Renews the record and the session's activations.
     pub async fn session_touch(&self, id: &str, ttl_s: u64) -> Result<(), StoreError> {
-        let _: i64 = self
-            .query(
-                redis::cmd("EXPIRE")
-                    .arg(self.session_key(id))
-                    .arg(ttl_s.max(1)),
-            )
-            .await?;
-        Ok(())
+        let mut pipe = redis::pipe();
+        pipe.cmd("EXPIRE")
+            .arg(self.session_key(id))
+            .arg(ttl_s.max(1))
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(self.key(&format!("act:{id}")))
+            .arg(ttl_s.max(1))
+            .ignore();
+        self.pipeline::<()>(&pipe).await
     }
 
     pub async fn session_delete(&self, id: &str) -> Result<(), StoreError> {

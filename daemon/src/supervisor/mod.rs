@@ -134,9 +134,15 @@ impl Supervisor {
         search: SearchStage,
         stop: StopSignal,
     ) -> Supervisor {
-        let named = load_named_sessions(&named_sessions_path(&opts));
-        let saved_profiles =
-            load_saved_profiles(&opts.cache_dir.join(crate::profiles::PROFILES_FILE));
+        // With the shared store both live there (read once it answers).
+        let (named, saved_profiles) = if opts.store.shared().is_some() {
+            Default::default()
+        } else {
+            (
+                load_named_sessions(&named_sessions_path(&opts)),
+                load_saved_profiles(&opts.cache_dir.join(crate::profiles::PROFILES_FILE)),
+            )
+        };
         Supervisor {
             opts,
             config: Config::default(),
@@ -568,7 +574,18 @@ impl Supervisor {
             if let Some(p) = self.profiles.get(profile) {
                 self.saved_profiles.set(profile, p.changes.clone());
             }
-            self.save_profiles();
+            if let Some(shared) = self.opts.store.shared().cloned() {
+                let changes = self.profiles.get(profile).map(|p| p.changes.clone());
+                let name = profile.to_string();
+                tokio::spawn(async move {
+                    match shared.profile_put(&name, changes.as_ref()).await {
+                        Ok(()) => shared.publish(crate::store::Event::Profiles).await,
+                        Err(e) => tracing::error!(profile = %name, "profile change not shared with the other instances: {e}"),
+                    }
+                });
+            } else {
+                self.save_profiles();
+            }
             self.catalog
                 .do_send(crate::catalog::SetProfiles(Arc::new(self.profiles.clone())));
         }
@@ -576,6 +593,18 @@ impl Supervisor {
     }
 
     fn save_profiles(&self) {
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            let saved = self.saved_profiles.clone();
+            tokio::spawn(async move {
+                for (name, changes) in &saved.profiles {
+                    if let Err(e) = shared.profile_put(name, Some(changes)).await {
+                        tracing::error!(profile = %name, "profile changes not written to the store: {e}");
+                    }
+                }
+                shared.publish(crate::store::Event::Profiles).await;
+            });
+            return;
+        }
         self.refresher.do_send(crate::refresher::PersistProfiles(
             self.saved_profiles.clone(),
         ));
@@ -591,10 +620,50 @@ impl Supervisor {
 
     /// Another instance changed session `name`'s activations: read them
     /// and hand them to the live sessions of that name here.
-    fn shared_activations(&mut self, _name: &str, _ctx: &mut Context<Self>) {}
+    fn shared_activations(&mut self, name: &str, _ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let to: Vec<Addr<Session>> = self
+            .sessions
+            .values()
+            .filter(|s| s.name.as_deref() == Some(name))
+            .map(|s| s.addr.clone())
+            .collect();
+        if to.is_empty() {
+            return;
+        }
+        let name = name.to_string();
+        tokio::spawn(async move {
+            match shared.activations_get(&name).await {
+                Ok(set) => {
+                    for addr in to {
+                        addr.do_send(session::SetActivations(set.clone()));
+                    }
+                }
+                Err(e) => tracing::warn!(session = %name, "activations not read: {e}"),
+            }
+        });
+    }
 
-    /// Another instance changed profiles: read the saved changes again.
-    fn shared_profiles(&mut self, _ctx: &mut Context<Self>) {}
+    /// Another instance changed profiles (or the store is back): read the
+    /// saved changes again and put them in force.
+    fn shared_profiles(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        ctx.spawn(
+            async move { shared.profiles_get().await }
+                .into_actor(self)
+                .map(|got, act, _| match got {
+                    Ok(saved) => {
+                        act.saved_profiles = saved;
+                        act.apply_profiles();
+                    }
+                    Err(e) => tracing::warn!("profiles not read from the store: {e}"),
+                }),
+        );
+    }
 
     fn save_named(&self) {
         self.refresher
@@ -792,6 +861,9 @@ pub struct OpenSession {
     pub stdio: bool,
     /// Served over HTTP: who the front authenticated.
     pub http: Option<session::HttpCaller>,
+    /// Its activations as the shared store has them (an HTTP session
+    /// another instance opened), read by the front.
+    pub activated: Option<ActivationSet>,
 }
 
 /// Why a session was not opened. `usage`: because of how the client was
@@ -849,10 +921,16 @@ impl Handler<OpenSession> for Supervisor {
         }
         self.next_session += 1;
         let id = format!("s{}", self.next_session);
+        let shared = self.opts.store.shared().cloned();
         let activated = msg
-            .name
-            .as_ref()
-            .and_then(|n| self.named.get(n).cloned())
+            .activated
+            .clone()
+            .or_else(|| {
+                msg.name
+                    .as_ref()
+                    .filter(|_| shared.is_none())
+                    .and_then(|n| self.named.get(n).cloned())
+            })
             .unwrap_or_default();
         let mut session = Session::new(
             id.clone(),
@@ -879,6 +957,17 @@ impl Handler<OpenSession> for Supervisor {
         }
         let view = session.view();
         let addr = session.start();
+        // A named session's activations live in the shared store: read
+        // them (the session starts with none for the moment that takes).
+        if let (Some(shared), Some(name), None) = (&shared, &msg.name, &msg.activated) {
+            let (shared, name, to) = (shared.clone(), name.clone(), addr.clone());
+            tokio::spawn(async move {
+                match shared.activations_get(&name).await {
+                    Ok(set) => to.do_send(session::SetActivations(set)),
+                    Err(e) => tracing::warn!(session = %name, "activations not read: {e}"),
+                }
+            });
+        }
         self.sessions.insert(
             id.clone(),
             SessionEntry {
@@ -948,9 +1037,52 @@ pub struct SaveNamed {
 impl Handler<SaveNamed> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: SaveNamed, _: &mut Context<Self>) {
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            // HTTP sessions' sets expire with their record; named ones stay.
+            let ttl = self
+                .sessions
+                .values()
+                .find(|s| s.name.as_deref() == Some(msg.name.as_str()))
+                .filter(|s| s.io == evo_proto::ctl::SessionIo::Http)
+                .map(|_| self.config.serve.http.as_ref().map_or(
+                    crate::config::serve::DEFAULT_SESSION_TIMEOUT_S,
+                    |h| h.session_timeout_s,
+                ));
+            self.named.insert(msg.name.clone(), msg.activated.clone());
+            tokio::spawn(async move {
+                match shared.activations_put(&msg.name, &msg.activated, ttl).await {
+                    Ok(()) => {
+                        shared
+                            .publish(crate::store::Event::Activations { name: msg.name })
+                            .await;
+                    }
+                    Err(e) => tracing::error!(session = %msg.name, "activations not shared with the other instances: {e}"),
+                }
+            });
+            return;
+        }
         if self.named.get(&msg.name) != Some(&msg.activated) {
             self.named.insert(msg.name, msg.activated);
             self.save_named();
+        }
+    }
+}
+
+/// An HTTP session got its `Mcp-Session-Id`: with the shared store, its
+/// activations are kept there under it, and `evoctl --session ID` finds it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ShareSession {
+    pub session: Addr<Session>,
+    pub name: String,
+}
+
+impl Handler<ShareSession> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ShareSession, _: &mut Context<Self>) {
+        if let Some(e) = self.sessions.values_mut().find(|e| e.addr == msg.session) {
+            e.name = Some(msg.name.clone());
+            msg.session.do_send(session::ShareAs { name: msg.name });
         }
     }
 }

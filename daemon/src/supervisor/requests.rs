@@ -609,10 +609,19 @@ impl Supervisor {
             .map(|t| snapshot.get(&t).map_or(t, |e| e.name.clone()))
             .collect();
         let resolve = self.resolve_session(session.as_deref());
+        let shared = self.opts.store.shared().cloned();
         Box::pin(async move {
             let target = match resolve.await {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => match (shared, session) {
+                    // Not held here: maybe by another instance.
+                    (Some(shared), Some(name)) => {
+                        return remote_set_active(&shared, &name, &tools, active)
+                            .await
+                            .unwrap_or(e);
+                    }
+                    _ => return e,
+                },
             };
             match target
                 .addr
@@ -1024,6 +1033,44 @@ impl Supervisor {
 }
 
 /// `status`'s `search`: the stages in force and the model's progress.
+/// `evoctl activate|deactivate --session NAME` for a session another
+/// instance holds: its activations change in the shared store and the
+/// instance holding it hears of it (the client's list_changed goes out
+/// from there). `None`: the store does not know the session either.
+async fn remote_set_active(
+    shared: &crate::store::Shared,
+    name: &str,
+    tools: &[String],
+    active: bool,
+) -> Option<CtlReply> {
+    match shared.session_known(name).await {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            return Some(CtlReply::error(
+                ErrorKind::UnknownSession,
+                format!("no live session '{name}' here, and {e}"),
+            ));
+        }
+    }
+    Some(match shared.activations_change(name, tools, active).await {
+        Ok((changed, after)) => {
+            shared
+                .publish(crate::store::Event::Activations {
+                    name: name.to_string(),
+                })
+                .await;
+            CtlReply::data(Reply::Activation(ctl::ActivationReport {
+                session: name.to_string(),
+                session_name: Some(name.to_string()),
+                changed,
+                activated: after.into_iter().collect(),
+            }))
+        }
+        Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e.to_string()),
+    })
+}
+
 fn search_status(view: &crate::embedder::SemanticView) -> ctl::SearchStatus {
     use crate::embedder::StageState;
     let (state, embedded, tools, error) = match &view.state {

@@ -252,6 +252,7 @@ pub fn instance(store: &Value, perms: &str, env: &[(&str, &str)]) -> Instance {
     }
     let d = Daemon::start_raw(dir, cfg, &[], env);
     wait_http(&d, port);
+    d.wait_ready(&["fx"]);
     Instance { d, port }
 }
 
@@ -516,4 +517,133 @@ fn an_instance_killed_mid_session_leaves_it_to_the_others() {
     let r = c.call("fx_echo", json!({"text": "on b"}));
     assert_eq!(crate::http::result_text(&r), "on b", "{r}");
     drop(a);
+}
+
+/// An initialize-era session's standalone SSE stream (GET), read as it
+/// comes.
+struct EventStream {
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl EventStream {
+    fn open(port: u16, session: &str) -> EventStream {
+        use std::io::{BufRead, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        write!(
+            s,
+            "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::new(s);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.contains(" 200 "), "GET stream: {status}");
+        EventStream { reader }
+    }
+
+    /// Waits for a `data:` line naming `method`.
+    fn wait_for(&mut self, method: &str) -> bool {
+        use std::io::BufRead;
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut line = String::new();
+        while std::time::Instant::now() < deadline {
+            line.clear();
+            match self.reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return false,
+                Ok(_) if line.contains(method) => return true,
+                Ok(_) => {}
+            }
+        }
+        false
+    }
+}
+
+#[test]
+fn activations_follow_the_session_across_instances() {
+    let Some(redis) = Redis::start("activations") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let mut c = HttpMcp::initialize(a.port, None);
+    let id = c.session.clone().unwrap();
+    assert!(!c.tools().contains(&"fx_add".to_string()));
+    // Activated on A by the agent (an exact-name call), listed on B.
+    assert_eq!(c.call("fx_add", json!({"a": 1, "b": 2}))["isError"], false);
+    c.port = b.port;
+    eventually("B to list the activation", Duration::from_secs(5), || {
+        c.tools().contains(&"fx_add".to_string())
+    });
+    // The client's stream is held by B; a person activates through A's
+    // socket: the list_changed goes out from B.
+    let mut stream = EventStream::open(b.port, &id);
+    let (code, out, err) = a.d.ctl(&["activate", "--session", &id, "fx_echo"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(stream.wait_for("notifications/tools/list_changed"), "list_changed on B's stream");
+    assert!(c.tools().contains(&"fx_echo".to_string()));
+    // An instance that never held the session reaches it too.
+    let third = instance(&store, "", &[]);
+    let (code, out, err) = third.d.ctl(&["deactivate", "--session", &id, "fx_add", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(stream.wait_for("notifications/tools/list_changed"), "again on B's stream");
+    c.port = a.port;
+    eventually("A to drop fx_add", Duration::from_secs(5), || {
+        !c.tools().contains(&"fx_add".to_string())
+    });
+    let (code, _, err) = third.d.ctl(&["activate", "--session", "nobody-has-this", "fx_add"]);
+    assert_eq!(code, 1, "{err}");
+    // Named (shim) sessions keep theirs across instances too.
+    let mut s1 = a.d.session(&["--session", "dave"]);
+    s1.initialize();
+    let _ = s1.call("fx_add", json!({"a": 1, "b": 1}));
+    drop(s1);
+    let mut s2 = b.d.session(&["--session", "dave"]);
+    s2.initialize();
+    eventually("dave's activations on B", Duration::from_secs(5), || {
+        s2.tool_names().contains(&"fx_add".to_string())
+    });
+}
+
+#[test]
+fn profile_changes_reach_every_instance() {
+    let Some(redis) = Redis::start("profiles") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let config_with_profile = |port: u16| {
+        let mut c = instance_config(port, &store);
+        c["profiles"] = json!({"coding": ["fx_echo"]});
+        c
+    };
+    let start = |cfg: &dyn Fn(u16) -> Value| {
+        let port = free_port();
+        let dir = TempDir::new("inst");
+        let path = dir.path().join("mcp.config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&cfg(port)).unwrap()).unwrap();
+        let d = Daemon::start_raw(dir, path, &[], &[]);
+        wait_http(&d, port);
+        Instance { d, port }
+    };
+    let a = start(&config_with_profile);
+    let b = start(&config_with_profile);
+    b.d.wait_ready(&["fx"]);
+    let mut s = b.d.session(&["--profile", "coding"]);
+    s.initialize();
+    assert!(!s.tool_names().contains(&"fx_add".to_string()));
+    let seen = s.list_changed_count();
+    let (code, out, err) = a.d.ctl(&["activate", "--profile", "coding", "fx_add"]);
+    assert_eq!(code, 0, "{out}{err}");
+    s.await_list_changed(seen);
+    eventually("B's session to list fx_add", Duration::from_secs(5), || {
+        s.tool_names().contains(&"fx_add".to_string())
+    });
+    // A later instance starts with the change.
+    let late = start(&config_with_profile);
+    eventually("the late instance to have the change", Duration::from_secs(5), || {
+        late.d.ctl_json(&["profiles"])["profiles"][0]["added"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t == "fx_add"))
+    });
 }
