@@ -319,7 +319,9 @@ pub fn render(
                 let url = s.store.url.as_deref().unwrap_or("");
                 match (&s.store.error, s.store.ok) {
                     (_, true) => println!("store: {} {url} (reachable)", s.store.kind),
-                    (Some(why), false) => println!("store: {} {url} UNAVAILABLE: {why}", s.store.kind),
+                    (Some(why), false) => {
+                        println!("store: {} {url} UNAVAILABLE: {why}", s.store.kind)
+                    }
                     (None, false) => println!("store: {} {url} UNAVAILABLE", s.store.kind),
                 }
             }

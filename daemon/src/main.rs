@@ -258,7 +258,9 @@ async fn run(
         "evod listening"
     );
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let refresher = Refresher::new(&opts.cache_dir).start();
+    let refresher = Refresher::new(&opts.cache_dir)
+        .with_store(&opts.store)
+        .start();
     let catalog = Catalog::new(snapshot.clone())
         .with_persistence(refresher.clone().recipient())
         .with_pins(
@@ -285,8 +287,13 @@ async fn run(
     )
     .start();
     if let Some(bound) = http {
-        let front =
-            evo_daemon::http::serve(bound, supervisor.clone(), snapshot.clone(), stop.clone(), store);
+        let front = evo_daemon::http::serve(
+            bound,
+            supervisor.clone(),
+            snapshot.clone(),
+            stop.clone(),
+            store,
+        );
         supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
     }
     actix::spawn(evo_daemon::control::serve(

@@ -956,7 +956,9 @@ impl Front {
                 Err(e) => {
                     return Err(text(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        format!("service unavailable: this session was opened on another evod instance and {e}; retry, or initialize a new session"),
+                        format!(
+                            "service unavailable: this session was opened on another evod instance and {e}; retry, or initialize a new session"
+                        ),
                     ));
                 }
             },
@@ -1001,7 +1003,8 @@ impl Front {
     pub fn end_session(&self, id: &str) {
         if self.0.registry.end(id) {
             let manager = self.0.manager.clone();
-            let id: rmcp::transport::streamable_http_server::session::SessionId = id.to_string().into();
+            let id: rmcp::transport::streamable_http_server::session::SessionId =
+                id.to_string().into();
             tokio::spawn(async move {
                 let _ = manager.inner.close_session(&id).await;
             });

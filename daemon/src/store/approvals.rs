@@ -98,7 +98,9 @@ impl Shared {
                 "denied" => Gate::Denied(id.clone()),
                 _ => Gate::Pending(id.clone()),
             }),
-            _ => Err(StoreError("unexpected answer from the approvals script".into())),
+            _ => Err(StoreError(
+                "unexpected answer from the approvals script".into(),
+            )),
         }
     }
 
@@ -158,8 +160,7 @@ impl Shared {
         for k in &keys {
             pipe.cmd("HGETALL").arg(k);
         }
-        let records: Vec<std::collections::HashMap<String, String>> =
-            self.pipeline(&pipe).await?;
+        let records: Vec<std::collections::HashMap<String, String>> = self.pipeline(&pipe).await?;
         let now = now_ms();
         let prefix = self.key("ap:id:");
         let mut out: Vec<(Approval, u64)> = keys

@@ -124,9 +124,8 @@ impl Shared {
         let shown = mask_url(url);
         let client = match tls_ca {
             Some(ca) => {
-                let pem = std::fs::read(ca).map_err(|e| {
-                    format!("store.tls_ca {}: cannot be read ({e})", ca.display())
-                })?;
+                let pem = std::fs::read(ca)
+                    .map_err(|e| format!("store.tls_ca {}: cannot be read ({e})", ca.display()))?;
                 Client::build_with_tls(
                     url,
                     redis::TlsCertificates {
@@ -265,7 +264,8 @@ impl Shared {
         for a in args {
             invocation.arg(*a);
         }
-        let result = tokio::time::timeout(OP_TIMEOUT, invocation.invoke_async::<T>(&mut conn)).await;
+        let result =
+            tokio::time::timeout(OP_TIMEOUT, invocation.invoke_async::<T>(&mut conn)).await;
         self.settle(result)
     }
 
@@ -278,6 +278,14 @@ impl Shared {
         self.ops.fetch_add(1, Ordering::Relaxed);
         let result = tokio::time::timeout(OP_TIMEOUT, pipe.query_async::<T>(&mut conn)).await;
         self.settle(result)
+    }
+
+    /// Waits (up to `limit`) for the first connection.
+    pub async fn wait_connected(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.conn.get().is_none() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     fn connection(&self) -> Result<ConnectionManager, StoreError> {
@@ -306,7 +314,9 @@ impl Shared {
                 self.mark(Ok(()));
                 Ok(v)
             }
-            Ok(Err(e)) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) => {
+            Ok(Err(e))
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            {
                 // The server answered (a script's own error): reachable.
                 self.mark(Ok(()));
                 Err(StoreError(format!("Redis refused the operation: {e}")))
@@ -314,7 +324,9 @@ impl Shared {
             Ok(Err(e)) => {
                 let why = format!("Redis at {}: {}", self.shown, explain(&e));
                 self.mark(Err(why.clone()));
-                Err(StoreError(format!("the shared store is unavailable: {why}")))
+                Err(StoreError(format!(
+                    "the shared store is unavailable: {why}"
+                )))
             }
             Err(_) => {
                 let why = format!(
@@ -323,7 +335,9 @@ impl Shared {
                     OP_TIMEOUT.as_secs()
                 );
                 self.mark(Err(why.clone()));
-                Err(StoreError(format!("the shared store is unavailable: {why}")))
+                Err(StoreError(format!(
+                    "the shared store is unavailable: {why}"
+                )))
             }
         }
     }
@@ -396,10 +410,7 @@ mod tests {
             mask_url("redis://:hunter2@127.0.0.1:6379/0"),
             "redis://:***@127.0.0.1:6379/0"
         );
-        assert_eq!(
-            mask_url("rediss://bob:pw@h:1"),
-            "rediss://bob:***@h:1"
-        );
+        assert_eq!(mask_url("rediss://bob:pw@h:1"), "rediss://bob:***@h:1");
         assert_eq!(mask_url("redis://h:1"), "redis://h:1");
     }
 }

@@ -5,13 +5,14 @@
 //! an HTTP session's name is its `Mcp-Session-Id`, and its set expires with
 //! the session record), `profiles` (a hash: profile → its changes as JSON,
 //! so two instances changing two profiles never overwrite each other),
-//! `catalog` (the catalog cache file's JSON: tool lists and config hashes,
-//! never env or header values).
+//! `catalog` (a hash: `v1:<server>@<config hash>` → that server's cache
+//! entry as the file holds it: tool lists and config hashes, never env or
+//! header values).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::redis::{Shared, StoreError};
-use crate::cache::{CACHE_FORMAT, CacheFile, CachedServer};
+use crate::cache::{CACHE_FORMAT, CachedServer};
 use crate::profiles::SavedProfiles;
 
 impl Shared {
@@ -36,7 +37,10 @@ impl Shared {
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("DEL").arg(&key).ignore();
         if !set.is_empty() {
-            pipe.cmd("SADD").arg(&key).arg(set.iter().collect::<Vec<_>>()).ignore();
+            pipe.cmd("SADD")
+                .arg(&key)
+                .arg(set.iter().collect::<Vec<_>>())
+                .ignore();
             if let Some(ttl) = ttl_s {
                 pipe.cmd("EXPIRE").arg(&key).arg(ttl.max(1)).ignore();
             }
@@ -57,7 +61,9 @@ impl Shared {
         let mut pipe = redis::pipe();
         pipe.atomic();
         for t in tools {
-            pipe.cmd(if active { "SADD" } else { "SREM" }).arg(&key).arg(t);
+            pipe.cmd(if active { "SADD" } else { "SREM" })
+                .arg(&key)
+                .arg(t);
         }
         pipe.cmd("SMEMBERS").arg(&key);
         let mut answers: Vec<redis::Value> = self.pipeline(&pipe).await?;
@@ -125,39 +131,56 @@ impl Shared {
         Ok(())
     }
 
-    /// The catalog cache as the file holds it; empty when absent or of
-    /// another format.
+    /// The stored catalog entries of these servers (id, config hash): each
+    /// server's last good list under that config, whichever instance
+    /// discovered it. Entries are kept per config hash, so instances that
+    /// run different versions of a server never overwrite each other's.
     pub async fn catalog_get(
         &self,
+        wanted: &[(String, String)],
     ) -> Result<std::collections::HashMap<String, CachedServer>, StoreError> {
-        let raw: Option<String> = self.query(redis::cmd("GET").arg(self.key("catalog"))).await?;
-        let Some(raw) = raw else {
+        if wanted.is_empty() {
             return Ok(Default::default());
-        };
-        match serde_json::from_str::<CacheFile>(&raw) {
-            Ok(file) if file.format == CACHE_FORMAT => Ok(file
-                .servers
-                .into_iter()
-                .map(|s| (s.id.clone(), s))
-                .collect()),
-            Ok(_) => {
-                tracing::warn!("the catalog cache in the store has another format version; discovering live");
-                Ok(Default::default())
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the catalog cache in the store is corrupt; discovering live");
-                Ok(Default::default())
+        }
+        let fields: Vec<String> = wanted
+            .iter()
+            .map(|(id, hash)| catalog_field(id, hash))
+            .collect();
+        let raw: Vec<Option<String>> = self
+            .query(redis::cmd("HMGET").arg(self.key("catalog")).arg(fields))
+            .await?;
+        let mut found = std::collections::HashMap::new();
+        for ((id, _), entry) in wanted.iter().zip(raw) {
+            let Some(entry) = entry else { continue };
+            match serde_json::from_str::<CachedServer>(&entry) {
+                Ok(c) => {
+                    found.insert(id.clone(), c);
+                }
+                Err(e) => {
+                    tracing::warn!(server = %id, error = %e, "unreadable catalog entry in the store; discovering live")
+                }
             }
         }
+        Ok(found)
     }
 
     pub async fn catalog_put(&self, servers: Vec<CachedServer>) -> Result<(), StoreError> {
-        let text = serde_json::to_string(&CacheFile {
-            format: CACHE_FORMAT,
-            servers,
-        })
-        .map_err(|e| StoreError(format!("catalog cache: {e}")))?;
-        self.query(redis::cmd("SET").arg(self.key("catalog")).arg(text))
-            .await
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.key("catalog"));
+        for s in &servers {
+            let text =
+                serde_json::to_string(s).map_err(|e| StoreError(format!("catalog cache: {e}")))?;
+            cmd.arg(catalog_field(&s.id, &s.config_hash)).arg(text);
+        }
+        let _: i64 = self.query(&mut cmd).await?;
+        Ok(())
     }
+}
+
+/// `v<format>:<id>@<config hash>`.
+fn catalog_field(id: &str, hash: &str) -> String {
+    format!("v{CACHE_FORMAT}:{id}@{hash}")
 }

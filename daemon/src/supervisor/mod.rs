@@ -269,8 +269,7 @@ impl Supervisor {
     /// matching config hash is listed from the cache at once and its child
     /// is not spawned until a call needs it (lazy start); a stale entry is
     /// re-discovered in the background.
-    fn start_children(&mut self) {
-        let mut cache = crate::cache::load_cache(&self.opts.cache_dir);
+    fn start_children(&mut self, mut cache: HashMap<String, crate::cache::CachedServer>) {
         let max_age = self.config.cache.max_age();
         let around = self.surroundings(&self.config.limits);
         let mut cached = HashMap::new();
@@ -580,7 +579,9 @@ impl Supervisor {
                 tokio::spawn(async move {
                     match shared.profile_put(&name, changes.as_ref()).await {
                         Ok(()) => shared.publish(crate::store::Event::Profiles).await,
-                        Err(e) => tracing::error!(profile = %name, "profile change not shared with the other instances: {e}"),
+                        Err(e) => {
+                            tracing::error!(profile = %name, "profile change not shared with the other instances: {e}")
+                        }
                     }
                 });
             } else {
@@ -712,8 +713,44 @@ impl Actor for Supervisor {
         self.configure_search();
         let _ = self.load_permissions();
         self.reload_tokens();
-        self.start_children();
-        self.watch_files(ctx);
+        let file = crate::cache::load_cache(&self.opts.cache_dir);
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            self.start_children(file);
+            self.watch_files(ctx);
+            return;
+        };
+        let wanted: Vec<(String, String)> = self
+            .config
+            .servers
+            .iter()
+            .map(|s| (s.id.clone(), s.hash.to_string()))
+            .collect();
+        // The catalog other instances discovered: read before anything
+        // else is handled, so the first session sees it.
+        ctx.wait(
+            async move {
+                shared.wait_connected(crate::store::redis::OP_TIMEOUT).await;
+                shared.catalog_get(&wanted).await
+            }
+            .into_actor(self)
+            .map(move |got, act, ctx| {
+                let cache = match got {
+                    Ok(mut shared) => {
+                        // This instance's own file fills what the store lacks.
+                        for (id, entry) in file {
+                            shared.entry(id).or_insert(entry);
+                        }
+                        shared
+                    }
+                    Err(e) => {
+                        tracing::warn!("catalog cache not read from the store ({e}); using this instance's file");
+                        file
+                    }
+                };
+                act.start_children(cache);
+                act.watch_files(ctx);
+            }),
+        );
     }
 }
 
@@ -1044,10 +1081,15 @@ impl Handler<SaveNamed> for Supervisor {
                 .values()
                 .find(|s| s.name.as_deref() == Some(msg.name.as_str()))
                 .filter(|s| s.io == evo_proto::ctl::SessionIo::Http)
-                .map(|_| self.config.serve.http.as_ref().map_or(
-                    crate::config::serve::DEFAULT_SESSION_TIMEOUT_S,
-                    |h| h.session_timeout_s,
-                ));
+                .map(|_| {
+                    self.config
+                        .serve
+                        .http
+                        .as_ref()
+                        .map_or(crate::config::serve::DEFAULT_SESSION_TIMEOUT_S, |h| {
+                            h.session_timeout_s
+                        })
+                });
             self.named.insert(msg.name.clone(), msg.activated.clone());
             tokio::spawn(async move {
                 match shared.activations_put(&msg.name, &msg.activated, ttl).await {
@@ -1056,7 +1098,9 @@ impl Handler<SaveNamed> for Supervisor {
                             .publish(crate::store::Event::Activations { name: msg.name })
                             .await;
                     }
-                    Err(e) => tracing::error!(session = %msg.name, "activations not shared with the other instances: {e}"),
+                    Err(e) => {
+                        tracing::error!(session = %msg.name, "activations not shared with the other instances: {e}")
+                    }
                 }
             });
             return;

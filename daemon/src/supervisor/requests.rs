@@ -185,6 +185,41 @@ impl Supervisor {
         Box::pin(std::future::ready(answer(decided)))
     }
 
+    /// `evoctl approvals`: the held calls of this instance, or of every
+    /// instance (from the shared store).
+    fn pending_approvals(&mut self) -> ResponseFuture<CtlReply> {
+        let row = |a: crate::approvals::Approval, age_s: u64| ctl::PendingApproval {
+            age_s,
+            id: a.id,
+            tool: a.tool,
+            arguments: a.preview,
+            identity: Some(a.identity.unwrap_or_else(|| ctl::LOCAL_IDENTITY.into())),
+        };
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            return Box::pin(async move {
+                match shared.approvals_pending().await {
+                    Ok(list) => CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
+                        approvals: list.into_iter().map(|(a, age)| row(a, age)).collect(),
+                    })),
+                    Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e.to_string()),
+                }
+            });
+        }
+        let now = Instant::now();
+        let approvals = self
+            .approvals
+            .pending(now)
+            .into_iter()
+            .map(|a| {
+                let age = now.duration_since(a.since).as_secs();
+                row(a, age)
+            })
+            .collect();
+        Box::pin(std::future::ready(CtlReply::data(Reply::Approvals(
+            ctl::ApprovalsReport { approvals },
+        ))))
+    }
+
     /// Resolves `--session` (an id or a name), else the most recently active
     /// live session.
     fn resolve_session(
@@ -904,49 +939,7 @@ impl Handler<Ctl> for Supervisor {
             }
             CtlRequest::Approve { id } => self.decide(id, true),
             CtlRequest::Deny { id } => self.decide(id, false),
-            CtlRequest::Approvals if self.opts.store.shared().is_some() => {
-                let Some(shared) = self.opts.store.shared().cloned() else {
-                    return ready(CtlReply::error(ErrorKind::InvalidRequest, "no store".to_string()));
-                };
-                Box::pin(async move {
-                    match shared.approvals_pending().await {
-                        Ok(list) => CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
-                            approvals: list
-                                .into_iter()
-                                .map(|(a, age_s)| ctl::PendingApproval {
-                                    age_s,
-                                    id: a.id,
-                                    tool: a.tool,
-                                    arguments: a.preview,
-                                    identity: Some(
-                                        a.identity
-                                            .unwrap_or_else(|| ctl::LOCAL_IDENTITY.into()),
-                                    ),
-                                })
-                                .collect(),
-                        })),
-                        Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e.to_string()),
-                    }
-                })
-            }
-            CtlRequest::Approvals => {
-                let now = Instant::now();
-                let approvals = self
-                    .approvals
-                    .pending(now)
-                    .into_iter()
-                    .map(|a| ctl::PendingApproval {
-                        age_s: now.duration_since(a.since).as_secs(),
-                        id: a.id,
-                        tool: a.tool,
-                        arguments: a.preview,
-                        identity: Some(a.identity.unwrap_or_else(|| ctl::LOCAL_IDENTITY.into())),
-                    })
-                    .collect();
-                ready(CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
-                    approvals,
-                })))
-            }
+            CtlRequest::Approvals => self.pending_approvals(),
             CtlRequest::Reload => {
                 self.reload_tokens();
                 let reply = match self.reload() {

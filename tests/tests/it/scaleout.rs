@@ -40,11 +40,15 @@ impl Redis {
 
     pub fn start_with(test: &str, password: Option<&str>, tls: bool) -> Option<Redis> {
         if !have("redis-server") || !have("redis-cli") {
-            skipped(&format!("{test}: redis-server / redis-cli not on PATH (apt-get install redis-server)"));
+            skipped(&format!(
+                "{test}: redis-server / redis-cli not on PATH (apt-get install redis-server)"
+            ));
             return None;
         }
         if tls && !have("openssl") {
-            skipped(&format!("{test}: openssl not on PATH (to make a throwaway CA)"));
+            skipped(&format!(
+                "{test}: openssl not on PATH (to make a throwaway CA)"
+            ));
             return None;
         }
         let dir = TempDir::new("redis");
@@ -202,12 +206,31 @@ fn make_certs(dir: &std::path::Path) -> PathBuf {
         );
     };
     run(&[
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=evo test CA",
-        "-keyout", "ca.key", "-out", "ca.crt",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=evo test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
     ]);
     run(&[
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout",
-        "server.key", "-out", "server.csr",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
     ]);
     std::fs::write(
         dir.join("ext.cnf"),
@@ -215,8 +238,21 @@ fn make_certs(dir: &std::path::Path) -> PathBuf {
     )
     .unwrap();
     run(&[
-        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "1", "-extfile", "ext.cnf", "-out", "server.crt",
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.crt",
     ]);
     dir.join("ca.crt")
 }
@@ -237,22 +273,31 @@ pub fn instance_config(port: u16, store: &Value) -> Value {
     })
 }
 
-/// Starts an instance on `store` (with `perms` as its permissions file).
+/// Starts an instance on `store` (with `perms` as its permissions file),
+/// its fixture server's tools listed (live, or from the shared cache).
 pub fn instance(store: &Value, perms: &str, env: &[(&str, &str)]) -> Instance {
+    let i = instance_of(&|port| instance_config(port, store), perms, env);
+    listed(&i);
+    i
+}
+
+fn listed(i: &Instance) {
+    i.d.wait_status("fx listed", |s| {
+        server(s, "fx").is_some_and(|v| v["tools"].as_u64() > Some(0))
+    });
+}
+
+/// Starts an instance of the config `config(port)` makes.
+pub fn instance_of(config: &dyn Fn(u16) -> Value, perms: &str, env: &[(&str, &str)]) -> Instance {
     let port = free_port();
     let dir = TempDir::new("inst");
     let cfg = dir.path().join("mcp.config.json");
-    std::fs::write(
-        &cfg,
-        serde_json::to_vec_pretty(&instance_config(port, store)).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&cfg, serde_json::to_vec_pretty(&config(port)).unwrap()).unwrap();
     if !perms.is_empty() {
         std::fs::write(dir.path().join("permissions.yml"), perms).unwrap();
     }
     let d = Daemon::start_raw(dir, cfg, &[], env);
     wait_http(&d, port);
-    d.wait_ready(&["fx"]);
     Instance { d, port }
 }
 
@@ -305,21 +350,41 @@ fn redis_unreachable_at_start_serves_says_so_and_catches_up() {
     assert_eq!(r["isError"], false, "{r}");
     let (code, body) = readyz(i.port);
     assert_eq!(code, 503, "{body}");
-    assert!(body.contains("Redis") && body.contains(&redis.port.to_string()), "{body}");
-    eventually("status to name the unreachable Redis", Duration::from_secs(10), || {
-        store_status(&i)["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("unreachable"))
-    });
+    assert!(
+        body.contains("Redis") && body.contains(&redis.port.to_string()),
+        "{body}"
+    );
+    eventually(
+        "status to name the unreachable Redis",
+        Duration::from_secs(10),
+        || {
+            store_status(&i)["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("unreachable"))
+        },
+    );
     let s = store_status(&i);
-    assert_eq!((s["kind"].as_str(), s["ok"].as_bool()), (Some("redis"), Some(false)), "{s}");
-    assert!(i.d.log_text().contains("shared store unavailable"), "{}", i.d.log_text());
+    assert_eq!(
+        (s["kind"].as_str(), s["ok"].as_bool()),
+        (Some("redis"), Some(false)),
+        "{s}"
+    );
+    assert!(
+        i.d.log_text().contains("shared store unavailable"),
+        "{}",
+        i.d.log_text()
+    );
     let (_, human, _) = i.d.ctl(&["status"]);
-    assert!(human.contains("store: redis") && human.contains("UNAVAILABLE"), "{human}");
+    assert!(
+        human.contains("store: redis") && human.contains("UNAVAILABLE"),
+        "{human}"
+    );
     redis.restart();
-    eventually("readyz to turn 200 once Redis is up", Duration::from_secs(15), || {
-        readyz(i.port).0 == 200
-    });
+    eventually(
+        "readyz to turn 200 once Redis is up",
+        Duration::from_secs(15),
+        || readyz(i.port).0 == 200,
+    );
     assert_eq!(store_status(&i)["ok"], true);
 }
 
@@ -338,13 +403,20 @@ fn a_wrong_password_is_a_clear_error_and_the_right_one_works() {
     let (code, body) = readyz(i.port);
     assert_eq!(code, 503);
     assert!(body.contains("password"), "{body}");
-    assert!(!body.contains("nope"), "the password is never shown: {body}");
+    assert!(
+        !body.contains("nope"),
+        "the password is never shown: {body}"
+    );
     assert!(!i.d.log_text().contains("nope"), "nor logged");
     let right = instance(&store_of(&redis), "", &[]);
     eventually("the store to be reachable", Duration::from_secs(10), || {
         store_status(&right)["ok"] == true
     });
-    assert!(store_status(&right)["url"].as_str().is_some_and(|u| u.contains("***") && !u.contains("s3cret")));
+    assert!(
+        store_status(&right)["url"]
+            .as_str()
+            .is_some_and(|u| u.contains("***") && !u.contains("s3cret"))
+    );
 }
 
 #[test]
@@ -353,9 +425,11 @@ fn rediss_with_a_private_ca_works() {
         return;
     };
     let i = instance(&store_of(&redis), "", &[]);
-    eventually("the TLS store to be reachable", Duration::from_secs(10), || {
-        store_status(&i)["ok"] == true
-    });
+    eventually(
+        "the TLS store to be reachable",
+        Duration::from_secs(10),
+        || store_status(&i)["ok"] == true,
+    );
     assert_eq!(readyz(i.port).0, 200);
 }
 
@@ -377,7 +451,11 @@ fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
     // B lists it and approves it.
     let listed = b.d.ctl_json(&["approvals"]);
     assert!(
-        listed["approvals"].as_array().unwrap().iter().any(|x| x["id"] == id.as_str()),
+        listed["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["id"] == id.as_str()),
         "{listed}"
     );
     let (code, out, err) = b.d.ctl(&["approve", &id]);
@@ -417,7 +495,10 @@ fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
             (ta.join().unwrap(), tb.join().unwrap())
         });
         let passed = [&ra, &rb].iter().filter(|(_, e)| !*e).count();
-        assert_eq!(passed, 1, "round {round}: exactly one consumption: {ra:?} {rb:?}");
+        assert_eq!(
+            passed, 1,
+            "round {round}: exactly one consumption: {ra:?} {rb:?}"
+        );
         let held = if ra.1 { &ra.0 } else { &rb.0 };
         pending = approval_id(held);
     }
@@ -475,12 +556,21 @@ fn a_session_opened_on_a_goes_on_on_b() {
     for i in [&a, &b] {
         let s = i.d.ctl_json(&["sessions"]);
         assert!(
-            s["sessions"].as_array().unwrap().iter().any(|x| x["io"] == "http"),
+            s["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["io"] == "http"),
             "{s}"
         );
     }
     // The record in Redis holds no secret and names the session.
-    assert!(redis.cli(&["EXISTS", &format!("evo:http:session:{id}")]).trim() == "1");
+    assert!(
+        redis
+            .cli(&["EXISTS", &format!("evo:http:session:{id}")])
+            .trim()
+            == "1"
+    );
     // Ended on B: gone on A too.
     rr.c.port = b.port;
     let r = request(
@@ -490,12 +580,22 @@ fn a_session_opened_on_a_goes_on_on_b() {
         &[("Mcp-Session-Id", id.as_str())],
         b"",
     );
-    assert!(r.status == 204 || r.status == 202, "{} {}", r.status, r.text());
+    assert!(
+        r.status == 204 || r.status == 202,
+        "{} {}",
+        r.status,
+        r.text()
+    );
     eventually("A to forget the session", Duration::from_secs(5), || {
         rr.c.port = a.port;
         rr.c.call_method("tools/list", json!({})).status == 404
     });
-    assert_eq!(redis.cli(&["EXISTS", &format!("evo:http:session:{id}")]).trim(), "0");
+    assert_eq!(
+        redis
+            .cli(&["EXISTS", &format!("evo:http:session:{id}")])
+            .trim(),
+        "0"
+    );
 }
 
 #[test]
@@ -581,18 +681,28 @@ fn activations_follow_the_session_across_instances() {
     let mut stream = EventStream::open(b.port, &id);
     let (code, out, err) = a.d.ctl(&["activate", "--session", &id, "fx_echo"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(stream.wait_for("notifications/tools/list_changed"), "list_changed on B's stream");
+    assert!(
+        stream.wait_for("notifications/tools/list_changed"),
+        "list_changed on B's stream"
+    );
     assert!(c.tools().contains(&"fx_echo".to_string()));
     // An instance that never held the session reaches it too.
     let third = instance(&store, "", &[]);
-    let (code, out, err) = third.d.ctl(&["deactivate", "--session", &id, "fx_add", "--json"]);
+    let (code, out, err) = third
+        .d
+        .ctl(&["deactivate", "--session", &id, "fx_add", "--json"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(stream.wait_for("notifications/tools/list_changed"), "again on B's stream");
+    assert!(
+        stream.wait_for("notifications/tools/list_changed"),
+        "again on B's stream"
+    );
     c.port = a.port;
     eventually("A to drop fx_add", Duration::from_secs(5), || {
         !c.tools().contains(&"fx_add".to_string())
     });
-    let (code, _, err) = third.d.ctl(&["activate", "--session", "nobody-has-this", "fx_add"]);
+    let (code, _, err) = third
+        .d
+        .ctl(&["activate", "--session", "nobody-has-this", "fx_add"]);
     assert_eq!(code, 1, "{err}");
     // Named (shim) sessions keep theirs across instances too.
     let mut s1 = a.d.session(&["--session", "dave"]);
@@ -641,9 +751,113 @@ fn profile_changes_reach_every_instance() {
     });
     // A later instance starts with the change.
     let late = start(&config_with_profile);
-    eventually("the late instance to have the change", Duration::from_secs(5), || {
-        late.d.ctl_json(&["profiles"])["profiles"][0]["added"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|t| t == "fx_add"))
+    eventually(
+        "the late instance to have the change",
+        Duration::from_secs(5),
+        || {
+            late.d.ctl_json(&["profiles"])["profiles"][0]["added"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|t| t == "fx_add"))
+        },
+    );
+}
+
+#[test]
+fn a_later_instance_serves_the_catalog_from_redis_without_starting_children() {
+    let Some(redis) = Redis::start("catalog") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    eventually("A's catalog in Redis", Duration::from_secs(5), || {
+        redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
     });
+    let b = instance_of(&|port| instance_config(port, &store), "", &[]);
+    let s = b.d.ctl_json(&["status"]);
+    let fx = server(&s, "fx").unwrap();
+    assert_eq!(
+        fx["state"], "idle",
+        "listed from the store, not started: {fx}"
+    );
+    assert_eq!(fx["source"], "cache", "{fx}");
+    assert!(fx["cached_tools"].as_u64() > Some(5), "{fx}");
+    assert!(fx["pid"].is_null(), "no child spawned: {fx}");
+    let mut c = HttpMcp::initialize(b.port, None);
+    assert_eq!(
+        crate::http::result_text(&c.call("fx_echo", json!({"text": "lazy"}))),
+        "lazy"
+    );
+    assert_eq!(
+        server(&b.d.ctl_json(&["status"]), "fx").unwrap()["state"],
+        "ready"
+    );
+    // Another config hash: the stored entry does not apply.
+    let other = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["mcpServers"]["fx"]["env"] = json!({"FX_OTHER": "1"});
+        cfg
+    };
+    let changed = instance_of(&other, "", &[]);
+    let fx = server(&changed.d.ctl_json(&["status"]), "fx")
+        .unwrap()
+        .clone();
+    assert_ne!(fx["source"], "cache", "{fx}");
+    // Older than cache.max_age_hours: listed at once, re-discovered at once.
+    let stale = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["cache"] = json!({"max_age_hours": 0});
+        cfg
+    };
+    let s = instance_of(&stale, "", &[]);
+    s.d.wait_ready(&["fx"]);
+    assert!(
+        s.d.log_text().contains("listed from cache") && s.d.log_text().contains("stale"),
+        "{}",
+        s.d.log_text()
+    );
+    drop(a);
+}
+
+#[test]
+fn no_secret_reaches_redis() {
+    let Some(redis) = Redis::start("secrets") else {
+        return;
+    };
+    const ENV_SECRET: &str = "env-secret-4f9a1c";
+    let store = store_of(&redis);
+    let config = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["mcpServers"]["fx"]["env"] = json!({"FX_API_KEY": ENV_SECRET});
+        cfg["serve"]["http"]["auth"] = json!({"tokens_file": "tokens.json"});
+        cfg
+    };
+    let i = instance_of(&config, APPROVE, &[]);
+    i.d.wait_ready(&["fx"]);
+    let (code, out, err) = i.d.ctl(&["token", "create", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim().to_string();
+    let mut c = HttpMcp::initialize(i.port, Some(&token));
+    assert_eq!(c.call("fx_add", json!({"a": 1, "b": 2}))["isError"], false);
+    let held = c.call("fx_echo", json!({"text": "x"}));
+    let id = approval_id(&crate::http::result_text(&held));
+    assert_eq!(i.d.ctl(&["approve", &id]).0, 0);
+    assert_eq!(c.call("fx_echo", json!({"text": "x"}))["isError"], false);
+    let mut s = i.d.session(&["--session", "named"]);
+    s.initialize();
+    let _ = s.call("fx_add", json!({"a": 1, "b": 1}));
+    eventually("the catalog in Redis", Duration::from_secs(5), || {
+        redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
+    });
+    let dump = redis.dump();
+    assert!(
+        dump.contains("evo:http:session:") && dump.contains("evo:act:"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("token:alice"),
+        "the identity's name is kept: {dump}"
+    );
+    for secret in [ENV_SECRET, token.as_str(), token.trim_start_matches("evo_")] {
+        assert!(!dump.contains(secret), "{secret} reached Redis");
+    }
 }
