@@ -47,6 +47,13 @@ struct ChildHandle {
     link: Arc<ServerLink>,
 }
 
+/// What could not be written to the shared store, by name.
+#[derive(Default)]
+struct Unsynced {
+    activations: std::collections::BTreeSet<String>,
+    profiles: std::collections::BTreeSet<String>,
+}
+
 struct SessionEntry {
     addr: Addr<Session>,
     name: Option<String>,
@@ -81,6 +88,11 @@ pub struct Supervisor {
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
     named: BTreeMap<String, ActivationSet>,
+    /// Changes the shared store missed (it was unreachable): sessions'
+    /// activations and profiles, written when it is back.
+    unsynced: Unsynced,
+    /// This actor's own address (for what finishes off its thread).
+    me: Option<Addr<Supervisor>>,
     /// Profiles in force: the config's, with a person's run-time changes.
     profiles: crate::profiles::ProfileBook,
     /// Every run-time change to profiles as saved in the cache directory,
@@ -160,6 +172,8 @@ impl Supervisor {
             semantic: search.view,
             sessions: HashMap::new(),
             named,
+            unsynced: Default::default(),
+            me: None,
             profiles: Default::default(),
             saved_profiles,
             next_session: 0,
@@ -573,17 +587,9 @@ impl Supervisor {
             if let Some(p) = self.profiles.get(profile) {
                 self.saved_profiles.set(profile, p.changes.clone());
             }
-            if let Some(shared) = self.opts.store.shared().cloned() {
-                let changes = self.profiles.get(profile).map(|p| p.changes.clone());
-                let name = profile.to_string();
-                tokio::spawn(async move {
-                    match shared.profile_put(&name, changes.as_ref()).await {
-                        Ok(()) => shared.publish(crate::store::Event::Profiles).await,
-                        Err(e) => {
-                            tracing::error!(profile = %name, "profile change not shared with the other instances: {e}")
-                        }
-                    }
-                });
+            if self.opts.store.shared().is_some() {
+                self.unsynced.profiles.insert(profile.to_string());
+                self.sync_profiles();
             } else {
                 self.save_profiles();
             }
@@ -617,6 +623,84 @@ impl Supervisor {
             .values()
             .filter(|s| s.profile.as_deref() == Some(profile))
             .count()
+    }
+
+    /// Writes session `name`'s activations (as `named` has them) to the
+    /// shared store and tells the other instances; if the store cannot take
+    /// them now they are written when it is back.
+    fn share_activations(&mut self, name: String, ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let Some(set) = self.named.get(&name).cloned() else {
+            return;
+        };
+        // HTTP sessions' sets expire with their record; named ones stay.
+        let ttl = self
+            .sessions
+            .values()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+            .filter(|s| s.io == evo_proto::ctl::SessionIo::Http)
+            .map(|_| {
+                self.config
+                    .serve
+                    .http
+                    .as_ref()
+                    .map_or(crate::config::serve::DEFAULT_SESSION_TIMEOUT_S, |h| {
+                        h.session_timeout_s
+                    })
+            });
+        self.unsynced.activations.remove(&name);
+        let key = name.clone();
+        ctx.spawn(
+            async move {
+                let put = shared.activations_put(&key, &set, ttl).await;
+                if put.is_ok() {
+                    shared
+                        .publish(crate::store::Event::Activations { name: key })
+                        .await;
+                }
+                put
+            }
+            .into_actor(self)
+            .map(move |put, act, _| {
+                if let Err(e) = put {
+                    tracing::error!(session = %name, "activations not shared with the other instances yet (written when the store is back): {e}");
+                    act.unsynced.activations.insert(name);
+                }
+            }),
+        );
+    }
+
+    /// Writes the profiles whose changes the shared store has not got yet;
+    /// what it cannot take now waits for it to be back.
+    fn sync_profiles(&mut self) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let names = std::mem::take(&mut self.unsynced.profiles);
+        let changes: Vec<(String, Option<crate::profiles::Changes>)> = names
+            .into_iter()
+            .map(|n| {
+                let c = self.saved_profiles.profiles.get(&n).cloned();
+                (n, c)
+            })
+            .collect();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let mut failed = Vec::new();
+            for (name, c) in changes {
+                if let Err(e) = shared.profile_put(&name, c.as_ref()).await {
+                    tracing::error!(profile = %name, "profile change not shared with the other instances yet (written when the store is back): {e}");
+                    failed.push(name);
+                }
+            }
+            if failed.is_empty() {
+                shared.publish(crate::store::Event::Profiles).await;
+            } else if let Some(me) = me {
+                me.do_send(ProfilesUnsynced(failed));
+            }
+        });
     }
 
     /// Another instance changed session `name`'s activations: read them
@@ -706,6 +790,7 @@ impl Actor for Supervisor {
             .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
         self.catalog
             .do_send(Subscribe(self.embedder.clone().recipient()));
+        self.me = Some(ctx.address());
         if let Some(shared) = self.opts.store.shared() {
             shared.set_listener(ctx.address().recipient());
         }
@@ -782,11 +867,22 @@ impl Handler<crate::store::Delivery> for Supervisor {
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Resync => {
-                self.shared_profiles(ctx);
+                // What this instance changed while the store was away goes
+                // there first; the rest is read back.
+                let pushed = std::mem::take(&mut self.unsynced.activations);
+                for name in &pushed {
+                    self.share_activations(name.clone(), ctx);
+                }
+                if self.unsynced.profiles.is_empty() {
+                    self.shared_profiles(ctx);
+                } else {
+                    self.sync_profiles();
+                }
                 let names: Vec<String> = self
                     .sessions
                     .values()
                     .filter_map(|s| s.name.clone())
+                    .filter(|n| !pushed.contains(n))
                     .collect();
                 for name in names {
                     self.shared_activations(&name, ctx);
@@ -1073,42 +1169,29 @@ pub struct SaveNamed {
 
 impl Handler<SaveNamed> for Supervisor {
     type Result = ();
-    fn handle(&mut self, msg: SaveNamed, _: &mut Context<Self>) {
-        if let Some(shared) = self.opts.store.shared().cloned() {
-            // HTTP sessions' sets expire with their record; named ones stay.
-            let ttl = self
-                .sessions
-                .values()
-                .find(|s| s.name.as_deref() == Some(msg.name.as_str()))
-                .filter(|s| s.io == evo_proto::ctl::SessionIo::Http)
-                .map(|_| {
-                    self.config
-                        .serve
-                        .http
-                        .as_ref()
-                        .map_or(crate::config::serve::DEFAULT_SESSION_TIMEOUT_S, |h| {
-                            h.session_timeout_s
-                        })
-                });
-            self.named.insert(msg.name.clone(), msg.activated.clone());
-            tokio::spawn(async move {
-                match shared.activations_put(&msg.name, &msg.activated, ttl).await {
-                    Ok(()) => {
-                        shared
-                            .publish(crate::store::Event::Activations { name: msg.name })
-                            .await;
-                    }
-                    Err(e) => {
-                        tracing::error!(session = %msg.name, "activations not shared with the other instances: {e}")
-                    }
-                }
-            });
+    fn handle(&mut self, msg: SaveNamed, ctx: &mut Context<Self>) {
+        if self.opts.store.shared().is_some() {
+            self.named.insert(msg.name.clone(), msg.activated);
+            self.share_activations(msg.name, ctx);
             return;
         }
         if self.named.get(&msg.name) != Some(&msg.activated) {
             self.named.insert(msg.name, msg.activated);
             self.save_named();
         }
+    }
+}
+
+/// Profiles whose changes the shared store could not take: written when
+/// it is back.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ProfilesUnsynced(Vec<String>);
+
+impl Handler<ProfilesUnsynced> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ProfilesUnsynced, _: &mut Context<Self>) {
+        self.unsynced.profiles.extend(msg.0);
     }
 }
 

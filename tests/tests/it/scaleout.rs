@@ -861,3 +861,72 @@ fn no_secret_reaches_redis() {
         assert!(!dump.contains(secret), "{secret} reached Redis");
     }
 }
+
+#[test]
+fn redis_killed_mid_traffic_degrades_clearly_and_catches_up() {
+    let Some(mut redis) = Redis::start("redis_killed") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, APPROVE, &[]);
+    let b = instance(&store, APPROVE, &[]);
+    let mut c = HttpMcp::initialize(a.port, None);
+    let id = c.session.clone().unwrap();
+    // A decided approval, not yet used: it must survive Redis's restart.
+    let held = c.call("fx_echo", json!({"text": "keep"}));
+    let ap = approval_id(&crate::http::result_text(&held));
+    assert_eq!(b.d.ctl(&["approve", &ap]).0, 0);
+    redis.kill();
+    // Calls to children go on.
+    for _ in 0..5 {
+        let r = c.call("fx_pid", json!({}));
+        assert_eq!(r["isError"], false, "{r}");
+    }
+    // Cross-instance features say why they cannot serve.
+    let r = c.call("fx_echo", json!({"text": "other"}));
+    let text = crate::http::result_text(&r);
+    assert!(
+        r["isError"] == true
+            && text.contains("approvals cannot be checked now")
+            && text.contains("Redis"),
+        "{text}"
+    );
+    let mut on_b = HttpMcp {
+        port: b.port,
+        token: None,
+        session: Some(id.clone()),
+        next: 50,
+    };
+    let r = on_b.call_method("tools/list", json!({}));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("unavailable"), "{}", r.text());
+    let (code, _, err) = b.d.ctl(&["approve", "ap999"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unavailable"), "{err}");
+    eventually("readyz to say so", Duration::from_secs(10), || {
+        let (code, body) = readyz(a.port);
+        code == 503 && body.contains("Redis")
+    });
+    assert_eq!(store_status(&a)["ok"], false);
+    // A change made meanwhile, on the instance holding the session.
+    let (code, out, err) = a.d.ctl(&["activate", "--session", &id, "fx_add"]);
+    assert_eq!(code, 0, "{out}{err}");
+    redis.restart();
+    eventually("readyz to recover", Duration::from_secs(15), || {
+        readyz(a.port).0 == 200
+    });
+    // Caught up: the session continues on B with its activations.
+    eventually("B to serve the session", Duration::from_secs(10), || {
+        on_b.call_method("tools/list", json!({})).status == 200
+    });
+    eventually(
+        "the activation made during the outage on B",
+        Duration::from_secs(10),
+        || on_b.tools().contains(&"fx_add".to_string()),
+    );
+    // The approval decided before the outage passes once.
+    let r = on_b.call("fx_echo", json!({"text": "keep"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let r = c.call("fx_echo", json!({"text": "keep"}));
+    assert_eq!(r["isError"], true, "used once: {r}");
+}
