@@ -3,7 +3,8 @@
 //! then run `target/release/evo-bench [--quick]`. `--http` measures the
 //! Streamable HTTP endpoint against an HTTP child called directly. `--results` times cutting
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
-//! `--offers` resource reads and prompt lists. `--converge [--sizes 30,60]`
+//! `--offers` resource reads and prompt lists; `--scaleout` several
+//! instances sharing a redis-server. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -21,6 +22,10 @@ mod http;
 mod httpbench;
 mod offerbench;
 mod profilebench;
+mod scalebench;
+#[path = "../tests/it/scaleout.rs"]
+#[allow(dead_code, unused_imports)]
+mod scaleout;
 mod searcheval;
 mod semanticeval;
 
@@ -773,6 +778,10 @@ fn main() {
             .unwrap_or(20_000);
         let tool = args.get(i + 3).map_or("fx_echo", String::as_str);
         httpbench::http_load(port, n, tool, args.get(i + 4).map(String::as_str));
+        return;
+    }
+    if args.iter().any(|a| a == "--scaleout") {
+        scalebench::scaleout_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--http") {

@@ -301,7 +301,7 @@ pub fn instance_of(config: &dyn Fn(u16) -> Value, perms: &str, env: &[(&str, &st
     Instance { d, port }
 }
 
-fn store_of(r: &Redis) -> Value {
+pub fn store_of(r: &Redis) -> Value {
     let mut s = json!({"redis_url": r.url(), "prefix": "evo:"});
     if let Some(ca) = &r.tls_ca {
         s["tls_ca"] = json!(ca.display().to_string());
@@ -319,7 +319,7 @@ fn store_status(i: &Instance) -> Value {
 }
 
 /// The id in "run `evoctl approve ID`".
-fn approval_id(text: &str) -> String {
+pub fn approval_id(text: &str) -> String {
     let rest = text
         .split("evoctl approve ")
         .nth(1)
@@ -433,7 +433,7 @@ fn rediss_with_a_private_ca_works() {
     assert_eq!(readyz(i.port).0, 200);
 }
 
-const APPROVE: &str = "rules:\n  fx_echo: require_approval\n";
+pub const APPROVE: &str = "rules:\n  fx_echo: require_approval\n";
 
 #[test]
 fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
