@@ -61,7 +61,10 @@ impl Session {
             .to_string()
             .as_bytes(),
         );
-        let id = r.header("mcp-session-id").expect("a session id").to_string();
+        let id = r
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_string();
         let n = c.request(
             "POST",
             "/mcp",
@@ -136,7 +139,9 @@ fn denied(i: &Instance) -> Session {
     assert_eq!(code, 0, "{err}");
     let r = s.call(0, "fx_echo", json!({"text": "no"}));
     assert!(
-        r["content"][0]["text"].as_str().is_some_and(|t| t.contains("denied")),
+        r["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("denied")),
         "{r}"
     );
     s
@@ -148,7 +153,10 @@ pub fn scaleout_benchmarks(quick: bool) {
     };
     let store = store_of(&redis);
     let (clients, calls) = if quick { (8, 100) } else { (16, 400) };
-    println!("## Scale-out (Redis {}), {clients} HTTP sessions x {calls} calls, round-robin", redis.url());
+    println!(
+        "## Scale-out (Redis {}), {clients} HTTP sessions x {calls} calls, round-robin",
+        redis.url()
+    );
     println!();
     println!("| instances | calls/s | Redis commands per call |");
     println!("| --- | --- | --- |");
@@ -183,10 +191,11 @@ pub fn scaleout_benchmarks(quick: bool) {
     println!("| approvals check of a call | median µs | p90 µs |");
     println!("| --- | --- | --- |");
     let p90 = |v: &[Duration]| v[v.len() * 9 / 10];
-    println!("| in Redis (one Lua script) | {} | {} |", us(rm), us(p90(&r)));
-    println!("| in memory (file store) | {} | {} |", us(mm), us(p90(&m)));
     println!(
-        "| added by Redis | {} | |",
-        us(rm.saturating_sub(mm))
+        "| in Redis (one Lua script) | {} | {} |",
+        us(rm),
+        us(p90(&r))
     );
+    println!("| in memory (file store) | {} | {} |", us(mm), us(p90(&m)));
+    println!("| added by Redis | {} | |", us(rm.saturating_sub(mm)));
 }

@@ -192,6 +192,7 @@ impl Shared {
                 }
             }
             Err(why) => {
+                crate::metrics::metrics().store_error();
                 let was = self.ok.swap(false, Ordering::Relaxed);
                 let mut error = self.error.lock().unwrap_or_else(|e| e.into_inner());
                 if was || error.as_deref() != Some(why.as_str()) {
