@@ -41,6 +41,8 @@ pub enum Event {
     Profiles,
     /// An approval was decided.
     Approval { id: String },
+    /// API tokens were created or revoked.
+    Tokens,
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
 }

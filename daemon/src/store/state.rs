@@ -184,3 +184,33 @@ impl Shared {
 fn catalog_field(id: &str, hash: &str) -> String {
     format!("v{CACHE_FORMAT}:{id}@{hash}")
 }
+
+/// API token records (`tokens`: a hash, token name → its record, the
+/// SHA-256 and never the token), so every instance accepts the same ones.
+impl Shared {
+    pub async fn tokens_get(&self) -> Result<Vec<String>, StoreError> {
+        self.query(redis::cmd("HVALS").arg(self.key("tokens")))
+            .await
+    }
+
+    /// Adds a record unless one of that name exists; returns whether it did.
+    pub async fn token_add(&self, name: &str, record: &str) -> Result<bool, StoreError> {
+        let added: i64 = self
+            .query(
+                redis::cmd("HSETNX")
+                    .arg(self.key("tokens"))
+                    .arg(name)
+                    .arg(record),
+            )
+            .await?;
+        Ok(added == 1)
+    }
+
+    /// Removes a record; returns whether there was one.
+    pub async fn token_remove(&self, name: &str) -> Result<bool, StoreError> {
+        let removed: i64 = self
+            .query(redis::cmd("HDEL").arg(self.key("tokens")).arg(name))
+            .await?;
+        Ok(removed == 1)
+    }
+}

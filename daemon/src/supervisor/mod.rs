@@ -194,8 +194,15 @@ impl Supervisor {
         config::serve::tokens_path(&self.opts.config_path, &self.config.serve)
     }
 
-    /// Re-reads the tokens file; tokens no longer in it end their sessions.
+    /// Re-reads the tokens file (with the shared store: its records);
+    /// tokens no longer in it end their sessions.
     fn reload_tokens(&mut self) {
+        if self.opts.store.shared().is_some() {
+            if let Some(me) = &self.me {
+                me.do_send(RefreshTokens);
+            }
+            return;
+        }
         let path = self.tokens_path();
         match crate::tokens::TokenTable::load(&path) {
             Ok(table) => {
@@ -731,6 +738,39 @@ impl Supervisor {
         });
     }
 
+    /// The API token records in the shared store, put in force (a token
+    /// revoked on any instance ends its sessions here too).
+    fn shared_tokens(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        ctx.spawn(
+            async move { shared.tokens_get().await }
+                .into_actor(self)
+                .map(|got, act, _| act.apply_shared_tokens(got)),
+        );
+    }
+
+    fn apply_shared_tokens(&mut self, got: Result<Vec<String>, crate::store::StoreError>) {
+        let table = got
+            .map_err(|e| e.to_string())
+            .and_then(|records| crate::tokens::TokenTable::from_records(&records));
+        match table {
+            Ok(table) => {
+                self.tokens_error = None;
+                if table != *self.tokens {
+                    self.set_tokens(table);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "API tokens not read from the store: {e}; those read before stay in force"
+                );
+                self.tokens_error = Some(e);
+            }
+        }
+    }
+
     /// Another instance changed profiles (or the store is back): read the
     /// saved changes again and put them in force.
     fn shared_profiles(&mut self, ctx: &mut Context<Self>) {
@@ -864,9 +904,11 @@ impl Handler<crate::store::Delivery> for Supervisor {
                 }
             }
             Delivery::Event(Event::Approval { .. }) => {}
+            Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Resync => {
+                self.shared_tokens(ctx);
                 // What this instance changed while the store was away goes
                 // there first; the rest is read back.
                 let pushed = std::mem::take(&mut self.unsynced.activations);
@@ -1179,6 +1221,26 @@ impl Handler<SaveNamed> for Supervisor {
             self.named.insert(msg.name, msg.activated);
             self.save_named();
         }
+    }
+}
+
+/// Read the API token records from the shared store again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RefreshTokens;
+
+impl Handler<RefreshTokens> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+    /// Answered once the records read are in force.
+    fn handle(&mut self, _: RefreshTokens, _: &mut Context<Self>) -> Self::Result {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return Box::pin(actix::fut::ready(()));
+        };
+        Box::pin(
+            async move { shared.tokens_get().await }
+                .into_actor(self)
+                .map(|got, act, _| act.apply_shared_tokens(got)),
+        )
     }
 }
 

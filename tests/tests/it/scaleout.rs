@@ -1299,3 +1299,50 @@ fn a_restarted_instance_serves_moved_sessions_at_once() {
         );
     }
 }
+
+#[test]
+fn api_tokens_live_in_the_store_for_every_instance() {
+    let Some(redis) = Redis::start("tokens") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let config = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["serve"]["http"]["auth"] = json!({});
+        cfg
+    };
+    let a = instance_of(&config, "", &[]);
+    let b = instance_of(&config, "", &[]);
+    let (code, out, err) = a.d.ctl(&["token", "create", "carol"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim().to_string();
+    // Known on B (the event), the session moves between them.
+    let bearer = format!("Bearer {token}");
+    eventually("B to know the token", Duration::from_secs(5), || {
+        request(
+            b.port,
+            "GET",
+            "/metrics",
+            &[("Authorization", bearer.as_str())],
+            b"",
+        )
+        .status
+            == 200
+    });
+    let mut c = HttpMcp::initialize(b.port, Some(&token));
+    c.port = a.port;
+    assert_eq!(c.call("fx_add", json!({"a": 2, "b": 2}))["isError"], false);
+    let (code, _, err) = b.d.ctl(&["token", "create", "carol"]);
+    assert_eq!(code, 1, "one name across instances: {err}");
+    let listed = b.d.ctl_json(&["token", "list"]);
+    assert!(listed.to_string().contains("carol"), "{listed}");
+    assert!(!redis.dump().contains(&token), "only its hash is kept");
+    // Revoked on B: refused on A.
+    let (code, _, err) = b.d.ctl(&["token", "revoke", "carol"]);
+    assert_eq!(code, 0, "{err}");
+    eventually(
+        "A to refuse the revoked token",
+        Duration::from_secs(5),
+        || c.call_method("tools/list", json!({})).status == 401,
+    );
+}
