@@ -1785,6 +1785,39 @@ mod tests {
     }
 
     #[test]
+    fn the_store_section_reads_a_redis_url_with_variables() {
+        let c =
+            parse_ok(r#"{"store": {"redis_url": "redis://:${TOKEN}@h:6379", "tls_ca": "ca.pem"}}"#);
+        assert_eq!(
+            c.store.redis_url.as_deref(),
+            Some("redis://:s3cret-token@h:6379")
+        );
+        assert_eq!(c.store.prefix, DEFAULT_STORE_PREFIX);
+        assert_eq!(c.store.tls_ca.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(parse_ok("{}").store, StoreSettings::default());
+        for (text, says) in [
+            (
+                r#"{"store": {"redis_url": "http://h"}}"#,
+                "redis:// or rediss://",
+            ),
+            (
+                r#"{"store": {"redis_url": "redis://:${NOPE}@h"}}"#,
+                "${NOPE} is not set",
+            ),
+            (
+                r#"{"store": {"prefix": 3}}"#,
+                "store.prefix: expected a string",
+            ),
+        ] {
+            let err = parse(text, Path::new("test.json"), &env_of(ENV))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+    }
+
+    #[test]
     fn design_example_loads() {
         let config = parse_ok(
             r#"{
