@@ -342,6 +342,16 @@ pub fn render(
                 println!("{line}");
             }
             println!("{}", search_line(&s.search));
+            if s.store.kind != "file" {
+                let url = s.store.url.as_deref().unwrap_or("");
+                match (&s.store.error, s.store.ok) {
+                    (_, true) => println!("store: {} {url} (reachable)", s.store.kind),
+                    (Some(why), false) => {
+                        println!("store: {} {url} UNAVAILABLE: {why}", s.store.kind)
+                    }
+                    (None, false) => println!("store: {} {url} UNAVAILABLE", s.store.kind),
+                }
+            }
             println!();
             let rows: Vec<Vec<String>> = s
                 .servers

@@ -44,6 +44,9 @@ pub enum Gate {
     Pass,
     Pending(String),
     Denied(String),
+    /// The shared store that holds approvals cannot be reached: the call is
+    /// refused (never let through undecided), with the reason.
+    Unavailable(String),
 }
 
 /// The daemon-wide book of held calls. IDs are unique for the daemon's life.

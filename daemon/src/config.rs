@@ -78,6 +78,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "profiles",
     "serve",
     "search",
+    "store",
     "$schema",
 ];
 const SERVER_KEYS: &[&str] = &[
@@ -104,6 +105,7 @@ const SERVER_KEYS: &[&str] = &[
 ];
 const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
 const CACHE_KEYS: &[&str] = &["max_age_hours"];
+const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
 const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
 const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
@@ -121,6 +123,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("cache", CACHE_KEYS),
         ("limits", LIMITS_KEYS),
         ("search", SEARCH_KEYS),
+        ("store", STORE_KEYS),
     ];
     keys.extend(serve::known_keys());
     keys
@@ -150,6 +153,8 @@ pub struct Config {
     pub serve: serve::ServeSettings,
     /// `search`: the embedding model, if any.
     pub search: SearchSettings,
+    /// `store`: where state shared by instances lives (Redis), if anywhere.
+    pub store: StoreSettings,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,
@@ -242,6 +247,34 @@ impl Default for CacheSettings {
     fn default() -> Self {
         CacheSettings {
             max_age_hours: DEFAULT_CACHE_MAX_AGE_HOURS,
+        }
+    }
+}
+
+/// The `store` section: the shared store of several instances. Without
+/// `redis_url` (and `EVO_REDIS_URL`), state lives in files in the cache
+/// directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// `redis://` or `rediss://` (`${VAR}` expanded, so a password can come
+    /// from the environment or the env file).
+    pub redis_url: Option<String>,
+    /// Prefix of every key evo writes (`evo:`).
+    pub prefix: String,
+    /// A PEM file of the CA that signed a `rediss://` server's certificate,
+    /// instead of the system's roots (relative to the config's directory).
+    pub tls_ca: Option<PathBuf>,
+}
+
+/// `store.prefix` when unset.
+pub const DEFAULT_STORE_PREFIX: &str = "evo:";
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            redis_url: None,
+            prefix: DEFAULT_STORE_PREFIX.to_string(),
+            tls_ca: None,
         }
     }
 }
@@ -896,6 +929,10 @@ fn parse_root_value(
     if let Some(value) = present(root, "search") {
         config.search = parse_search(value, &mut warnings).map_err(invalid)?;
     }
+    if let Some(value) = present(root, "store") {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        config.store = parse_store(value, dir, env.lookup, &mut warnings).map_err(invalid)?;
+    }
 
     let mut seen = HashSet::new();
     for section in ["mcpServers", "servers"] {
@@ -1076,6 +1113,51 @@ fn parse_cache(value: &Value, warnings: &mut Warnings<'_>) -> Result<CacheSettin
                 ));
             }
         };
+    }
+    Ok(settings)
+}
+
+fn parse_store(
+    value: &Value,
+    dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Warnings<'_>,
+) -> Result<StoreSettings, String> {
+    let object = section("store", value, STORE_KEYS, warnings)?;
+    let mut settings = StoreSettings::default();
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match present(object, key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!(
+                "store.{key}: expected a string, found {}",
+                describe(other)
+            )),
+        }
+    };
+    if let Some(raw) = text("redis_url")?.filter(|u| !u.is_empty()) {
+        let url = expand_vars(&raw, env, &mut Vec::new()).map_err(|e| match e {
+            ExpandError::Unset(name) => format!(
+                "store.redis_url: ${{{name}}} is not set (set it in evod's environment or the env file)"
+            ),
+            ExpandError::Unterminated => "store.redis_url: a '${' has no closing '}'".to_string(),
+            ExpandError::Unsupported(r) => {
+                format!("store.redis_url: '${{{r}}}' is not a variable reference evo expands")
+            }
+        })?;
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(
+                "store.redis_url: expected a redis:// or rediss:// URL (like redis://127.0.0.1:6379)"
+                    .to_string(),
+            );
+        }
+        settings.redis_url = Some(url);
+    }
+    if let Some(prefix) = text("prefix")? {
+        settings.prefix = prefix;
+    }
+    if let Some(ca) = text("tls_ca")?.filter(|c| !c.is_empty()) {
+        settings.tls_ca = Some(dir.join(ca));
     }
     Ok(settings)
 }
@@ -1818,6 +1900,39 @@ mod tests {
                 cwd,
             } => (command, args, env, cwd.as_deref()),
             other => panic!("expected stdio, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_store_section_reads_a_redis_url_with_variables() {
+        let c =
+            parse_ok(r#"{"store": {"redis_url": "redis://:${TOKEN}@h:6379", "tls_ca": "ca.pem"}}"#);
+        assert_eq!(
+            c.store.redis_url.as_deref(),
+            Some("redis://:s3cret-token@h:6379")
+        );
+        assert_eq!(c.store.prefix, DEFAULT_STORE_PREFIX);
+        assert_eq!(c.store.tls_ca.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(parse_ok("{}").store, StoreSettings::default());
+        for (text, says) in [
+            (
+                r#"{"store": {"redis_url": "http://h"}}"#,
+                "redis:// or rediss://",
+            ),
+            (
+                r#"{"store": {"redis_url": "redis://:${NOPE}@h"}}"#,
+                "${NOPE} is not set",
+            ),
+            (
+                r#"{"store": {"prefix": 3}}"#,
+                "store.prefix: expected a string",
+            ),
+        ] {
+            let err = parse(text, Path::new("test.json"), &env_of(ENV))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(!err.contains("s3cret"), "{err}");
         }
     }
 

@@ -44,6 +44,7 @@ pub mod schema;
 pub mod search;
 pub mod session;
 pub mod shutdown;
+pub mod store;
 pub mod supervisor;
 pub mod tokens;
 pub mod watch;

@@ -99,6 +99,7 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
         mode,
         env_mode,
         socket_activated: false,
+        store: Default::default(),
     })
 }
 
@@ -255,6 +256,12 @@ async fn run(
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", opts.socket_path.display()))?,
     };
+    // The shared store: Redis unreachable is not an error (evod serves and
+    // keeps connecting), a URL that can never work is.
+    let store_settings = evo_daemon::config::load(&opts.config_path)
+        .map(|c| c.store)
+        .unwrap_or_default();
+    opts.store = evo_daemon::store::Store::open(&store_settings)?;
     tracing::info!(
         socket = %opts.socket_path.display(),
         config = %opts.config_path.display(),
@@ -263,7 +270,9 @@ async fn run(
     );
     let cache_dir = opts.cache_dir.clone();
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let refresher = Refresher::new(&opts.cache_dir).start();
+    let refresher = Refresher::new(&opts.cache_dir)
+        .with_store(&opts.store)
+        .start();
     let catalog = Catalog::new(snapshot.clone())
         .with_persistence(refresher.clone().recipient())
         .with_pins(
@@ -279,6 +288,7 @@ async fn run(
         view: semantic,
     };
     let stop = StopSignal::new();
+    let store = opts.store.clone();
     let supervisor = Supervisor::new(
         opts,
         catalog,
@@ -296,6 +306,7 @@ async fn run(
             snapshot.clone(),
             stop.clone(),
             console.clone(),
+            store,
         );
         supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
     }

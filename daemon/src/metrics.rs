@@ -108,6 +108,7 @@ pub struct Metrics {
     call_seconds: Family<ServerLabel, Histogram, fn() -> Histogram>,
     search_seconds: Histogram,
     http_requests: Family<StatusLabel, Counter>,
+    store_errors: Counter,
     servers: RwLock<HashMap<String, Arc<ServerMetrics>>>,
 }
 
@@ -137,6 +138,12 @@ impl Metrics {
             Family::new_with_constructor(call_histogram);
         let search_seconds = search_histogram();
         let http_requests = Family::<StatusLabel, Counter>::default();
+        let store_errors = Counter::default();
+        registry.register(
+            "store_errors",
+            "Operations on the shared store (Redis, store.redis_url) that failed",
+            store_errors.clone(),
+        );
         registry.register(
             "tool_calls",
             "Proxied tool calls by server and outcome (ok, tool_error, refused, timeout, unavailable, cancelled)",
@@ -163,6 +170,7 @@ impl Metrics {
             call_seconds,
             search_seconds,
             http_requests,
+            store_errors,
             servers: RwLock::new(HashMap::new()),
         }
     }
@@ -212,6 +220,11 @@ impl Metrics {
     /// One search of the catalog took `took`.
     pub fn search(&self, took: Duration) {
         self.search_seconds.observe(took.as_secs_f64());
+    }
+
+    /// An operation on the shared store failed.
+    pub fn store_error(&self) {
+        self.store_errors.inc();
     }
 
     /// The HTTP endpoint answered with `status`.

@@ -35,7 +35,7 @@ pub struct Changes {
 }
 
 impl Changes {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty()
     }
 }

@@ -50,6 +50,9 @@ pub struct Refresher {
     /// so writes of one file never overlap or reorder.
     in_flight: HashSet<PathBuf>,
     scheduled: bool,
+    /// With the shared store: the newest catalog for the task that writes
+    /// it there (in order, the newest only).
+    shared_catalog: Option<tokio::sync::watch::Sender<Option<Vec<CachedServer>>>>,
 }
 
 impl Refresher {
@@ -62,7 +65,29 @@ impl Refresher {
             pending: HashMap::new(),
             in_flight: HashSet::new(),
             scheduled: false,
+            shared_catalog: None,
         }
+    }
+
+    /// The catalog cache also goes to the shared store (where instances
+    /// started later read it); the file stays as this instance's fallback.
+    pub fn with_store(mut self, store: &crate::store::Store) -> Refresher {
+        let Some(shared) = store.shared().cloned() else {
+            return self;
+        };
+        let (tx, mut rx) = tokio::sync::watch::channel(None::<Vec<CachedServer>>);
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let latest = rx.borrow_and_update().clone();
+                if let Some(servers) = latest
+                    && let Err(e) = shared.catalog_put(servers).await
+                {
+                    tracing::warn!("catalog cache not written to the store: {e}");
+                }
+            }
+        });
+        self.shared_catalog = Some(tx);
+        self
     }
 
     /// Writes `payload` to `path` now, or as soon as the write under way
@@ -131,6 +156,9 @@ pub struct Persist(pub Vec<CachedServer>);
 impl Handler<Persist> for Refresher {
     type Result = ();
     fn handle(&mut self, msg: Persist, ctx: &mut Context<Self>) {
+        if let Some(tx) = &self.shared_catalog {
+            let _ = tx.send(Some(msg.0.clone()));
+        }
         let path = self.catalog_path.clone();
         self.queue(path, Payload::Catalog(msg.0), ctx);
     }

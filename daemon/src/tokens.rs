@@ -177,6 +177,42 @@ impl TokenTable {
         Ok(token)
     }
 
+    /// Entry `name` as the shared store keeps it: the file's entry as JSON
+    /// (its SHA-256, never the token).
+    pub fn record(&self, name: &str) -> Option<String> {
+        let e = self.entries.iter().find(|e| e.name == name)?;
+        serde_json::to_string(&FileEntry {
+            name: e.name.clone(),
+            sha256: hex(&e.sha256),
+            role: e.role.clone(),
+            profile: e.profile.clone(),
+            created: e.created.clone(),
+        })
+        .ok()
+    }
+
+    /// The table of the shared store's records ([`TokenTable::record`]).
+    pub fn from_records(records: &[String]) -> Result<TokenTable, String> {
+        let mut tokens = Vec::with_capacity(records.len());
+        for r in records {
+            tokens.push(
+                serde_json::from_str::<FileEntry>(r)
+                    .map_err(|e| format!("a token record in the store is unreadable ({e})"))?,
+            );
+        }
+        let mut text = serde_json::to_vec(&File {
+            version: FORMAT,
+            tokens,
+        })
+        .map_err(|e| e.to_string())?;
+        text.push(b'\n');
+        let mut table = TokenTable::parse(&text)?;
+        table
+            .entries
+            .sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
+        Ok(table)
+    }
+
     /// Removes the token named `name`.
     pub fn revoke(&mut self, name: &str) -> Result<TokenEntry, String> {
         let i = self

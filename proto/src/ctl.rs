@@ -309,6 +309,32 @@ pub struct StatusReport {
     /// The search stages in force and the embedding model's progress.
     #[serde(default)]
     pub search: SearchStatus,
+    /// Where state shared by instances lives, and whether it is reachable.
+    #[serde(default)]
+    pub store: StoreStatus,
+}
+
+/// `status --json` `store`: `kind` `file` (the cache directory) or `redis`
+/// (`store.redis_url`), whether it is usable now, and why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreStatus {
+    pub kind: String,
+    pub ok: bool,
+    /// The Redis URL, any password masked (`redis` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub error: Option<String>,
+}
+
+impl Default for StoreStatus {
+    fn default() -> Self {
+        StoreStatus {
+            kind: "file".into(),
+            ok: true,
+            url: None,
+            error: None,
+        }
+    }
 }
 
 /// `status --json` `search`: which stages rank queries now, and the

@@ -5,7 +5,8 @@
 //! call proxied to a remote child (Streamable HTTP, with and without an
 //! OAuth token, and HTTP+SSE) against the same call made directly. `--results` times cutting
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
-//! `--offers` resource reads and prompt lists. `--converge [--sizes 30,60]`
+//! `--offers` resource reads and prompt lists; `--scaleout` several
+//! instances sharing a redis-server. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -24,6 +25,10 @@ mod httpbench;
 mod offerbench;
 mod profilebench;
 mod remotebench;
+mod scalebench;
+#[path = "../tests/it/scaleout.rs"]
+#[allow(dead_code, unused_imports)]
+mod scaleout;
 mod searcheval;
 mod semanticeval;
 
@@ -780,6 +785,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--remote") {
         remotebench::remote_benchmarks(quick);
+        return;
+    }
+    if args.iter().any(|a| a == "--scaleout") {
+        scalebench::scaleout_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--http") {

@@ -61,6 +61,11 @@ pub struct Catalog {
     pins: PinBook,
     integrity: IntegrityMode,
     persist_pins: Option<Recipient<crate::refresher::PersistPins>>,
+    /// The Supervisor has said which servers there are: until then nothing
+    /// is published (a catalog without its servers would answer "no such
+    /// tool" for names a cached list is about to bring, as when the
+    /// cache comes from the shared store).
+    servers_set: bool,
 }
 
 /// Nothing is held: what servers' quarantine lists are under `warn`/`off`.
@@ -78,6 +83,7 @@ impl Catalog {
             persist: None,
             acks: Vec::new(),
             publish_scheduled: false,
+            servers_set: false,
             permissions: Default::default(),
             profiles: Default::default(),
             pins: PinBook::default(),
@@ -409,6 +415,7 @@ impl Handler<SetServers> for Catalog {
         // unless the mode changed since.
         let mode_changed = self.integrity != msg.integrity;
         self.integrity = msg.integrity;
+        self.servers_set = true;
         for i in 0..self.slots.len() {
             if mode_changed || !kept.contains(&self.slots[i].spec.id) {
                 self.check_integrity(i);
@@ -427,7 +434,9 @@ impl Handler<SetPermissions> for Catalog {
     type Result = ();
     fn handle(&mut self, msg: SetPermissions, _: &mut Context<Self>) {
         self.permissions = msg.0;
-        self.publish();
+        if self.servers_set {
+            self.publish();
+        }
     }
 }
 
@@ -442,7 +451,9 @@ impl Handler<SetProfiles> for Catalog {
     fn handle(&mut self, msg: SetProfiles, _: &mut Context<Self>) {
         if *self.profiles != *msg.0 {
             self.profiles = msg.0;
-            self.publish();
+            if self.servers_set {
+                self.publish();
+            }
         }
     }
 }

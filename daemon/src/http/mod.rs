@@ -33,6 +33,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -97,6 +98,8 @@ struct Inner {
     stop: StopSignal,
     /// The web console, served under `/ui`.
     console: crate::console::Console,
+    /// The shared store, when instances share sessions through Redis.
+    shared: Option<Arc<crate::store::Shared>>,
 }
 
 /// Resolves and binds `listen` (every address a name resolves to).
@@ -228,6 +231,7 @@ pub fn serve(
     snapshot: Arc<ArcSwap<Snapshot>>,
     stop: StopSignal,
     console: crate::console::Console,
+    store: crate::store::Store,
 ) -> Front {
     let listening = bound.addrs();
     let loopback = bound.loopback();
@@ -248,6 +252,7 @@ pub fn serve(
     let manager = Arc::new(TrackedSessions {
         inner: local,
         registry: registry.clone(),
+        share_with: store.shared().map(|_| supervisor.clone()),
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     {
@@ -259,12 +264,20 @@ pub fn serve(
     }
     // Host and Origin are checked by the front (loopback origins allowed by
     // default), so rmcp's own checks are off.
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_json_response(true)
         .with_max_request_body_bytes(opts_max)
         .with_cancellation_token(cancel);
+    let shared = store.shared().cloned();
+    if let Some(shared) = &shared {
+        config.session_store = Some(Arc::new(sessions::SharedSessions {
+            shared: shared.clone(),
+            registry: registry.clone(),
+            ttl_s: settings.session_timeout_s,
+        }));
+    }
     let mcp = StreamableHttpService::new(sessions::prepared_server, manager.clone(), config);
     let origins = settings
         .allowed_origins
@@ -296,6 +309,7 @@ pub fn serve(
         stop,
         settings,
         console,
+        shared,
     }));
     for listener in listeners {
         tokio::spawn(accept(listener, front.clone(), connections.clone()));
@@ -935,25 +949,121 @@ impl Front {
             }
         };
         let session = header_str(req.headers(), SESSION_HEADER).map(str::to_owned);
-        if let Some(id) = &session
-            && self.0.registry.owner_check(id, &who) == Ownership::NotFound
-        {
-            return text(
+        let not_found = || {
+            text(
                 StatusCode::NOT_FOUND,
                 "not found: no such session (it ended, evod restarted, or it is not yours); initialize a new one",
-            );
+            )
+        };
+        let mut restoring = None;
+        if let Some(id) = &session {
+            let renew_every = Duration::from_secs(self.0.settings.session_timeout_s / 4);
+            match self.0.registry.owner_check(id, &who, renew_every) {
+                Ownership::Yours { renew } => {
+                    if renew && let Some(shared) = self.0.shared.clone() {
+                        let (id, ttl) = (id.clone(), self.0.settings.session_timeout_s);
+                        tokio::spawn(async move {
+                            let _ = shared.session_touch(&id, ttl).await;
+                        });
+                    }
+                }
+                Ownership::NotFound => return not_found(),
+                Ownership::NotHere => match self.restorable(id, &who, req.method()).await {
+                    Ok(Some(prepared)) => restoring = Some(prepared),
+                    Ok(None) => return not_found(),
+                    Err(refused) => return refused,
+                },
+            }
         }
         if req.method() != Method::POST {
             // GET (the session's stream), DELETE (end it), others (405): rmcp.
             let delete = req.method() == Method::DELETE;
-            let mut response = self.0.mcp.handle(req).await;
+            let prepared = restoring.unwrap_or_else(Prepared::none);
+            let (mut response, unused) = prepared.run(self.0.mcp.handle(req)).await;
+            if let Some(session) = unused {
+                session.do_send(crate::session::Close);
+            }
             if delete && response.status() == StatusCode::ACCEPTED {
                 // Ended, nothing to say: what clients expect of a DELETE.
                 *response.status_mut() = StatusCode::NO_CONTENT;
             }
             return response;
         }
-        self.post(req, who, session.is_some()).await
+        self.post(req, who, session.is_some(), restoring).await
+    }
+
+    /// A session this instance does not hold: with the shared store, the
+    /// caller's session opened on another instance is served here from now
+    /// on (a Session opens, rmcp replays the handshake). `Ok(None)`: no
+    /// such session of the caller's (404).
+    async fn restorable(
+        &self,
+        id: &str,
+        who: &Identity,
+        method: &Method,
+    ) -> Result<Option<Prepared>, Response<Body>> {
+        let Some(shared) = &self.0.shared else {
+            return Ok(None);
+        };
+        let (record, activated) = match shared.session_get(id).await {
+            Ok(Some(r)) if r.owner == who.key => match shared.activations_get(id).await {
+                Ok(set) => (r, set),
+                Err(e) => {
+                    return Err(text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "service unavailable: this session was opened on another evod instance and {e}; retry, or initialize a new session"
+                        ),
+                    ));
+                }
+            },
+            Ok(_) => return Ok(None),
+            Err(e) => {
+                return Err(text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "service unavailable: this session was opened on another evod instance and {e}; retry, or initialize a new session"
+                    ),
+                ));
+            }
+        };
+        if method == Method::DELETE {
+            // Ended here for every instance: nothing to restore.
+            let _ = shared.session_delete(id).await;
+            shared
+                .publish(crate::store::Event::SessionEnded { id: id.to_string() })
+                .await;
+            return Err(Response::builder()
+                .status(StatusCode::NO_CONTENT)
+                .body(Full::new(Bytes::new()).boxed())
+                .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed())));
+        }
+        let server = self
+            .open_as(
+                who,
+                evo_proto::ctl::SessionEra::Initialize,
+                Some((id.to_string(), activated)),
+            )
+            .await?;
+        tracing::info!(http_session = %id, session = %server.id, identity = who.label(), "HTTP session opened on another instance is served here");
+        Ok(Some(Prepared::restoring(
+            server,
+            who.key.clone(),
+            id.to_string(),
+            record.state,
+        )))
+    }
+
+    /// Ends this instance's copy of HTTP session `id` (ended on another).
+    pub fn end_session(&self, id: &str) {
+        if self.0.registry.end(id) {
+            let manager = self.0.manager.clone();
+            let id: rmcp::transport::streamable_http_server::session::SessionId =
+                id.to_string().into();
+            tokio::spawn(async move {
+                let _ = manager.inner.close_session(&id).await;
+            });
+        }
     }
 
     async fn post(
@@ -961,6 +1071,7 @@ impl Front {
         req: Request<Incoming>,
         who: Identity,
         in_session: bool,
+        restoring: Option<Prepared>,
     ) -> Response<Body> {
         let (parts, body) = req.into_parts();
         if !is_json_content(&parts.headers) {
@@ -1020,7 +1131,9 @@ impl Front {
             Ok(p) => p,
             Err(refused) => return *refused,
         };
-        let prepared = if in_session {
+        let prepared = if let Some(restoring) = restoring {
+            restoring
+        } else if in_session {
             Prepared::none()
         } else if peeked.method.as_deref() == Some("initialize") {
             match self
@@ -1076,6 +1189,18 @@ impl Front {
         who: &Identity,
         era: evo_proto::ctl::SessionEra,
     ) -> Result<SessionServer, Response<Body>> {
+        self.open_as(who, era, None).await
+    }
+
+    /// Opens a Session; `shared`: an HTTP session another instance opened
+    /// (its id, under which its activations are kept, and those).
+    async fn open_as(
+        &self,
+        who: &Identity,
+        era: evo_proto::ctl::SessionEra,
+        shared: Option<(String, crate::session::ActivationSet)>,
+    ) -> Result<SessionServer, Response<Body>> {
+        let (name, activated) = shared.unzip();
         let opened = self
             .0
             .supervisor
@@ -1086,6 +1211,8 @@ impl Front {
                     era,
                 }),
                 profile: who.profile.clone(),
+                name,
+                activated,
                 ..Default::default()
             })
             .await;

@@ -12,6 +12,11 @@
 //!   ended after `session_timeout_s` without requests or listen streams.
 //! - A request naming an id checks it belongs to the caller's identity; an
 //!   unknown id, or another identity's, is a 404 alike.
+//! - With the shared store (Redis), each initialize-era session's record
+//!   (its `initialize` parameters and owner) is kept there through rmcp's
+//!   session store ([`SharedSessions`]); a request for an id this instance
+//!   does not hold, whose record is the caller's, opens a Session here and
+//!   rmcp replays the handshake into it ([`Prepared::restoring`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -22,8 +27,10 @@ use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
-    ServerSseMessage, SessionId, SessionManager,
+    RestoreOutcome, ServerSseMessage, SessionId, SessionManager, SessionState, SessionStore,
+    SessionStoreError,
 };
+use std::time::{Duration, Instant};
 
 use super::auth::Identity;
 use crate::session::{self, Session, SessionServer};
@@ -37,6 +44,9 @@ pub struct Prepared {
     opening: RefCell<Option<(Option<String>, Addr<Session>)>>,
     /// The opening was recorded: rmcp created the session.
     recorded: Cell<bool>,
+    /// A session restored from the shared store: its id and the state read
+    /// there (so rmcp's `load` costs no second round trip).
+    restoring: RefCell<Option<(String, SessionState)>>,
 }
 
 tokio::task_local! {
@@ -50,6 +60,7 @@ impl Prepared {
             server: RefCell::new(None),
             opening: RefCell::new(None),
             recorded: Cell::new(false),
+            restoring: RefCell::new(None),
         }
     }
 
@@ -68,7 +79,21 @@ impl Prepared {
             server: RefCell::new(Some(server)),
             opening: RefCell::new(Some((owner, addr))),
             recorded: Cell::new(false),
+            restoring: RefCell::new(None),
         }
+    }
+
+    /// Session `id`, opened on another instance (its record read from the
+    /// shared store), served here by `server` from now on.
+    pub fn restoring(
+        server: SessionServer,
+        owner: Option<String>,
+        id: String,
+        state: SessionState,
+    ) -> Prepared {
+        let p = Prepared::opening(server, owner);
+        *p.restoring.borrow_mut() = Some((id, state));
+        p
     }
 
     /// Runs `fut` (rmcp handling the request) with this prepared. Returns
@@ -105,6 +130,8 @@ pub fn prepared_server() -> Result<SessionServer, std::io::Error> {
 struct Record {
     owner: Option<String>,
     session: Addr<Session>,
+    /// When its shared-store record was last renewed.
+    renewed: Instant,
 }
 
 /// The front's book of HTTP sessions. See the module docs.
@@ -119,17 +146,50 @@ pub struct Registry {
 /// Whether a request naming a session id may use it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ownership {
-    Yours,
-    /// Unknown, ended, or another identity's: all answer 404.
+    /// The caller's; `renew`: its shared record is due for renewal.
+    Yours { renew: bool },
+    /// Another identity's: 404.
     NotFound,
+    /// Not held here (unknown, ended, or held by another instance).
+    NotHere,
 }
 
 impl Registry {
-    pub fn owner_check(&self, id: &str, caller: &Identity) -> Ownership {
+    /// Whose session `id` is; a record due for renewal after `renew_every`
+    /// is marked renewed (the caller renews it).
+    pub fn owner_check(&self, id: &str, caller: &Identity, renew_every: Duration) -> Ownership {
+        let mut book = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        match book.get_mut(id) {
+            Some(r) if r.owner == caller.key => {
+                let renew = r.renewed.elapsed() >= renew_every;
+                if renew {
+                    r.renewed = Instant::now();
+                }
+                Ownership::Yours { renew }
+            }
+            Some(_) => Ownership::NotFound,
+            None => Ownership::NotHere,
+        }
+    }
+
+    /// The owner of session `id`, when this instance holds it.
+    fn owner_of(&self, id: &str) -> Option<Option<String>> {
         let book = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
-        match book.get(id) {
-            Some(r) if r.owner == caller.key => Ownership::Yours,
-            _ => Ownership::NotFound,
+        book.get(id).map(|r| r.owner.clone())
+    }
+
+    /// Ends this instance's copy of session `id` (it was ended elsewhere).
+    pub fn end(&self, id: &str) -> bool {
+        let gone = {
+            let mut book = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+            book.remove(id)
+        };
+        match gone {
+            Some(r) => {
+                r.session.do_send(session::Close);
+                true
+            }
+            None => false,
         }
     }
 
@@ -149,7 +209,14 @@ impl Registry {
 
     fn record(&self, id: SessionId, owner: Option<String>, session: Addr<Session>) {
         let mut book = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
-        book.insert(id, Record { owner, session });
+        book.insert(
+            id,
+            Record {
+                owner,
+                session,
+                renewed: Instant::now(),
+            },
+        );
     }
 
     fn forget(&self, id: &SessionId) {
@@ -199,6 +266,9 @@ impl Registry {
 pub struct TrackedSessions {
     pub inner: LocalSessionManager,
     pub registry: Arc<Registry>,
+    /// With the shared store: each session's activations are kept there
+    /// under its id (the Supervisor names the session after it).
+    pub share_with: Option<Addr<crate::supervisor::Supervisor>>,
 }
 
 impl SessionManager for TrackedSessions {
@@ -209,6 +279,12 @@ impl SessionManager for TrackedSessions {
         let (id, transport) = self.inner.create_session().await?;
         let _ = PREPARED.try_with(|p| {
             if let Some((owner, session)) = p.opening.borrow_mut().take() {
+                if let Some(supervisor) = &self.share_with {
+                    supervisor.do_send(crate::supervisor::ShareSession {
+                        session: session.clone(),
+                        name: id.to_string(),
+                    });
+                }
                 self.registry.record(id.clone(), owner, session);
                 p.recorded.set(true);
             }
@@ -222,6 +298,22 @@ impl SessionManager for TrackedSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
         self.inner.initialize_session(id, message).await
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let outcome = self.inner.restore_session(id.clone()).await?;
+        if matches!(outcome, RestoreOutcome::Restored(_)) {
+            let _ = PREPARED.try_with(|p| {
+                if let Some((owner, session)) = p.opening.borrow_mut().take() {
+                    self.registry.record(id.clone(), owner, session);
+                    p.recorded.set(true);
+                }
+            });
+        }
+        Ok(outcome)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
@@ -263,5 +355,57 @@ impl SessionManager for TrackedSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.inner.resume(id, last_event_id).await
+    }
+}
+
+/// rmcp's session store on the shared store: what another instance needs
+/// to serve a session this one opened. See the module docs.
+pub struct SharedSessions {
+    pub shared: Arc<crate::store::Shared>,
+    pub registry: Arc<Registry>,
+    pub ttl_s: u64,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for SharedSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let preloaded = PREPARED
+            .try_with(|p| {
+                p.restoring
+                    .borrow_mut()
+                    .take_if(|(id, _)| id == session_id)
+                    .map(|(_, state)| state)
+            })
+            .ok()
+            .flatten();
+        if let Some(state) = preloaded {
+            return Ok(Some(state));
+        }
+        let record = self.shared.session_get(session_id).await?;
+        Ok(record.map(|r| r.state))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let Some(owner) = self.registry.owner_of(session_id) else {
+            return Ok(());
+        };
+        let record = crate::store::sessions::SessionRecord {
+            owner,
+            state: state.clone(),
+        };
+        self.shared
+            .session_put(session_id, &record, self.ttl_s)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        self.shared.session_delete(session_id).await?;
+        self.shared
+            .publish(crate::store::Event::SessionEnded {
+                id: session_id.to_string(),
+            })
+            .await;
+        Ok(())
     }
 }

@@ -123,6 +123,10 @@ impl SessionServer {
                 "A person denied this call to {} ({id}); it was not made. Do not retry it.",
                 entry.name
             )),
+            Ok(Gate::Unavailable(why)) => Approval::Refused(format!(
+                "This call to {} needs a person's approval ({rule}) and approvals cannot be checked now: {why}. It was not made; retry it later.",
+                entry.name
+            )),
         }
     }
 

@@ -660,6 +660,42 @@ impl Handler<SetActive> for Session {
     }
 }
 
+/// From now on the session's activations are kept in the shared store
+/// under `name` (an HTTP session's `Mcp-Session-Id`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ShareAs {
+    pub name: String,
+}
+
+impl Handler<ShareAs> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: ShareAs, _: &mut Context<Self>) {
+        self.name = Some(msg.name);
+        if !self.activated.is_empty() {
+            self.save_if_named();
+        }
+    }
+}
+
+/// The session's activations as the shared store has them (another
+/// instance changed them): taken as they are, not saved back.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetActivations(pub ActivationSet);
+
+impl Handler<SetActivations> for Session {
+    type Result = ();
+    fn handle(&mut self, msg: SetActivations, _: &mut Context<Self>) {
+        if self.view.is_modern() || msg.0 == self.activated {
+            return;
+        }
+        self.activated = msg.0;
+        self.view.activated.store(Arc::new(self.activated.clone()));
+        self.refresh_visible();
+    }
+}
+
 /// The session's own view: mode, activations, info.
 #[derive(Message)]
 #[rtype(result = "(evo_proto::ctl::SessionInfo, ActivationSet)")]

@@ -37,12 +37,21 @@ pub struct DaemonOptions {
     pub env_mode: Option<DiscoveryMode>,
     /// The listener came from systemd, which owns the socket file.
     pub socket_activated: bool,
+    /// Where shared state lives (files, or Redis with `store.redis_url`).
+    pub store: crate::store::Store,
 }
 
 struct ChildHandle {
     spec: Arc<ServerSpec>,
     addr: Addr<ChildServer>,
     link: Arc<ServerLink>,
+}
+
+/// What could not be written to the shared store, by name.
+#[derive(Default)]
+struct Unsynced {
+    activations: std::collections::BTreeSet<String>,
+    profiles: std::collections::BTreeSet<String>,
 }
 
 struct SessionEntry {
@@ -79,6 +88,11 @@ pub struct Supervisor {
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
     named: BTreeMap<String, ActivationSet>,
+    /// Changes the shared store missed (it was unreachable): sessions'
+    /// activations and profiles, written when it is back.
+    unsynced: Unsynced,
+    /// This actor's own address (for what finishes off its thread).
+    me: Option<Addr<Supervisor>>,
     /// Profiles in force: the config's, with a person's run-time changes.
     profiles: crate::profiles::ProfileBook,
     /// Every run-time change to profiles as saved in the cache directory,
@@ -136,9 +150,15 @@ impl Supervisor {
         search: SearchStage,
         stop: StopSignal,
     ) -> Supervisor {
-        let named = load_named_sessions(&named_sessions_path(&opts));
-        let saved_profiles =
-            load_saved_profiles(&opts.cache_dir.join(crate::profiles::PROFILES_FILE));
+        // With the shared store both live there (read once it answers).
+        let (named, saved_profiles) = if opts.store.shared().is_some() {
+            Default::default()
+        } else {
+            (
+                load_named_sessions(&named_sessions_path(&opts)),
+                load_saved_profiles(&opts.cache_dir.join(crate::profiles::PROFILES_FILE)),
+            )
+        };
         Supervisor {
             opts,
             config: Config::default(),
@@ -156,6 +176,8 @@ impl Supervisor {
             semantic: search.view,
             sessions: HashMap::new(),
             named,
+            unsynced: Default::default(),
+            me: None,
             profiles: Default::default(),
             saved_profiles,
             next_session: 0,
@@ -178,8 +200,15 @@ impl Supervisor {
         config::serve::tokens_path(&self.opts.config_path, &self.config.serve)
     }
 
-    /// Re-reads the tokens file; tokens no longer in it end their sessions.
+    /// Re-reads the tokens file (with the shared store: its records);
+    /// tokens no longer in it end their sessions.
     fn reload_tokens(&mut self) {
+        if self.opts.store.shared().is_some() {
+            if let Some(me) = &self.me {
+                me.do_send(RefreshTokens);
+            }
+            return;
+        }
         let path = self.tokens_path();
         match crate::tokens::TokenTable::load(&path) {
             Ok(table) => {
@@ -267,8 +296,7 @@ impl Supervisor {
     /// matching config hash is listed from the cache at once and its child
     /// is not spawned until a call needs it (lazy start); a stale entry is
     /// re-discovered in the background.
-    fn start_children(&mut self) {
-        let mut cache = crate::cache::load_cache(&self.opts.cache_dir);
+    fn start_children(&mut self, mut cache: HashMap<String, crate::cache::CachedServer>) {
         let max_age = self.config.cache.max_age();
         let around = self.surroundings(&self.config.limits);
         let mut cached = HashMap::new();
@@ -576,7 +604,12 @@ impl Supervisor {
             if let Some(p) = self.profiles.get(profile) {
                 self.saved_profiles.set(profile, p.changes.clone());
             }
-            self.save_profiles();
+            if self.opts.store.shared().is_some() {
+                self.unsynced.profiles.insert(profile.to_string());
+                self.sync_profiles();
+            } else {
+                self.save_profiles();
+            }
             self.catalog
                 .do_send(crate::catalog::SetProfiles(Arc::new(self.profiles.clone())));
         }
@@ -584,6 +617,18 @@ impl Supervisor {
     }
 
     fn save_profiles(&self) {
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            let saved = self.saved_profiles.clone();
+            tokio::spawn(async move {
+                for (name, changes) in &saved.profiles {
+                    if let Err(e) = shared.profile_put(name, Some(changes)).await {
+                        tracing::error!(profile = %name, "profile changes not written to the store: {e}");
+                    }
+                }
+                shared.publish(crate::store::Event::Profiles).await;
+            });
+            return;
+        }
         self.refresher.do_send(crate::refresher::PersistProfiles(
             self.saved_profiles.clone(),
         ));
@@ -595,6 +640,164 @@ impl Supervisor {
             .values()
             .filter(|s| s.profile.as_deref() == Some(profile))
             .count()
+    }
+
+    /// Writes session `name`'s activations (as `named` has them) to the
+    /// shared store and tells the other instances; if the store cannot take
+    /// them now they are written when it is back.
+    fn share_activations(&mut self, name: String, ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let Some(set) = self.named.get(&name).cloned() else {
+            return;
+        };
+        // HTTP sessions' sets expire with their record; named ones stay.
+        let ttl = self
+            .sessions
+            .values()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+            .filter(|s| s.io == evo_proto::ctl::SessionIo::Http)
+            .map(|_| {
+                self.config
+                    .serve
+                    .http
+                    .as_ref()
+                    .map_or(crate::config::serve::DEFAULT_SESSION_TIMEOUT_S, |h| {
+                        h.session_timeout_s
+                    })
+            });
+        self.unsynced.activations.remove(&name);
+        let key = name.clone();
+        ctx.spawn(
+            async move {
+                let put = shared.activations_put(&key, &set, ttl).await;
+                if put.is_ok() {
+                    shared
+                        .publish(crate::store::Event::Activations { name: key })
+                        .await;
+                }
+                put
+            }
+            .into_actor(self)
+            .map(move |put, act, _| {
+                if let Err(e) = put {
+                    tracing::error!(session = %name, "activations not shared with the other instances yet (written when the store is back): {e}");
+                    act.unsynced.activations.insert(name);
+                }
+            }),
+        );
+    }
+
+    /// Writes the profiles whose changes the shared store has not got yet;
+    /// what it cannot take now waits for it to be back.
+    fn sync_profiles(&mut self) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let names = std::mem::take(&mut self.unsynced.profiles);
+        let changes: Vec<(String, Option<crate::profiles::Changes>)> = names
+            .into_iter()
+            .map(|n| {
+                let c = self.saved_profiles.profiles.get(&n).cloned();
+                (n, c)
+            })
+            .collect();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let mut failed = Vec::new();
+            for (name, c) in changes {
+                if let Err(e) = shared.profile_put(&name, c.as_ref()).await {
+                    tracing::error!(profile = %name, "profile change not shared with the other instances yet (written when the store is back): {e}");
+                    failed.push(name);
+                }
+            }
+            if failed.is_empty() {
+                shared.publish(crate::store::Event::Profiles).await;
+            } else if let Some(me) = me {
+                me.do_send(ProfilesUnsynced(failed));
+            }
+        });
+    }
+
+    /// Another instance changed session `name`'s activations: read them
+    /// and hand them to the live sessions of that name here.
+    fn shared_activations(&mut self, name: &str, _ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let to: Vec<Addr<Session>> = self
+            .sessions
+            .values()
+            .filter(|s| s.name.as_deref() == Some(name))
+            .map(|s| s.addr.clone())
+            .collect();
+        if to.is_empty() {
+            return;
+        }
+        let name = name.to_string();
+        tokio::spawn(async move {
+            match shared.activations_get(&name).await {
+                Ok(set) => {
+                    for addr in to {
+                        addr.do_send(session::SetActivations(set.clone()));
+                    }
+                }
+                Err(e) => tracing::warn!(session = %name, "activations not read: {e}"),
+            }
+        });
+    }
+
+    /// The API token records in the shared store, put in force (a token
+    /// revoked on any instance ends its sessions here too).
+    fn shared_tokens(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        ctx.spawn(
+            async move { shared.tokens_get().await }
+                .into_actor(self)
+                .map(|got, act, _| act.apply_shared_tokens(got)),
+        );
+    }
+
+    fn apply_shared_tokens(&mut self, got: Result<Vec<String>, crate::store::StoreError>) {
+        let table = got
+            .map_err(|e| e.to_string())
+            .and_then(|records| crate::tokens::TokenTable::from_records(&records));
+        match table {
+            Ok(table) => {
+                self.tokens_error = None;
+                if table != *self.tokens {
+                    self.set_tokens(table);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "API tokens not read from the store: {e}; those read before stay in force"
+                );
+                self.tokens_error = Some(e);
+            }
+        }
+    }
+
+    /// Another instance changed profiles (or the store is back): read the
+    /// saved changes again and put them in force.
+    fn shared_profiles(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        ctx.spawn(
+            async move { shared.profiles_get().await }
+                .into_actor(self)
+                .map(|got, act, _| match got {
+                    Ok(saved) => {
+                        act.saved_profiles = saved;
+                        act.apply_profiles();
+                    }
+                    Err(e) => tracing::warn!("profiles not read from the store: {e}"),
+                }),
+        );
     }
 
     fn save_named(&self) {
@@ -637,12 +840,52 @@ impl Actor for Supervisor {
             .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
         self.catalog
             .do_send(Subscribe(self.embedder.clone().recipient()));
+        self.me = Some(ctx.address());
+        if let Some(shared) = self.opts.store.shared() {
+            shared.set_listener(ctx.address().recipient());
+        }
         self.load_config();
         self.configure_search();
         let _ = self.load_permissions();
         self.reload_tokens();
-        self.start_children();
-        self.watch_files(ctx);
+        let file = crate::cache::load_cache(&self.opts.cache_dir);
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            self.start_children(file);
+            self.watch_files(ctx);
+            return;
+        };
+        let wanted: Vec<(String, String)> = self
+            .config
+            .servers
+            .iter()
+            .map(|s| (s.id.clone(), s.hash.to_string()))
+            .collect();
+        // The catalog other instances discovered: read before anything
+        // else is handled, so the first session sees it.
+        ctx.wait(
+            async move {
+                shared.wait_connected(crate::store::redis::OP_TIMEOUT).await;
+                shared.catalog_get(&wanted).await
+            }
+            .into_actor(self)
+            .map(move |got, act, ctx| {
+                let cache = match got {
+                    Ok(mut shared) => {
+                        // This instance's own file fills what the store lacks.
+                        for (id, entry) in file {
+                            shared.entry(id).or_insert(entry);
+                        }
+                        shared
+                    }
+                    Err(e) => {
+                        tracing::warn!("catalog cache not read from the store ({e}); using this instance's file");
+                        file
+                    }
+                };
+                act.start_children(cache);
+                act.watch_files(ctx);
+            }),
+        );
     }
 }
 
@@ -686,6 +929,50 @@ impl Handler<AttachConsole> for Supervisor {
     }
 }
 
+/// Another instance's change, or a new subscription to them.
+impl Handler<crate::store::Delivery> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::store::Delivery, ctx: &mut Context<Self>) {
+        use crate::store::{Delivery, Event};
+        match msg {
+            Delivery::Event(Event::SessionEnded { id }) => {
+                if let Some(front) = &self.front {
+                    front.end_session(&id);
+                }
+            }
+            Delivery::Event(Event::Approval { .. }) => {
+                crate::console::events::changed(crate::console::events::Topic::Approvals);
+            }
+            Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
+            Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
+            Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
+            Delivery::Resync => {
+                self.shared_tokens(ctx);
+                // What this instance changed while the store was away goes
+                // there first; the rest is read back.
+                let pushed = std::mem::take(&mut self.unsynced.activations);
+                for name in &pushed {
+                    self.share_activations(name.clone(), ctx);
+                }
+                if self.unsynced.profiles.is_empty() {
+                    self.shared_profiles(ctx);
+                } else {
+                    self.sync_profiles();
+                }
+                let names: Vec<String> = self
+                    .sessions
+                    .values()
+                    .filter_map(|s| s.name.clone())
+                    .filter(|n| !pushed.contains(n))
+                    .collect();
+                for name in names {
+                    self.shared_activations(&name, ctx);
+                }
+            }
+        }
+    }
+}
+
 /// `/readyz`: is the config loaded (and, later, the store reachable)?
 #[derive(Message)]
 #[rtype(result = "Result<(), String>")]
@@ -697,8 +984,11 @@ impl Handler<Readiness> for Supervisor {
         if self.shutting_down {
             return Err("evod is shutting down".into());
         }
-        match &self.config_error {
-            Some(e) => Err(format!("the config did not load: {e}")),
+        if let Some(e) = &self.config_error {
+            return Err(format!("the config did not load: {e}"));
+        }
+        match self.opts.store.not_ready() {
+            Some(why) => Err(why),
             None => Ok(()),
         }
     }
@@ -788,6 +1078,9 @@ pub struct OpenSession {
     pub stdio: bool,
     /// Served over HTTP: who the front authenticated.
     pub http: Option<session::HttpCaller>,
+    /// Its activations as the shared store has them (an HTTP session
+    /// another instance opened), read by the front.
+    pub activated: Option<ActivationSet>,
 }
 
 /// Why a session was not opened. `usage`: because of how the client was
@@ -845,10 +1138,16 @@ impl Handler<OpenSession> for Supervisor {
         }
         self.next_session += 1;
         let id = format!("s{}", self.next_session);
+        let shared = self.opts.store.shared().cloned();
         let activated = msg
-            .name
-            .as_ref()
-            .and_then(|n| self.named.get(n).cloned())
+            .activated
+            .clone()
+            .or_else(|| {
+                msg.name
+                    .as_ref()
+                    .filter(|_| shared.is_none())
+                    .and_then(|n| self.named.get(n).cloned())
+            })
             .unwrap_or_default();
         let mut session = Session::new(
             id.clone(),
@@ -875,6 +1174,17 @@ impl Handler<OpenSession> for Supervisor {
         }
         let view = session.view();
         let addr = session.start();
+        // A named session's activations live in the shared store: read
+        // them (the session starts with none for the moment that takes).
+        if let (Some(shared), Some(name), None) = (&shared, &msg.name, &msg.activated) {
+            let (shared, name, to) = (shared.clone(), name.clone(), addr.clone());
+            tokio::spawn(async move {
+                match shared.activations_get(&name).await {
+                    Ok(set) => to.do_send(session::SetActivations(set)),
+                    Err(e) => tracing::warn!(session = %name, "activations not read: {e}"),
+                }
+            });
+        }
         self.sessions.insert(
             id.clone(),
             SessionEntry {
@@ -945,10 +1255,67 @@ pub struct SaveNamed {
 
 impl Handler<SaveNamed> for Supervisor {
     type Result = ();
-    fn handle(&mut self, msg: SaveNamed, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: SaveNamed, ctx: &mut Context<Self>) {
+        if self.opts.store.shared().is_some() {
+            self.named.insert(msg.name.clone(), msg.activated);
+            self.share_activations(msg.name, ctx);
+            return;
+        }
         if self.named.get(&msg.name) != Some(&msg.activated) {
             self.named.insert(msg.name, msg.activated);
             self.save_named();
+        }
+    }
+}
+
+/// Read the API token records from the shared store again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RefreshTokens;
+
+impl Handler<RefreshTokens> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+    /// Answered once the records read are in force.
+    fn handle(&mut self, _: RefreshTokens, _: &mut Context<Self>) -> Self::Result {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return Box::pin(actix::fut::ready(()));
+        };
+        Box::pin(
+            async move { shared.tokens_get().await }
+                .into_actor(self)
+                .map(|got, act, _| act.apply_shared_tokens(got)),
+        )
+    }
+}
+
+/// Profiles whose changes the shared store could not take: written when
+/// it is back.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ProfilesUnsynced(Vec<String>);
+
+impl Handler<ProfilesUnsynced> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ProfilesUnsynced, _: &mut Context<Self>) {
+        self.unsynced.profiles.extend(msg.0);
+    }
+}
+
+/// An HTTP session got its `Mcp-Session-Id`: with the shared store, its
+/// activations are kept there under it, and `evoctl --session ID` finds it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ShareSession {
+    pub session: Addr<Session>,
+    pub name: String,
+}
+
+impl Handler<ShareSession> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ShareSession, _: &mut Context<Self>) {
+        if let Some(e) = self.sessions.values_mut().find(|e| e.addr == msg.session) {
+            e.name = Some(msg.name.clone());
+            msg.session.do_send(session::ShareAs { name: msg.name });
         }
     }
 }
@@ -965,8 +1332,18 @@ pub struct CheckApproval {
 }
 
 impl Handler<CheckApproval> for Supervisor {
-    type Result = MessageResult<CheckApproval>;
+    type Result = ResponseFuture<crate::approvals::Gate>;
     fn handle(&mut self, msg: CheckApproval, _: &mut Context<Self>) -> Self::Result {
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            return Box::pin(async move {
+                let gate = shared
+                    .approval_check(&msg.tool, msg.key, msg.identity.as_deref(), &msg.preview)
+                    .await
+                    .unwrap_or_else(|e| crate::approvals::Gate::Unavailable(e.to_string()));
+                log_held(&msg, &gate);
+                gate
+            });
+        }
         let gate = self.approvals.check(
             &msg.tool,
             msg.key,
@@ -974,11 +1351,16 @@ impl Handler<CheckApproval> for Supervisor {
             &msg.preview,
             Instant::now(),
         );
-        crate::console::events::changed(crate::console::events::Topic::Approvals);
-        if let crate::approvals::Gate::Pending(id) = &gate {
-            tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
-        }
-        MessageResult(gate)
+        log_held(&msg, &gate);
+        Box::pin(std::future::ready(gate))
+    }
+}
+
+/// Logs a held call and tells open consoles the approvals changed.
+fn log_held(msg: &CheckApproval, gate: &crate::approvals::Gate) {
+    crate::console::events::changed(crate::console::events::Topic::Approvals);
+    if let crate::approvals::Gate::Pending(id) = gate {
+        tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }
 }
 

@@ -30,6 +30,41 @@ impl ResolvedSession {
 }
 
 impl Supervisor {
+    /// What `token create` refuses: a role permissions.yml lacks, an
+    /// unknown profile.
+    fn token_checks(&self, role: &Option<String>, profile: &Option<String>) -> Option<CtlReply> {
+        if let Some(r) = role
+            && !self.permissions.defines_role(r)
+        {
+            let known: Vec<&str> = self
+                .permissions
+                .active_role()
+                .into_iter()
+                .chain(self.permissions.other_roles())
+                .collect();
+            return Some(CtlReply::error(
+                ErrorKind::InvalidRequest,
+                if known.is_empty() {
+                    format!("role '{r}' is not defined: permissions.yml has no `roles`")
+                } else {
+                    format!(
+                        "role '{r}' is not defined in permissions.yml (its roles: {})",
+                        known.join(", ")
+                    )
+                },
+            ));
+        }
+        if let Some(p) = profile
+            && self.profiles.get(p).is_none()
+        {
+            return Some(CtlReply::error(
+                ErrorKind::InvalidRequest,
+                self.profiles.unknown(p),
+            ));
+        }
+        None
+    }
+
     /// `evoctl token create`: a new token, recorded (its hash) in the
     /// tokens file before it is shown.
     fn create_token(
@@ -44,31 +79,8 @@ impl Supervisor {
                 format!("{e}; fix the tokens file first"),
             );
         }
-        if let Some(r) = &role
-            && !self.permissions.defines_role(r)
-        {
-            let known: Vec<&str> = self
-                .permissions
-                .active_role()
-                .into_iter()
-                .chain(self.permissions.other_roles())
-                .collect();
-            return CtlReply::error(
-                ErrorKind::InvalidRequest,
-                if known.is_empty() {
-                    format!("role '{r}' is not defined: permissions.yml has no `roles`")
-                } else {
-                    format!(
-                        "role '{r}' is not defined in permissions.yml (its roles: {})",
-                        known.join(", ")
-                    )
-                },
-            );
-        }
-        if let Some(p) = &profile
-            && self.profiles.get(p).is_none()
-        {
-            return CtlReply::error(ErrorKind::InvalidRequest, self.profiles.unknown(p));
+        if let Some(refused) = self.token_checks(&role, &profile) {
+            return refused;
         }
         let mut table = (*self.tokens).clone();
         let created = crate::tokens::rfc3339(SystemTime::now());
@@ -102,6 +114,96 @@ impl Supervisor {
             } => self.create_token(&name, role, profile),
             CtlRequest::TokenRevoke { name } => self.revoke_token(&name),
             _ => self.list_tokens(),
+        }
+    }
+
+    /// `evoctl token create|revoke` with the shared store: the record is
+    /// added (unless one of that name exists on any instance) or removed in
+    /// Redis, every instance re-reads the records.
+    fn shared_token_request(&mut self, req: CtlRequest) -> ResponseFuture<CtlReply> {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return Box::pin(std::future::ready(self.token_request(req)));
+        };
+        let me = self.me.clone();
+        // In force here before the answer, as with the file.
+        let refresh = move || {
+            let me = me.clone();
+            async move {
+                if let Some(me) = me {
+                    let _ = me.send(super::RefreshTokens).await;
+                }
+            }
+        };
+        match req {
+            CtlRequest::TokenCreate {
+                name,
+                role,
+                profile,
+            } => {
+                // The checks and the token of the file path, on a scratch
+                // table: the store decides whether the name is free.
+                let mut scratch = crate::tokens::TokenTable::default();
+                if let Some(refused) = self.token_checks(&role, &profile) {
+                    return Box::pin(std::future::ready(refused));
+                }
+                let created = crate::tokens::rfc3339(SystemTime::now());
+                let token =
+                    match scratch.create(&name, role.clone(), profile.clone(), created.clone()) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            return Box::pin(std::future::ready(CtlReply::error(
+                                ErrorKind::InvalidRequest,
+                                e,
+                            )));
+                        }
+                    };
+                let record = scratch.record(&name).unwrap_or_default();
+                Box::pin(async move {
+                    match shared.token_add(&name, &record).await {
+                        Ok(true) => {
+                            shared.publish(crate::store::Event::Tokens).await;
+                            refresh().await;
+                            tracing::info!(token = %name, role = ?role, profile = ?profile, "API token created (in the shared store)");
+                            CtlReply::data(Reply::TokenCreated(ctl::TokenCreated {
+                                name,
+                                token,
+                                role,
+                                profile,
+                                created,
+                                file: format!("{} (shared store)", shared.shown()),
+                            }))
+                        }
+                        Ok(false) => CtlReply::error(
+                            ErrorKind::InvalidRequest,
+                            format!(
+                                "a token named '{name}' exists; revoke it first (`evoctl token revoke {name}`) or choose another name"
+                            ),
+                        ),
+                        Err(e) => CtlReply::error(ErrorKind::Internal, e.to_string()),
+                    }
+                })
+            }
+            CtlRequest::TokenRevoke { name } => Box::pin(async move {
+                match shared.token_remove(&name).await {
+                    Ok(true) => {
+                        shared.publish(crate::store::Event::Tokens).await;
+                        refresh().await;
+                        tracing::info!(token = %name, "API token revoked (in the shared store)");
+                        CtlReply::data(Reply::Action(ctl::ActionReport {
+                            message: format!(
+                                "token '{name}' revoked: every instance refuses it from the next request on, and its sessions end"
+                            ),
+                            ..Default::default()
+                        }))
+                    }
+                    Ok(false) => CtlReply::error(
+                        ErrorKind::NotFound,
+                        format!("no token named '{name}'; `evoctl token list` shows them"),
+                    ),
+                    Err(e) => CtlReply::error(ErrorKind::Internal, e.to_string()),
+                }
+            }),
+            other => Box::pin(std::future::ready(self.token_request(other))),
         }
     }
 
@@ -185,26 +287,83 @@ impl Supervisor {
         }
     }
 
-    fn decide(&mut self, id: &str, approve: bool) -> CtlReply {
-        crate::console::events::changed(crate::console::events::Topic::Approvals);
-        match self.approvals.decide(id, approve, Instant::now()) {
-            Ok(a) => {
+    /// `evoctl approve|deny ID`: in the book, or in the shared store
+    /// (where any instance's held call can be decided).
+    fn decide(&mut self, id: String, approve: bool) -> ResponseFuture<CtlReply> {
+        let shown = id.clone();
+        let answer = move |decided: Result<String, String>| match decided {
+            Ok(tool) => {
                 let verb = if approve { "approved" } else { "denied" };
-                tracing::info!(id = %a.id, tool = %a.tool, "held call {verb} by a person");
+                let id = &shown;
+                tracing::info!(id = %id, tool = %tool, "held call {verb} by a person");
                 CtlReply::data(Reply::Action(ctl::ActionReport {
                     message: if approve {
                         format!(
-                            "{id} approved: the identical call to {} passes once within 5 minutes",
-                            a.tool
+                            "{id} approved: the identical call to {tool} passes once within 5 minutes"
                         )
                     } else {
-                        format!("{id} denied: the identical call to {} is refused", a.tool)
+                        format!("{id} denied: the identical call to {tool} is refused")
                     },
                     ..Default::default()
                 }))
             }
             Err(e) => CtlReply::error(ErrorKind::NotFound, e),
+        };
+        let approvals_changed =
+            || crate::console::events::changed(crate::console::events::Topic::Approvals);
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            return Box::pin(async move {
+                let decided = shared.approval_decide(&id, approve).await;
+                if decided.is_ok() {
+                    shared
+                        .publish(crate::store::Event::Approval { id: id.clone() })
+                        .await;
+                }
+                approvals_changed();
+                answer(decided)
+            });
         }
+        let decided = self
+            .approvals
+            .decide(&id, approve, Instant::now())
+            .map(|a| a.tool);
+        approvals_changed();
+        Box::pin(std::future::ready(answer(decided)))
+    }
+
+    /// `evoctl approvals`: the held calls of this instance, or of every
+    /// instance (from the shared store).
+    fn pending_approvals(&mut self) -> ResponseFuture<CtlReply> {
+        let row = |a: crate::approvals::Approval, age_s: u64| ctl::PendingApproval {
+            age_s,
+            id: a.id,
+            tool: a.tool,
+            arguments: a.preview,
+            identity: Some(a.identity.unwrap_or_else(|| ctl::LOCAL_IDENTITY.into())),
+        };
+        if let Some(shared) = self.opts.store.shared().cloned() {
+            return Box::pin(async move {
+                match shared.approvals_pending().await {
+                    Ok(list) => CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
+                        approvals: list.into_iter().map(|(a, age)| row(a, age)).collect(),
+                    })),
+                    Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e.to_string()),
+                }
+            });
+        }
+        let now = Instant::now();
+        let approvals = self
+            .approvals
+            .pending(now)
+            .into_iter()
+            .map(|a| {
+                let age = now.duration_since(a.since).as_secs();
+                row(a, age)
+            })
+            .collect();
+        Box::pin(std::future::ready(CtlReply::data(Reply::Approvals(
+            ctl::ApprovalsReport { approvals },
+        ))))
     }
 
     /// Resolves `--session` (an id or a name), else the most recently active
@@ -501,6 +660,7 @@ impl Supervisor {
             .collect();
         let http = self.front.as_ref().map(crate::http::Front::status);
         let search = search_status(&self.semantic.load());
+        let store = self.opts.store.status();
         // A file that did not load has its error, not the warnings of the
         // text it replaced.
         let config_status = ctl::FileStatus {
@@ -600,6 +760,7 @@ impl Supervisor {
                 integrity,
                 quarantined,
                 hot,
+                store,
                 profiles,
                 http,
                 search,
@@ -633,10 +794,19 @@ impl Supervisor {
             .map(|t| snapshot.get(&t).map_or(t, |e| e.name.clone()))
             .collect();
         let resolve = self.resolve_session(session.as_deref());
+        let shared = self.opts.store.shared().cloned();
         Box::pin(async move {
             let target = match resolve.await {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => match (shared, session) {
+                    // Not held here: maybe by another instance.
+                    (Some(shared), Some(name)) => {
+                        return remote_set_active(&shared, &name, &tools, active)
+                            .await
+                            .unwrap_or(e);
+                    }
+                    _ => return e,
+                },
             };
             match target
                 .addr
@@ -918,26 +1088,9 @@ impl Handler<Ctl> for Supervisor {
                     ..Default::default()
                 })))
             }
-            CtlRequest::Approve { id } => ready(self.decide(&id, true)),
-            CtlRequest::Deny { id } => ready(self.decide(&id, false)),
-            CtlRequest::Approvals => {
-                let now = Instant::now();
-                let approvals = self
-                    .approvals
-                    .pending(now)
-                    .into_iter()
-                    .map(|a| ctl::PendingApproval {
-                        age_s: now.duration_since(a.since).as_secs(),
-                        id: a.id,
-                        tool: a.tool,
-                        arguments: a.preview,
-                        identity: Some(a.identity.unwrap_or_else(|| ctl::LOCAL_IDENTITY.into())),
-                    })
-                    .collect();
-                ready(CtlReply::data(Reply::Approvals(ctl::ApprovalsReport {
-                    approvals,
-                })))
-            }
+            CtlRequest::Approve { id } => self.decide(id, true),
+            CtlRequest::Deny { id } => self.decide(id, false),
+            CtlRequest::Approvals => self.pending_approvals(),
             CtlRequest::Reload => {
                 self.reload_tokens();
                 let reply = match self.reload() {
@@ -955,7 +1108,13 @@ impl Handler<Ctl> for Supervisor {
             }
             req @ (CtlRequest::TokenCreate { .. }
             | CtlRequest::TokenList
-            | CtlRequest::TokenRevoke { .. }) => ready(self.token_request(req)),
+            | CtlRequest::TokenRevoke { .. }) => {
+                if self.opts.store.shared().is_some() {
+                    self.shared_token_request(req)
+                } else {
+                    ready(self.token_request(req))
+                }
+            }
             CtlRequest::Ui => ready(self.ui()),
             CtlRequest::Login { server, wait } => self.login(server, wait),
             CtlRequest::Logout { server } => self.logout(server),
@@ -1092,6 +1251,44 @@ impl Supervisor {
 }
 
 /// `status`'s `search`: the stages in force and the model's progress.
+/// `evoctl activate|deactivate --session NAME` for a session another
+/// instance holds: its activations change in the shared store and the
+/// instance holding it hears of it (the client's list_changed goes out
+/// from there). `None`: the store does not know the session either.
+async fn remote_set_active(
+    shared: &crate::store::Shared,
+    name: &str,
+    tools: &[String],
+    active: bool,
+) -> Option<CtlReply> {
+    match shared.session_known(name).await {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            return Some(CtlReply::error(
+                ErrorKind::UnknownSession,
+                format!("no live session '{name}' here, and {e}"),
+            ));
+        }
+    }
+    Some(match shared.activations_change(name, tools, active).await {
+        Ok((changed, after)) => {
+            shared
+                .publish(crate::store::Event::Activations {
+                    name: name.to_string(),
+                })
+                .await;
+            CtlReply::data(Reply::Activation(ctl::ActivationReport {
+                session: name.to_string(),
+                session_name: Some(name.to_string()),
+                changed,
+                activated: after.into_iter().collect(),
+            }))
+        }
+        Err(e) => CtlReply::error(ErrorKind::InvalidRequest, e.to_string()),
+    })
+}
+
 fn search_status(view: &crate::embedder::SemanticView) -> ctl::SearchStatus {
     use crate::embedder::StageState;
     let (state, embedded, tools, error) = match &view.state {

@@ -24,6 +24,7 @@ mod permissions;
 mod profiles;
 mod reference;
 mod reload;
+mod scaleout;
 mod semantic;
 mod starting;
 mod stopping;

@@ -1,0 +1,177 @@
+"""The official Python SDK's Streamable HTTP client against two evod instances sharing a real
+redis-server, through a small round-robin HTTP proxy (each request goes to the next instance,
+as a load balancer without sticky sessions sends them): the session opened on one instance goes
+on on the other. Skipped without redis-server on PATH.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from harness import _stop_process, clean_env, evod_bin, fixture_bin, free_port, make_tmp, tail
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from test_discovery import text
+from test_interop import unwrapped
+
+TIMEOUT_S = 60.0
+
+pytestmark = pytest.mark.anyio
+
+
+class RoundRobin:
+    """An HTTP/1.1 proxy sending each request to the next backend, streaming answers back."""
+
+    def __init__(self, backends: list[int]) -> None:
+        self.backends = backends
+        self.turn = 0
+        self.served: list[int] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def forward(self) -> None:
+                with proxy.lock:
+                    port = proxy.backends[proxy.turn % len(proxy.backends)]
+                    proxy.turn += 1
+                    proxy.served.append(port)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                up = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                up.request(self.command, self.path, body=body, headers=headers)
+                r = up.getresponse()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                while True:
+                    chunk = r.read1(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+                up.close()
+
+            do_GET = do_POST = do_DELETE = forward  # noqa: N815 (http.server's names)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.port = free_port()
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", ""],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True).stdout.strip() != "PONG":
+        assert time.monotonic() < deadline, "redis-server did not start"
+        time.sleep(0.05)
+    return proc, port
+
+
+def start_evod(tmp: Path, redis_port: int) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    config = {
+        "mcpServers": {"fx": {"command": fixture_bin()}},
+        "serve": {"http": {"listen": f"127.0.0.1:{port}"}},
+        "store": {"redis_url": f"redis://127.0.0.1:{redis_port}"},
+    }
+    (tmp / "mcp.config.json").write_text(json.dumps(config))
+    log = (tmp / "evod.log").open("wb")
+    proc = subprocess.Popen(
+        [evod_bin(), "--config", str(tmp / "mcp.config.json"), "--socket", str(tmp / "evod.sock"),
+         "--cache-dir", str(tmp / "cache")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=clean_env(),
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/readyz")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"evod not ready:\n{tail(tmp / 'evod.log')}"
+        time.sleep(0.05)
+    return proc, port
+
+
+@pytest.fixture(scope="module")
+def balanced() -> Iterator[RoundRobin]:
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("skipped: redis-server / redis-cli not on PATH (apt-get install redis-server)")
+    base = make_tmp()
+    (base / "redis").mkdir()
+    redis, redis_port = start_redis(base / "redis")
+    procs = []
+    ports = []
+    for name in ("a", "b"):
+        (base / name).mkdir()
+        p, port = start_evod(base / name, redis_port)
+        procs.append(p)
+        ports.append(port)
+    proxy = RoundRobin(ports)
+    yield proxy
+    proxy.stop()
+    for p in procs:
+        _stop_process(p, __import__("signal").SIGTERM, 20, group=False)
+    redis.kill()
+    redis.wait()
+
+
+@asynccontextmanager
+async def client(proxy: RoundRobin):  # type: ignore[no-untyped-def]
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=60.0)) as hc,
+        unwrapped(),
+        Client(streamable_http_client(f"http://127.0.0.1:{proxy.port}/mcp", http_client=hc), mode="legacy") as c,
+    ):
+        yield c
+
+
+async def test_a_session_is_served_by_both_instances(balanced: RoundRobin) -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        async with client(balanced) as c:
+            before = len(balanced.served)
+            for i in range(10):
+                r = await c.call_tool("fx_add", {"a": i, "b": 1})
+                assert not r.is_error and text(r) == str(i + 1), text(r)
+            tools = {t.name for t in (await c.list_tools()).tools}
+            assert "fx_add" in tools, "the activation made by the calls shows on whichever instance lists"
+            assert set(balanced.served[before:]) == set(balanced.backends), balanced.served

@@ -1,0 +1,201 @@
+//! `evo-bench --scaleout`: several evod instances sharing a real
+//! redis-server. Calls/s with 1, 2 and 3 instances (16 HTTP sessions whose
+//! calls go to the instances in turn), the Redis commands each call costs
+//! (counted by Redis itself, `INFO commandstats`, health pings left out),
+//! and the latency Redis adds to a call that touches it: a call refused by
+//! a person's denial, checked in Redis (one Lua script) on one instance and
+//! in memory on a file-store instance, side by side in alternating rounds.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::http::{ACCEPT, Conn, JSON};
+use crate::scaleout::{APPROVE, Instance, Redis, approval_id, instance, store_of};
+
+fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Commands Redis has run, health checks and this benchmark's own
+/// `INFO` left out.
+fn redis_commands(redis: &Redis) -> u64 {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("ping:") && !l.starts_with("info:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// An initialize-era session over keep-alive connections, one per instance.
+struct Session {
+    id: String,
+    conns: Vec<Conn>,
+    next: u64,
+}
+
+impl Session {
+    fn open(ports: &[u16], first: usize) -> Session {
+        let mut c = Conn::open(ports[first]);
+        let r = c.request(
+            "POST",
+            "/mcp",
+            &[ACCEPT, JSON],
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        let id = r
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_string();
+        let n = c.request(
+            "POST",
+            "/mcp",
+            &[ACCEPT, JSON, ("Mcp-Session-Id", &id)],
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        assert_eq!(n.status, 202);
+        Session {
+            id,
+            conns: ports.iter().map(|&p| Conn::open(p)).collect(),
+            next: 1,
+        }
+    }
+
+    fn call(&mut self, on: usize, tool: &str, args: Value) -> Value {
+        self.next += 1;
+        let body = json!({"jsonrpc": "2.0", "id": self.next, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}});
+        let id = self.id.clone();
+        let r = self.conns[on].request(
+            "POST",
+            "/mcp",
+            &[ACCEPT, JSON, ("Mcp-Session-Id", &id)],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.answer()["result"].clone()
+    }
+}
+
+/// Calls/s of `clients` sessions making `calls` each, round-robin over the
+/// instances; and Redis commands per call.
+fn throughput(instances: &[Instance], redis: &Redis, clients: usize, calls: usize) -> (f64, f64) {
+    let ports: Vec<u16> = instances.iter().map(|i| i.port).collect();
+    let mut sessions: Vec<Session> = (0..clients)
+        .map(|k| Session::open(&ports, k % ports.len()))
+        .collect();
+    // Every instance serves every session once before timing (the move
+    // of a session to an instance is a one-off, not the steady state).
+    for s in &mut sessions {
+        for on in 0..ports.len() {
+            let r = s.call(on, "fx_echo", json!({"text": "warm"}));
+            assert_eq!(r["isError"], false, "{r}");
+        }
+    }
+    let before = redis_commands(redis);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for (k, s) in sessions.iter_mut().enumerate() {
+            let n = ports.len();
+            scope.spawn(move || {
+                for c in 0..calls {
+                    let r = s.call((k + c) % n, "fx_echo", json!({"text": "x"}));
+                    assert_eq!(r["isError"], false, "{r}");
+                }
+            });
+        }
+    });
+    let elapsed = start.elapsed();
+    let ops = redis_commands(redis) - before;
+    let total = (clients * calls) as f64;
+    (total / elapsed.as_secs_f64(), ops as f64 / total)
+}
+
+/// A session's call of `fx_echo` that a person denied, so each repeat is
+/// refused by the approvals check alone (Redis, or the book in memory).
+fn denied(i: &Instance) -> Session {
+    let mut s = Session::open(&[i.port], 0);
+    let held = s.call(0, "fx_echo", json!({"text": "no"}));
+    let id = approval_id(held["content"][0]["text"].as_str().unwrap_or_default());
+    let (code, _, err) = i.d.ctl(&["deny", &id]);
+    assert_eq!(code, 0, "{err}");
+    let r = s.call(0, "fx_echo", json!({"text": "no"}));
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("denied")),
+        "{r}"
+    );
+    s
+}
+
+pub fn scaleout_benchmarks(quick: bool) {
+    let Some(redis) = Redis::start("scaleout bench") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let (clients, calls) = if quick { (8, 100) } else { (16, 400) };
+    println!(
+        "## Scale-out (Redis {}), {clients} HTTP sessions x {calls} calls, round-robin",
+        redis.url()
+    );
+    println!();
+    println!("| instances | calls/s | Redis commands per call |");
+    println!("| --- | --- | --- |");
+    let mut running: Vec<Instance> = Vec::new();
+    for n in 1..=3 {
+        while running.len() < n {
+            running.push(instance(&store, "", &[]));
+        }
+        let (rate, ops) = throughput(&running, &redis, clients, calls);
+        println!("| {n} | {rate:.0} | {ops:.3} |");
+    }
+    drop(running);
+    println!();
+    // The latency Redis adds: the same refused call, checked in Redis and
+    // in memory, alternating rounds.
+    let (rounds, per) = if quick { (10, 50) } else { (30, 100) };
+    let shared = instance(&store, APPROVE, &[]);
+    let files = instance(&json!({}), APPROVE, &[]);
+    let mut on_redis = denied(&shared);
+    let mut in_memory = denied(&files);
+    let (mut r, mut m) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (s, out) in [(&mut on_redis, &mut r), (&mut in_memory, &mut m)] {
+            for _ in 0..per {
+                let t = Instant::now();
+                let _ = s.call(0, "fx_echo", json!({"text": "no"}));
+                out.push(t.elapsed());
+            }
+        }
+    }
+    let (rm, mm) = (median(&mut r), median(&mut m));
+    println!("| approvals check of a call | median µs | p90 µs |");
+    println!("| --- | --- | --- |");
+    let p90 = |v: &[Duration]| v[v.len() * 9 / 10];
+    println!(
+        "| in Redis (one Lua script) | {} | {} |",
+        us(rm),
+        us(p90(&r))
+    );
+    println!("| in memory (file store) | {} | {} |", us(mm), us(p90(&m)));
+    println!("| added by Redis | {} | |", us(rm.saturating_sub(mm)));
+}

@@ -1,0 +1,1348 @@
+//! Scale-out: several evod instances sharing state through a real
+//! `redis-server` (started here on a free loopback port with its own data
+//! directory, killed at the end). Without redis-server on PATH each test
+//! says "skipped".
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::http::{HttpMcp, free_port, request, wait_http};
+
+/// A redis-server of this test's own.
+pub struct Redis {
+    pub port: u16,
+    pub dir: TempDir,
+    pub password: Option<String>,
+    /// `rediss://`: the CA that signed its certificate.
+    pub tls_ca: Option<PathBuf>,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+impl Redis {
+    /// A plain redis-server, or `None` (after saying "skipped") without one.
+    pub fn start(test: &str) -> Option<Redis> {
+        Self::start_with(test, None, false)
+    }
+
+    pub fn start_with(test: &str, password: Option<&str>, tls: bool) -> Option<Redis> {
+        if !have("redis-server") || !have("redis-cli") {
+            skipped(&format!(
+                "{test}: redis-server / redis-cli not on PATH (apt-get install redis-server)"
+            ));
+            return None;
+        }
+        if tls && !have("openssl") {
+            skipped(&format!(
+                "{test}: openssl not on PATH (to make a throwaway CA)"
+            ));
+            return None;
+        }
+        let dir = TempDir::new("redis");
+        let port = free_port();
+        let mut args: Vec<String> = vec![
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            dir.path().display().to_string(),
+            "--save".into(),
+            String::new(),
+            // Durable across a restart of Redis itself (the fault tests).
+            "--appendonly".into(),
+            "yes".into(),
+            "--appendfsync".into(),
+            "always".into(),
+            "--daemonize".into(),
+            "no".into(),
+        ];
+        if let Some(p) = password {
+            args.extend(["--requirepass".into(), p.into()]);
+        }
+        let mut tls_ca = None;
+        if tls {
+            let ca = make_certs(dir.path());
+            args.extend([
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string(),
+                "--tls-cert-file".into(),
+                dir.path().join("server.crt").display().to_string(),
+                "--tls-key-file".into(),
+                dir.path().join("server.key").display().to_string(),
+                "--tls-ca-cert-file".into(),
+                ca.display().to_string(),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ]);
+            tls_ca = Some(ca);
+        } else {
+            args.extend(["--port".into(), port.to_string()]);
+        }
+        let mut r = Redis {
+            port,
+            dir,
+            password: password.map(str::to_owned),
+            tls_ca,
+            args,
+            child: None,
+        };
+        r.spawn();
+        Some(r)
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("redis.log")).unwrap();
+        self.child = Some(
+            Command::new("redis-server")
+                .args(&self.args)
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server"),
+        );
+        eventually(
+            "redis-server to answer PING",
+            Duration::from_secs(10),
+            || self.cli(&["PING"]).trim() == "PONG",
+        );
+    }
+
+    /// `redis://127.0.0.1:PORT` (with the password, `rediss` with TLS).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_ca.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        match &self.password {
+            Some(p) => format!("{scheme}://:{p}@127.0.0.1:{}", self.port),
+            None => format!("{scheme}://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// `redis-cli` against it: its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("redis-cli");
+        cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
+        if let Some(p) = &self.password {
+            cmd.args(["-a", p, "--no-auth-warning"]);
+        }
+        if let Some(ca) = &self.tls_ca {
+            cmd.arg("--tls").arg("--cacert").arg(ca);
+        }
+        cmd.args(args);
+        cmd.output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Every key and its value (strings, hashes, lists, sets), as text.
+    pub fn dump(&self) -> String {
+        let mut all = String::new();
+        for key in self.cli(&["--scan"]).lines() {
+            let kind = self.cli(&["TYPE", key]);
+            let value = match kind.trim() {
+                "string" => self.cli(&["GET", key]),
+                "hash" => self.cli(&["HGETALL", key]),
+                "set" => self.cli(&["SMEMBERS", key]),
+                "list" => self.cli(&["LRANGE", key, "0", "-1"]),
+                "zset" => self.cli(&["ZRANGE", key, "0", "-1"]),
+                other => format!("({other})"),
+            };
+            all.push_str(&format!("{key} = {value}\n"));
+        }
+        all
+    }
+
+    /// SIGKILL (no goodbye to clients).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Started again on the same port and data.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A throwaway CA and a server certificate for 127.0.0.1 signed by it, in
+/// `dir`; returns the CA's path.
+fn make_certs(dir: &std::path::Path) -> PathBuf {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=evo test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.crt",
+    ]);
+    dir.join("ca.crt")
+}
+
+/// One evod instance of a group: its own socket, cache and HTTP port.
+pub struct Instance {
+    pub d: Daemon,
+    pub port: u16,
+}
+
+/// The config every instance runs: the fixture server, HTTP on `port`,
+/// the shared store.
+pub fn instance_config(port: u16, store: &Value) -> Value {
+    json!({
+        "mcpServers": {"fx": fixture_server(&[])},
+        "serve": {"http": {"listen": format!("127.0.0.1:{port}")}},
+        "store": store,
+    })
+}
+
+/// Starts an instance on `store` (with `perms` as its permissions file),
+/// its fixture server's tools listed (live, or from the shared cache).
+pub fn instance(store: &Value, perms: &str, env: &[(&str, &str)]) -> Instance {
+    let i = instance_of(&|port| instance_config(port, store), perms, env);
+    listed(&i);
+    i
+}
+
+fn listed(i: &Instance) {
+    i.d.wait_status("fx listed", |s| {
+        server(s, "fx").is_some_and(|v| v["tools"].as_u64() > Some(0))
+    });
+}
+
+/// Starts an instance of the config `config(port)` makes.
+pub fn instance_of(config: &dyn Fn(u16) -> Value, perms: &str, env: &[(&str, &str)]) -> Instance {
+    let port = free_port();
+    let dir = TempDir::new("inst");
+    let cfg = dir.path().join("mcp.config.json");
+    std::fs::write(&cfg, serde_json::to_vec_pretty(&config(port)).unwrap()).unwrap();
+    if !perms.is_empty() {
+        std::fs::write(dir.path().join("permissions.yml"), perms).unwrap();
+    }
+    let d = Daemon::start_raw(dir, cfg, &[], env);
+    wait_http(&d, port);
+    Instance { d, port }
+}
+
+pub fn store_of(r: &Redis) -> Value {
+    let mut s = json!({"redis_url": r.url(), "prefix": "evo:"});
+    if let Some(ca) = &r.tls_ca {
+        s["tls_ca"] = json!(ca.display().to_string());
+    }
+    s
+}
+
+fn readyz(port: u16) -> (u16, String) {
+    let r = request(port, "GET", "/readyz", &[], b"");
+    (r.status, r.text())
+}
+
+fn store_status(i: &Instance) -> Value {
+    i.d.ctl_json(&["status"])["store"].clone()
+}
+
+/// The id in "run `evoctl approve ID`".
+pub fn approval_id(text: &str) -> String {
+    let rest = text
+        .split("evoctl approve ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("an approval id in {text}"));
+    rest.split('`').next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn without_a_redis_url_the_store_is_files() {
+    let i = instance(&json!({}), "", &[]);
+    let s = store_status(&i);
+    assert_eq!(s["kind"], "file", "{s}");
+    assert_eq!(s["ok"], true, "{s}");
+    assert_eq!(readyz(i.port).0, 200);
+}
+
+#[test]
+fn redis_unreachable_at_start_serves_says_so_and_catches_up() {
+    // A port nobody listens on yet; Redis comes up there later.
+    let Some(mut redis) = Redis::start("redis_unreachable_at_start") else {
+        return;
+    };
+    redis.kill();
+    let i = instance(&store_of(&redis), "", &[]);
+    // It serves: calls to children work.
+    let mut c = HttpMcp::initialize(i.port, None);
+    let r = c.call("fx_echo", json!({"text": "hi"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let (code, body) = readyz(i.port);
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("Redis") && body.contains(&redis.port.to_string()),
+        "{body}"
+    );
+    eventually(
+        "status to name the unreachable Redis",
+        Duration::from_secs(10),
+        || {
+            store_status(&i)["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("unreachable"))
+        },
+    );
+    let s = store_status(&i);
+    assert_eq!(
+        (s["kind"].as_str(), s["ok"].as_bool()),
+        (Some("redis"), Some(false)),
+        "{s}"
+    );
+    assert!(
+        i.d.log_text().contains("shared store unavailable"),
+        "{}",
+        i.d.log_text()
+    );
+    let (_, human, _) = i.d.ctl(&["status"]);
+    assert!(
+        human.contains("store: redis") && human.contains("UNAVAILABLE"),
+        "{human}"
+    );
+    redis.restart();
+    eventually(
+        "readyz to turn 200 once Redis is up",
+        Duration::from_secs(15),
+        || readyz(i.port).0 == 200,
+    );
+    assert_eq!(store_status(&i)["ok"], true);
+}
+
+#[test]
+fn a_wrong_password_is_a_clear_error_and_the_right_one_works() {
+    let Some(redis) = Redis::start_with("redis_password", Some("s3cret-pw"), false) else {
+        return;
+    };
+    let wrong = json!({"redis_url": format!("redis://:nope@127.0.0.1:{}", redis.port)});
+    let i = instance(&wrong, "", &[]);
+    eventually("the refusal to show", Duration::from_secs(10), || {
+        store_status(&i)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("password"))
+    });
+    let (code, body) = readyz(i.port);
+    assert_eq!(code, 503);
+    assert!(body.contains("password"), "{body}");
+    assert!(
+        !body.contains("nope"),
+        "the password is never shown: {body}"
+    );
+    assert!(!i.d.log_text().contains("nope"), "nor logged");
+    let right = instance(&store_of(&redis), "", &[]);
+    eventually("the store to be reachable", Duration::from_secs(10), || {
+        store_status(&right)["ok"] == true
+    });
+    assert!(
+        store_status(&right)["url"]
+            .as_str()
+            .is_some_and(|u| u.contains("***") && !u.contains("s3cret"))
+    );
+}
+
+#[test]
+fn rediss_with_a_private_ca_works() {
+    let Some(redis) = Redis::start_with("rediss", None, true) else {
+        return;
+    };
+    let i = instance(&store_of(&redis), "", &[]);
+    eventually(
+        "the TLS store to be reachable",
+        Duration::from_secs(10),
+        || store_status(&i)["ok"] == true,
+    );
+    assert_eq!(readyz(i.port).0, 200);
+}
+
+pub const APPROVE: &str = "rules:\n  fx_echo: require_approval\n";
+
+#[test]
+fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
+    let Some(redis) = Redis::start("approvals") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, APPROVE, &[]);
+    let b = instance(&store, APPROVE, &[]);
+    let mut ca = a.d.legacy_session();
+    let mut cb = b.d.legacy_session();
+    let (text, e) = ca.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(e, "{text}");
+    let id = approval_id(&text);
+    // B lists it and approves it.
+    let listed = b.d.ctl_json(&["approvals"]);
+    assert!(
+        listed["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["id"] == id.as_str()),
+        "{listed}"
+    );
+    let (code, out, err) = b.d.ctl(&["approve", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Decided approvals survive any instance's restart.
+    let mut a = a;
+    a.d.stop();
+    a.d.spawn(&[], &[]);
+    wait_http(&a.d, a.port);
+    let mut ca = a.d.legacy_session();
+    // Consumed by the first matching call, on either instance.
+    let (text, e) = cb.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(!e, "approved on B, passes on B: {text}");
+    let (text, e) = ca.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(e && text.contains("evoctl approve"), "used up: {text}");
+    let (code, _, err) = a.d.ctl(&["approve", &id]);
+    assert_eq!(code, 1, "already used: {err}");
+    // The race: the same call on A and B at the same moment, many times.
+    let mut pending = approval_id(&text);
+    for round in 0..25 {
+        let (code, out, err) = if round % 2 == 0 {
+            a.d.ctl(&["approve", &pending])
+        } else {
+            b.d.ctl(&["approve", &pending])
+        };
+        assert_eq!(code, 0, "round {round}: {out}{err}");
+        let barrier = std::sync::Barrier::new(2);
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| {
+                barrier.wait();
+                ca.call_text("fx_echo", json!({"text": "ship it"}))
+            });
+            let tb = s.spawn(|| {
+                barrier.wait();
+                cb.call_text("fx_echo", json!({"text": "ship it"}))
+            });
+            (ta.join().unwrap(), tb.join().unwrap())
+        });
+        let passed = [&ra, &rb].iter().filter(|(_, e)| !*e).count();
+        assert_eq!(
+            passed, 1,
+            "round {round}: exactly one consumption: {ra:?} {rb:?}"
+        );
+        let held = if ra.1 { &ra.0 } else { &rb.0 };
+        pending = approval_id(held);
+    }
+    // A denial on A refuses on B.
+    let (code, _, _) = a.d.ctl(&["deny", &pending]);
+    assert_eq!(code, 0);
+    let (text, e) = cb.call_text("fx_echo", json!({"text": "ship it"}));
+    assert!(e && text.contains("denied"), "{text}");
+}
+
+/// A client of one initialize-era session whose requests go to the
+/// instances in turn (a round-robin load balancer, test-side).
+struct RoundRobin {
+    ports: Vec<u16>,
+    turn: usize,
+    c: HttpMcp,
+}
+
+impl RoundRobin {
+    fn new(ports: &[u16]) -> RoundRobin {
+        RoundRobin {
+            ports: ports.to_vec(),
+            turn: 1,
+            c: HttpMcp::initialize(ports[0], None),
+        }
+    }
+
+    /// The next instance serves the next request.
+    fn next(&mut self) -> &mut HttpMcp {
+        self.c.port = self.ports[self.turn % self.ports.len()];
+        self.turn += 1;
+        &mut self.c
+    }
+}
+
+#[test]
+fn a_session_opened_on_a_goes_on_on_b() {
+    let Some(redis) = Redis::start("http_sessions") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let mut rr = RoundRobin::new(&[a.port, b.port]);
+    let id = rr.c.session.clone().unwrap();
+    for i in 0..10 {
+        let c = rr.next();
+        let r = c.call("fx_echo", json!({"text": format!("n{i}")}));
+        assert_eq!(r["isError"], false, "request {i} on port {}: {r}", c.port);
+        assert_eq!(crate::http::result_text(&r), format!("n{i}"));
+        let tools = rr.next().tools();
+        assert!(tools.iter().any(|t| t == "discover_tools"), "{tools:?}");
+    }
+    // Both instances list it now.
+    for i in [&a, &b] {
+        let s = i.d.ctl_json(&["sessions"]);
+        assert!(
+            s["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["io"] == "http"),
+            "{s}"
+        );
+    }
+    // The record in Redis holds no secret and names the session.
+    assert!(
+        redis
+            .cli(&["EXISTS", &format!("evo:http:session:{id}")])
+            .trim()
+            == "1"
+    );
+    // Ended on B: gone on A too.
+    rr.c.port = b.port;
+    let r = request(
+        b.port,
+        "DELETE",
+        "/mcp",
+        &[("Mcp-Session-Id", id.as_str())],
+        b"",
+    );
+    assert!(
+        r.status == 204 || r.status == 202,
+        "{} {}",
+        r.status,
+        r.text()
+    );
+    eventually("A to forget the session", Duration::from_secs(5), || {
+        rr.c.port = a.port;
+        rr.c.call_method("tools/list", json!({})).status == 404
+    });
+    assert_eq!(
+        redis
+            .cli(&["EXISTS", &format!("evo:http:session:{id}")])
+            .trim(),
+        "0"
+    );
+}
+
+#[test]
+fn an_instance_killed_mid_session_leaves_it_to_the_others() {
+    let Some(redis) = Redis::start("instance_killed") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let mut a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let mut c = HttpMcp::initialize(a.port, None);
+    assert_eq!(c.call("fx_echo", json!({"text": "on a"}))["isError"], false);
+    // SIGKILL: no goodbye.
+    if let Some(mut child) = a.d.child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    c.port = b.port;
+    let r = c.call("fx_echo", json!({"text": "on b"}));
+    assert_eq!(crate::http::result_text(&r), "on b", "{r}");
+    drop(a);
+}
+
+/// An initialize-era session's standalone SSE stream (GET), read as it
+/// comes.
+struct EventStream {
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl EventStream {
+    fn open(port: u16, session: &str) -> EventStream {
+        use std::io::{BufRead, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        write!(
+            s,
+            "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::new(s);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.contains(" 200 "), "GET stream: {status}");
+        EventStream { reader }
+    }
+
+    /// Waits for a `data:` line naming `method`.
+    fn wait_for(&mut self, method: &str) -> bool {
+        use std::io::BufRead;
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut line = String::new();
+        while std::time::Instant::now() < deadline {
+            line.clear();
+            match self.reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return false,
+                Ok(_) if line.contains(method) => return true,
+                Ok(_) => {}
+            }
+        }
+        false
+    }
+}
+
+#[test]
+fn activations_follow_the_session_across_instances() {
+    let Some(redis) = Redis::start("activations") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let mut c = HttpMcp::initialize(a.port, None);
+    let id = c.session.clone().unwrap();
+    assert!(!c.tools().contains(&"fx_add".to_string()));
+    // Activated on A by the agent (an exact-name call), listed on B.
+    assert_eq!(c.call("fx_add", json!({"a": 1, "b": 2}))["isError"], false);
+    c.port = b.port;
+    eventually("B to list the activation", Duration::from_secs(5), || {
+        c.tools().contains(&"fx_add".to_string())
+    });
+    // The client's stream is held by B; a person activates through A's
+    // socket: the list_changed goes out from B.
+    let mut stream = EventStream::open(b.port, &id);
+    let (code, out, err) = a.d.ctl(&["activate", "--session", &id, "fx_echo"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        stream.wait_for("notifications/tools/list_changed"),
+        "list_changed on B's stream"
+    );
+    assert!(c.tools().contains(&"fx_echo".to_string()));
+    // An instance that never held the session reaches it too.
+    let third = instance(&store, "", &[]);
+    let (code, out, err) = third
+        .d
+        .ctl(&["deactivate", "--session", &id, "fx_add", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        stream.wait_for("notifications/tools/list_changed"),
+        "again on B's stream"
+    );
+    c.port = a.port;
+    eventually("A to drop fx_add", Duration::from_secs(5), || {
+        !c.tools().contains(&"fx_add".to_string())
+    });
+    let (code, _, err) = third
+        .d
+        .ctl(&["activate", "--session", "nobody-has-this", "fx_add"]);
+    assert_eq!(code, 1, "{err}");
+    // Named (shim) sessions keep theirs across instances too.
+    let mut s1 = a.d.session(&["--session", "dave"]);
+    s1.initialize();
+    let _ = s1.call("fx_add", json!({"a": 1, "b": 1}));
+    drop(s1);
+    let mut s2 = b.d.session(&["--session", "dave"]);
+    s2.initialize();
+    eventually("dave's activations on B", Duration::from_secs(5), || {
+        s2.tool_names().contains(&"fx_add".to_string())
+    });
+}
+
+#[test]
+fn profile_changes_reach_every_instance() {
+    let Some(redis) = Redis::start("profiles") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let config_with_profile = |port: u16| {
+        let mut c = instance_config(port, &store);
+        c["profiles"] = json!({"coding": ["fx_echo"]});
+        c
+    };
+    let start = |cfg: &dyn Fn(u16) -> Value| {
+        let port = free_port();
+        let dir = TempDir::new("inst");
+        let path = dir.path().join("mcp.config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&cfg(port)).unwrap()).unwrap();
+        let d = Daemon::start_raw(dir, path, &[], &[]);
+        wait_http(&d, port);
+        Instance { d, port }
+    };
+    let a = start(&config_with_profile);
+    let b = start(&config_with_profile);
+    b.d.wait_ready(&["fx"]);
+    let mut s = b.d.session(&["--profile", "coding"]);
+    s.initialize();
+    assert!(!s.tool_names().contains(&"fx_add".to_string()));
+    let seen = s.list_changed_count();
+    let (code, out, err) = a.d.ctl(&["activate", "--profile", "coding", "fx_add"]);
+    assert_eq!(code, 0, "{out}{err}");
+    s.await_list_changed(seen);
+    eventually("B's session to list fx_add", Duration::from_secs(5), || {
+        s.tool_names().contains(&"fx_add".to_string())
+    });
+    // A later instance starts with the change.
+    let late = start(&config_with_profile);
+    eventually(
+        "the late instance to have the change",
+        Duration::from_secs(5),
+        || {
+            late.d.ctl_json(&["profiles"])["profiles"][0]["added"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|t| t == "fx_add"))
+        },
+    );
+}
+
+#[test]
+fn a_later_instance_serves_the_catalog_from_redis_without_starting_children() {
+    let Some(redis) = Redis::start("catalog") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    eventually("A's catalog in Redis", Duration::from_secs(5), || {
+        redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
+    });
+    let b = instance_of(&|port| instance_config(port, &store), "", &[]);
+    let s = b.d.ctl_json(&["status"]);
+    let fx = server(&s, "fx").unwrap();
+    assert_eq!(
+        fx["state"], "idle",
+        "listed from the store, not started: {fx}"
+    );
+    assert_eq!(fx["source"], "cache", "{fx}");
+    assert!(fx["cached_tools"].as_u64() > Some(5), "{fx}");
+    assert!(fx["pid"].is_null(), "no child spawned: {fx}");
+    let mut c = HttpMcp::initialize(b.port, None);
+    assert_eq!(
+        crate::http::result_text(&c.call("fx_echo", json!({"text": "lazy"}))),
+        "lazy"
+    );
+    assert_eq!(
+        server(&b.d.ctl_json(&["status"]), "fx").unwrap()["state"],
+        "ready"
+    );
+    // Another config hash: the stored entry does not apply.
+    let other = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["mcpServers"]["fx"]["env"] = json!({"FX_OTHER": "1"});
+        cfg
+    };
+    let changed = instance_of(&other, "", &[]);
+    let fx = server(&changed.d.ctl_json(&["status"]), "fx")
+        .unwrap()
+        .clone();
+    assert_ne!(fx["source"], "cache", "{fx}");
+    // Older than cache.max_age_hours: listed at once, re-discovered at once.
+    let stale = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["cache"] = json!({"max_age_hours": 0});
+        cfg
+    };
+    let s = instance_of(&stale, "", &[]);
+    s.d.wait_ready(&["fx"]);
+    assert!(
+        s.d.log_text().contains("listed from cache") && s.d.log_text().contains("stale"),
+        "{}",
+        s.d.log_text()
+    );
+    drop(a);
+}
+
+#[test]
+fn no_secret_reaches_redis() {
+    let Some(redis) = Redis::start("secrets") else {
+        return;
+    };
+    const ENV_SECRET: &str = "env-secret-4f9a1c";
+    let store = store_of(&redis);
+    let config = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["mcpServers"]["fx"]["env"] = json!({"FX_API_KEY": ENV_SECRET});
+        cfg["serve"]["http"]["auth"] = json!({"tokens_file": "tokens.json"});
+        cfg
+    };
+    let i = instance_of(&config, APPROVE, &[]);
+    i.d.wait_ready(&["fx"]);
+    let (code, out, err) = i.d.ctl(&["token", "create", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim().to_string();
+    let mut c = HttpMcp::initialize(i.port, Some(&token));
+    assert_eq!(c.call("fx_add", json!({"a": 1, "b": 2}))["isError"], false);
+    let held = c.call("fx_echo", json!({"text": "x"}));
+    let id = approval_id(&crate::http::result_text(&held));
+    assert_eq!(i.d.ctl(&["approve", &id]).0, 0);
+    assert_eq!(c.call("fx_echo", json!({"text": "x"}))["isError"], false);
+    let mut s = i.d.session(&["--session", "named"]);
+    s.initialize();
+    let _ = s.call("fx_add", json!({"a": 1, "b": 1}));
+    eventually("the catalog in Redis", Duration::from_secs(5), || {
+        redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
+    });
+    let dump = redis.dump();
+    assert!(
+        dump.contains("evo:http:session:") && dump.contains("evo:act:"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("token:alice"),
+        "the identity's name is kept: {dump}"
+    );
+    for secret in [ENV_SECRET, token.as_str(), token.trim_start_matches("evo_")] {
+        assert!(!dump.contains(secret), "{secret} reached Redis");
+    }
+}
+
+#[test]
+fn redis_killed_mid_traffic_degrades_clearly_and_catches_up() {
+    let Some(mut redis) = Redis::start("redis_killed") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, APPROVE, &[]);
+    let b = instance(&store, APPROVE, &[]);
+    let mut c = HttpMcp::initialize(a.port, None);
+    let id = c.session.clone().unwrap();
+    // A decided approval, not yet used: it must survive Redis's restart.
+    let held = c.call("fx_echo", json!({"text": "keep"}));
+    let ap = approval_id(&crate::http::result_text(&held));
+    assert_eq!(b.d.ctl(&["approve", &ap]).0, 0);
+    redis.kill();
+    // Calls to children go on.
+    for _ in 0..5 {
+        let r = c.call("fx_pid", json!({}));
+        assert_eq!(r["isError"], false, "{r}");
+    }
+    // Cross-instance features say why they cannot serve.
+    let r = c.call("fx_echo", json!({"text": "other"}));
+    let text = crate::http::result_text(&r);
+    assert!(
+        r["isError"] == true
+            && text.contains("approvals cannot be checked now")
+            && text.contains("Redis"),
+        "{text}"
+    );
+    let mut on_b = HttpMcp {
+        port: b.port,
+        token: None,
+        session: Some(id.clone()),
+        next: 50,
+    };
+    let r = on_b.call_method("tools/list", json!({}));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("unavailable"), "{}", r.text());
+    let (code, _, err) = b.d.ctl(&["approve", "ap999"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unavailable"), "{err}");
+    eventually("readyz to say so", Duration::from_secs(10), || {
+        let (code, body) = readyz(a.port);
+        code == 503 && body.contains("Redis")
+    });
+    assert_eq!(store_status(&a)["ok"], false);
+    // A change made meanwhile, on the instance holding the session.
+    let (code, out, err) = a.d.ctl(&["activate", "--session", &id, "fx_add"]);
+    assert_eq!(code, 0, "{out}{err}");
+    redis.restart();
+    eventually("readyz to recover", Duration::from_secs(15), || {
+        readyz(a.port).0 == 200
+    });
+    // Caught up: the session continues on B with its activations.
+    eventually("B to serve the session", Duration::from_secs(10), || {
+        on_b.call_method("tools/list", json!({})).status == 200
+    });
+    eventually(
+        "the activation made during the outage on B",
+        Duration::from_secs(10),
+        || on_b.tools().contains(&"fx_add".to_string()),
+    );
+    // The approval decided before the outage passes once.
+    let r = on_b.call("fx_echo", json!({"text": "keep"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let r = c.call("fx_echo", json!({"text": "keep"}));
+    assert_eq!(r["isError"], true, "used once: {r}");
+}
+
+/// Answers the balancer saw cut off (an instance killed under them).
+static CUT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A request through a test-side load balancer: tried on the instances in
+/// turn from `start`, moving on when an instance is down (refused, reset)
+/// or cannot serve now (502/503), as a load balancer's retry does. `Err`:
+/// no instance answered within the tries (a lost response).
+pub fn balanced(
+    ports: &[u16],
+    start: usize,
+    session: Option<&str>,
+    body: &Value,
+) -> Result<(u16, Option<String>, Value, usize), String> {
+    use std::io::{Read, Write};
+    let text = body.to_string();
+    let mut last = String::new();
+    for attempt in 0..60 {
+        let port = ports[(start + attempt) % ports.len()];
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n",
+            text.len()
+        );
+        if let Some(s) = session {
+            head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        }
+        head.push_str("\r\n");
+        head.push_str(&text);
+        let answer = (|| -> std::io::Result<Vec<u8>> {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+            s.set_read_timeout(Some(Duration::from_secs(30)))?;
+            s.write_all(head.as_bytes())?;
+            let mut all = Vec::new();
+            s.read_to_end(&mut all)?;
+            Ok(all)
+        })();
+        let raw = match answer {
+            Ok(raw) if !raw.is_empty() => raw,
+            Ok(_) => {
+                last = format!("{port}: closed without an answer");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(e) => {
+                last = format!("{port}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let raw = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if status == 502 || status == 503 {
+            last = format!("{port}: {status} {body}");
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        let id = head.lines().find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+                .map(|(_, v)| v.trim().to_string())
+        });
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        if chunked && !body.ends_with("0\r\n\r\n") {
+            // Cut off mid-answer: the instance died under the request.
+            last = format!("{port}: answer cut off");
+            CUT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            continue;
+        }
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        // JSON, or the answer among an event stream's `data:` lines.
+        let json = serde_json::from_str(body.trim()).unwrap_or_else(|_| {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m.get("result").is_some() || m.get("error").is_some())
+                .unwrap_or_else(|| json!({"unreadable": body}))
+        });
+        return Ok((status, id, json, attempt));
+    }
+    Err(format!("no instance answered: {last}"))
+}
+
+/// A chunked body's data.
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Sets its flag when dropped (a worker that ends, or panics).
+struct Ended<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The soak: 3 instances, 50 HTTP sessions x 200 calls spread round-robin,
+/// one instance SIGKILLed and restarted and Redis restarted during the run.
+/// Every response arrives (through the balancer's retries), every approval
+/// passes exactly once, every session's activations are intact.
+#[test]
+fn soak_three_instances_through_an_instance_kill_and_a_redis_restart() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let Some(redis) = Redis::start("soak") else {
+        return;
+    };
+    const SESSIONS: usize = 50;
+    const CALLS: usize = 200;
+    let store = store_of(&redis);
+    let mut instances: Vec<Instance> = (0..3).map(|_| instance(&store, APPROVE, &[])).collect();
+    let ports: Vec<u16> = instances.iter().map(|i| i.port).collect();
+    let sockets: Vec<PathBuf> = instances.iter().map(|i| i.d.socket.clone()).collect();
+    let done = AtomicUsize::new(0);
+    let ended = AtomicUsize::new(0);
+    let retried = AtomicUsize::new(0);
+    let passes = std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new());
+    let redis = std::sync::Mutex::new(redis);
+    let started = std::time::Instant::now();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "soak", "version": "1"}}});
+    let call = |id: u64, tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": args}})
+    };
+    std::thread::scope(|scope| {
+        // The chaos: SIGKILL instance 2 at a quarter, restart it; restart
+        // Redis at 60 %.
+        let chaos = scope.spawn(|| {
+            let total = SESSIONS * CALLS;
+            let waiting = |share: usize| {
+                done.load(Ordering::Relaxed) < total * share / 100
+                    && ended.load(Ordering::Relaxed) == 0
+            };
+            while waiting(25) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let victim = &mut instances[2];
+            if let Some(mut child) = victim.d.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            victim.d.spawn(&[], &[]);
+            while waiting(60) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            redis.lock().unwrap().restart();
+        });
+        let workers: Vec<_> = (0..10)
+            .map(|w| {
+                let (ports, sockets, done, retried, passes, ended) =
+                    (&ports, &sockets, &done, &retried, &passes, &ended);
+                let (init, call) = (&init, &call);
+                scope.spawn(move || {
+                    let _ended = Ended(ended);
+                    let mut sessions = Vec::new();
+                    for k in 0..SESSIONS / 10 {
+                        let n = w * (SESSIONS / 10) + k;
+                        let (status, id, body, _) =
+                            balanced(ports, n, None, init).expect("initialize answered");
+                        assert_eq!(status, 200, "{body}");
+                        let id = id.expect("a session id");
+                        balanced(
+                            ports,
+                            n,
+                            Some(&id),
+                            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                        )
+                        .expect("initialized answered");
+                        // Each session activates fx_add by calling it.
+                        sessions.push((n, id));
+                    }
+                    for c in 0..CALLS {
+                        for (n, id) in &sessions {
+                            let turn = n + c;
+                            let (a, b) = (*n as i64, c as i64);
+                            let (status, _, body, tries) = balanced(
+                                ports,
+                                turn,
+                                Some(id),
+                                &call(c as u64 + 1, "fx_add", json!({"a": a, "b": b})),
+                            )
+                            .unwrap_or_else(|e| panic!("session {n} call {c}: lost: {e}"));
+                            retried.fetch_add(tries, Ordering::Relaxed);
+                            assert_eq!(status, 200, "session {n} call {c}: {body}");
+                            assert_eq!(
+                                body["result"]["content"][0]["text"],
+                                json!((a + b).to_string()),
+                                "session {n} call {c}: {body}"
+                            );
+                            done.fetch_add(1, Ordering::Relaxed);
+                            if c == CALLS / 2 {
+                                approval_round(ports, sockets, *n, id, passes);
+                            }
+                        }
+                    }
+                    sessions
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            all.extend(w.join().expect("worker"));
+        }
+        chaos.join().expect("chaos");
+        // Every session's activations intact, on any instance.
+        for (n, id) in &all {
+            let (status, _, body, _) = balanced(
+                &ports,
+                *n + 1,
+                Some(id),
+                &json!({"jsonrpc": "2.0", "id": 9999, "method": "tools/list", "params": {}}),
+            )
+            .expect("tools/list answered");
+            assert_eq!(status, 200, "{body}");
+            let names: Vec<&str> = body["result"]["tools"]
+                .as_array()
+                .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+                .unwrap_or_default();
+            assert!(
+                names.contains(&"fx_add"),
+                "session {n} lost its activation: {names:?}"
+            );
+        }
+    });
+    let passes = passes.into_inner().unwrap();
+    assert_eq!(passes.len(), SESSIONS, "every session ran its approval");
+    assert!(
+        passes.values().all(|&p| p == 1),
+        "duplicate approvals: {passes:?}"
+    );
+    eprintln!(
+        "soak: {} calls in {:.1} s, {} retries through the balancer ({} answers cut off by the SIGKILL, retried), 0 lost, {} approvals each passed once",
+        SESSIONS * CALLS,
+        started.elapsed().as_secs_f64(),
+        retried.load(Ordering::Relaxed),
+        CUT.load(Ordering::Relaxed),
+        passes.len()
+    );
+}
+
+/// One approval of session `id`: held, approved through an instance's
+/// socket, then the same call raced on two instances until it has passed;
+/// records how many times it passed.
+fn approval_round(
+    ports: &[u16],
+    sockets: &[PathBuf],
+    n: usize,
+    id: &str,
+    passes: &std::sync::Mutex<std::collections::HashMap<String, usize>>,
+) {
+    let text = format!("approve-{n}");
+    let body = |rid: u64| {
+        json!({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+               "params": {"name": "fx_echo", "arguments": {"text": text}}})
+    };
+    // Held (retried while the store is away).
+    let ap = loop {
+        let (_, _, r, _) = balanced(ports, n, Some(id), &body(7000)).expect("held call answered");
+        let t = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if t.contains("evoctl approve ") {
+            break approval_id(&t);
+        }
+        assert!(t.contains("cannot be checked now"), "session {n}: {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Approved through instance 0 or 1's socket (they are never killed).
+    loop {
+        let (code, _, err) = ctl_at(&sockets[n % 2], &["approve", &ap]);
+        if code == 0 {
+            break;
+        }
+        assert!(err.contains("unavailable"), "approve {ap}: {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut passed = 0;
+    loop {
+        let barrier = std::sync::Barrier::new(2);
+        let results: Vec<Value> = std::thread::scope(|s| {
+            let hs: Vec<_> = [0usize, 1]
+                .iter()
+                .map(|&k| {
+                    let (barrier, body) = (&barrier, &body);
+                    s.spawn(move || {
+                        barrier.wait();
+                        balanced(&ports[k..k + 1], 0, Some(id), &body(7001 + k as u64))
+                            .map(|(_, _, r, _)| r)
+                            .unwrap_or(Value::Null)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut settled = false;
+        for r in &results {
+            let t = r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            if r["result"]["isError"] == false {
+                passed += 1;
+                settled = true;
+            } else if t.contains("evoctl approve ") {
+                settled = true;
+            }
+        }
+        if settled {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    passes.lock().unwrap().insert(ap, passed);
+}
+
+#[test]
+fn a_restarted_instance_serves_moved_sessions_at_once() {
+    let Some(redis) = Redis::start("restarted") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let mut b = instance(&store, "", &[]);
+    let mut sessions: Vec<String> = (0..8)
+        .map(|_| HttpMcp::initialize(a.port, None).session.unwrap())
+        .collect();
+    if let Some(mut child) = b.d.child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    b.d.spawn(&[], &[]);
+    for (n, id) in sessions.drain(..).enumerate() {
+        let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                          "params": {"name": "fx_add", "arguments": {"a": n, "b": 1}}});
+        let (status, _, r, _) = balanced(&[b.port], 0, Some(&id), &body).expect("answered");
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(
+            r["result"]["content"][0]["text"],
+            json!((n + 1).to_string()),
+            "session {n}: {r}\n{}",
+            b.d.log_text()
+        );
+    }
+}
+
+#[test]
+fn api_tokens_live_in_the_store_for_every_instance() {
+    let Some(redis) = Redis::start("tokens") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let config = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["serve"]["http"]["auth"] = json!({});
+        cfg
+    };
+    let a = instance_of(&config, "", &[]);
+    let b = instance_of(&config, "", &[]);
+    let (code, out, err) = a.d.ctl(&["token", "create", "carol"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim().to_string();
+    // Known on B (the event), the session moves between them.
+    let bearer = format!("Bearer {token}");
+    eventually("B to know the token", Duration::from_secs(5), || {
+        request(
+            b.port,
+            "GET",
+            "/metrics",
+            &[("Authorization", bearer.as_str())],
+            b"",
+        )
+        .status
+            == 200
+    });
+    let mut c = HttpMcp::initialize(b.port, Some(&token));
+    c.port = a.port;
+    assert_eq!(c.call("fx_add", json!({"a": 2, "b": 2}))["isError"], false);
+    let (code, _, err) = b.d.ctl(&["token", "create", "carol"]);
+    assert_eq!(code, 1, "one name across instances: {err}");
+    let listed = b.d.ctl_json(&["token", "list"]);
+    assert!(listed.to_string().contains("carol"), "{listed}");
+    assert!(!redis.dump().contains(&token), "only its hash is kept");
+    // Revoked on B: refused on A.
+    let (code, _, err) = b.d.ctl(&["token", "revoke", "carol"]);
+    assert_eq!(code, 0, "{err}");
+    eventually(
+        "A to refuse the revoked token",
+        Duration::from_secs(5),
+        || c.call_method("tools/list", json!({})).status == 401,
+    );
+}
