@@ -36,6 +36,7 @@ pub mod native;
 pub mod oauth;
 pub mod offers;
 pub mod permissions;
+pub mod private_file;
 pub mod profiles;
 pub mod refresher;
 pub mod repair;

@@ -13,7 +13,6 @@
 //! (creates, revokes, reloads the file when it changes); the HTTP front
 //! reads the copy it is handed.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -126,25 +125,7 @@ impl TokenTable {
         };
         let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
         text.push(b'\n');
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-            && !dir.exists()
-        {
-            let mut builder = std::fs::DirBuilder::new();
-            builder.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            builder.create(dir).map_err(fail)?;
-        }
-        let tmp = path.with_extension("json.tmp");
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut out = options.open(&tmp).map_err(fail)?;
-        out.write_all(&text).map_err(fail)?;
-        out.sync_all().map_err(fail)?;
-        drop(out);
-        std::fs::rename(&tmp, path).map_err(fail)?;
+        crate::private_file::write(path, &text).map_err(fail)?;
         Ok(())
     }
 

@@ -5,7 +5,6 @@
 //! stays signed in. Token sign-ins are not kept: a restarted evod cannot
 //! tell whether the token was revoked meanwhile.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -53,25 +52,7 @@ pub fn store(path: &Path, saved: &Saved) -> Result<(), String> {
     let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut text = serde_json::to_vec_pretty(saved).map_err(|e| e.to_string())?;
     text.push(b'\n');
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-        && !dir.exists()
-    {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(dir).map_err(fail)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut out = options.open(&tmp).map_err(fail)?;
-    out.write_all(&text).map_err(fail)?;
-    drop(out);
-    std::fs::rename(&tmp, path).map_err(fail)
+    crate::private_file::write(path, &text).map_err(fail)
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -5,8 +5,7 @@
 //! settings ([`TokenFile::binding`]): one whose binding differs is stale and
 //! is never used.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
@@ -93,17 +92,9 @@ pub fn load(id: &str, binding: &str) -> Option<TokenFile> {
 
 /// Writes the server's token file (0600 in a 0700 directory, atomically).
 pub fn save(id: &str, file: &TokenFile) -> std::io::Result<()> {
-    let dir = dir();
-    create_private_dir(&dir)?;
-    let path = path_of(id);
-    let tmp = path.with_extension("json.tmp");
+    crate::private_file::private_dir(&dir())?;
     let body = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-    {
-        let mut out = open_private(&tmp)?;
-        out.write_all(&body)?;
-        out.sync_all()?;
-    }
-    std::fs::rename(&tmp, &path)
+    crate::private_file::write(&path_of(id), &body)
 }
 
 /// Forgets the server's tokens.
@@ -117,25 +108,6 @@ pub fn rename(old: &str, new: &str) {
     if from.exists() {
         let _ = std::fs::rename(from, to);
     }
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
 }
 
 /// rmcp's credential store over one server's token file.
