@@ -357,15 +357,9 @@ fn main() -> ExitCode {
         }
         Command::Model { action } => return local(model::run(action, json), json),
         Command::Login { server, no_browser } => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
+            let runtime = match runtime() {
                 Ok(r) => r,
-                Err(e) => {
-                    eprintln!("evoctl: cannot start: {e}");
-                    return ExitCode::from(EXIT_REFUSED);
-                }
+                Err(code) => return code,
             };
             return runtime.block_on(login(&socket, server, no_browser, json));
         }
@@ -375,15 +369,9 @@ fn main() -> ExitCode {
         }
         other => other,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("evoctl: cannot start: {e}");
-            return ExitCode::from(EXIT_REFUSED);
-        }
+        Err(code) => return code,
     };
     let browse = matches!(command, Command::Ui { no_browser: false }) && !json;
     let (request, out) = to_request(command);
@@ -716,6 +704,18 @@ async fn control(
         follow_refresh(socket, &ids, terminal).await;
     }
     ExitCode::SUCCESS
+}
+
+/// The single-threaded runtime a command that talks to the daemon runs on,
+/// or the exit code for a machine that cannot give one.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("evoctl: cannot start: {e}");
+            ExitCode::from(EXIT_REFUSED)
+        })
 }
 
 /// Opens `url` in the person's browser where there is one to open (a
