@@ -586,7 +586,7 @@ fn a_session_opened_on_a_goes_on_on_b() {
         r.status,
         r.text()
     );
-    eventually("A to forget the session", Duration::from_secs(5), || {
+    eventually("A to forget the session", Duration::from_secs(20), || {
         rr.c.port = a.port;
         rr.c.call_method("tools/list", json!({})).status == 404
     });
@@ -673,7 +673,7 @@ fn activations_follow_the_session_across_instances() {
     // Activated on A by the agent (an exact-name call), listed on B.
     assert_eq!(c.call("fx_add", json!({"a": 1, "b": 2}))["isError"], false);
     c.port = b.port;
-    eventually("B to list the activation", Duration::from_secs(5), || {
+    eventually("B to list the activation", Duration::from_secs(20), || {
         c.tools().contains(&"fx_add".to_string())
     });
     // The client's stream is held by B; a person activates through A's
@@ -697,7 +697,7 @@ fn activations_follow_the_session_across_instances() {
         "again on B's stream"
     );
     c.port = a.port;
-    eventually("A to drop fx_add", Duration::from_secs(5), || {
+    eventually("A to drop fx_add", Duration::from_secs(20), || {
         !c.tools().contains(&"fx_add".to_string())
     });
     let (code, _, err) = third
@@ -711,7 +711,7 @@ fn activations_follow_the_session_across_instances() {
     drop(s1);
     let mut s2 = b.d.session(&["--session", "dave"]);
     s2.initialize();
-    eventually("dave's activations on B", Duration::from_secs(5), || {
+    eventually("dave's activations on B", Duration::from_secs(20), || {
         s2.tool_names().contains(&"fx_add".to_string())
     });
 }
@@ -746,14 +746,14 @@ fn profile_changes_reach_every_instance() {
     let (code, out, err) = a.d.ctl(&["activate", "--profile", "coding", "fx_add"]);
     assert_eq!(code, 0, "{out}{err}");
     s.await_list_changed(seen);
-    eventually("B's session to list fx_add", Duration::from_secs(5), || {
+    eventually("B's session to list fx_add", Duration::from_secs(20), || {
         s.tool_names().contains(&"fx_add".to_string())
     });
     // A later instance starts with the change.
     let late = start(&config_with_profile);
     eventually(
         "the late instance to have the change",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
         || {
             late.d.ctl_json(&["profiles"])["profiles"][0]["added"]
                 .as_array()
@@ -769,7 +769,7 @@ fn a_later_instance_serves_the_catalog_from_redis_without_starting_children() {
     };
     let store = store_of(&redis);
     let a = instance(&store, "", &[]);
-    eventually("A's catalog in Redis", Duration::from_secs(5), || {
+    eventually("A's catalog in Redis", Duration::from_secs(20), || {
         redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
     });
     let b = instance_of(&|port| instance_config(port, &store), "", &[]);
@@ -845,7 +845,7 @@ fn no_secret_reaches_redis() {
     let mut s = i.d.session(&["--session", "named"]);
     s.initialize();
     let _ = s.call("fx_add", json!({"a": 1, "b": 1}));
-    eventually("the catalog in Redis", Duration::from_secs(5), || {
+    eventually("the catalog in Redis", Duration::from_secs(20), || {
         redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
     });
     let dump = redis.dump();
@@ -1318,7 +1318,7 @@ fn api_tokens_live_in_the_store_for_every_instance() {
     let token = out.trim().to_string();
     // Known on B (the event), the session moves between them.
     let bearer = format!("Bearer {token}");
-    eventually("B to know the token", Duration::from_secs(5), || {
+    eventually("B to know the token", Duration::from_secs(20), || {
         request(
             b.port,
             "GET",
@@ -1342,7 +1342,7 @@ fn api_tokens_live_in_the_store_for_every_instance() {
     assert_eq!(code, 0, "{err}");
     eventually(
         "A to refuse the revoked token",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
         || c.call_method("tools/list", json!({})).status == 401,
     );
 }
