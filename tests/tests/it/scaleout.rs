@@ -746,9 +746,11 @@ fn profile_changes_reach_every_instance() {
     let (code, out, err) = a.d.ctl(&["activate", "--profile", "coding", "fx_add"]);
     assert_eq!(code, 0, "{out}{err}");
     s.await_list_changed(seen);
-    eventually("B's session to list fx_add", Duration::from_secs(20), || {
-        s.tool_names().contains(&"fx_add".to_string())
-    });
+    eventually(
+        "B's session to list fx_add",
+        Duration::from_secs(20),
+        || s.tool_names().contains(&"fx_add".to_string()),
+    );
     // A later instance starts with the change.
     let late = start(&config_with_profile);
     eventually(
