@@ -181,9 +181,14 @@ impl Shared {
         self.ops.load(Ordering::Relaxed)
     }
 
-    /// Where other instances' events go (the Supervisor).
+    /// Where other instances' events go (the Supervisor). The listener is
+    /// told to read everything at once: the subscription's first `Resync`
+    /// may have come before there was anyone to tell (a later instance
+    /// then never read the profiles' changes made before it started).
     pub fn set_listener(&self, to: actix::Recipient<Delivery>) {
-        let _ = self.listener.set(to);
+        if self.listener.set(to).is_ok() {
+            self.deliver(Delivery::Resync);
+        }
     }
 
     fn mark(&self, result: Result<(), String>) {

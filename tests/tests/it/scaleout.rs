@@ -738,7 +738,11 @@ fn profile_changes_reach_every_instance() {
     };
     let a = start(&config_with_profile);
     let b = start(&config_with_profile);
-    b.d.wait_ready(&["fx"]);
+    // B lists fx from Redis when A wrote it there first (idle, lazily
+    // started), or starts it itself: either way its tools are known.
+    b.d.wait_status("B to know fx's tools", |s| {
+        s["servers"][0]["tools"].as_u64().unwrap_or(0) > 0
+    });
     let mut s = b.d.session(&["--profile", "coding"]);
     s.initialize();
     assert!(!s.tool_names().contains(&"fx_add".to_string()));
