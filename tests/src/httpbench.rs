@@ -12,20 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::http::{Conn, Reply, free_port};
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    percentile(v, 0.5)
-}
+use crate::{median, percentile, us};
 
 /// The fixture serving Streamable HTTP on a free port; killed on drop.
 pub(crate) struct HttpFixture {

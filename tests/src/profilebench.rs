@@ -14,14 +14,11 @@ use evo_daemon::session::{ActivationSet, Visibility, list_tools};
 use rmcp::model::ListToolsResult;
 
 use crate::searcheval;
+use crate::us;
 
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
 }
 
 /// A profile of the first `n` tools of every fifth server, as exact names.

@@ -16,20 +16,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::httpbench::HttpFixture;
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    percentile(v, 0.5)
-}
+use crate::{median, percentile, us};
 
 /// server-everything in SSE mode on a free port; killed on drop.
 struct SseEverything {

@@ -12,10 +12,7 @@ use serde_json::{Value, json};
 
 use crate::http::{ACCEPT, Conn, JSON};
 use crate::scaleout::{APPROVE, Instance, Redis, approval_id, instance, store_of};
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
+use crate::us;
 
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
