@@ -198,6 +198,8 @@ async fn handle(
                                 output,
                                 max,
                             );
+                            let mut server = server;
+                            server.raw = Some(transport.raw_answers());
                             let gone = stdio::lifeline(reader);
                             run_session(
                                 server,
@@ -227,6 +229,8 @@ async fn handle(
                 return;
             }
             let transport = SessionTransport::new(reader, w, opened.max_message_bytes);
+            let mut server = server;
+            server.raw = Some(transport.raw_answers());
             let session_stop = stop.clone();
             stop.spawn_session(async move {
                 run_session(server, transport, &addr, Default::default(), &session_stop).await;

@@ -27,12 +27,55 @@ const ID_PREFIX: &str = "evo-";
 /// Direct calls in flight on one child, and how to write to it.
 pub struct DirectCalls {
     writer: Arc<Mutex<Option<ChildStdin>>>,
-    /// Calls waiting for their answer: the parsed line and its size.
-    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<(Value, usize)>>>,
+    /// Calls waiting for their answer, and the size of the line it came in.
+    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<(Answer, usize)>>>,
     next: AtomicU64,
     /// The per-request `_meta` a 2026-07-28 child requires; `None` on
     /// handshake-era children.
     envelope: std::sync::OnceLock<Option<Value>>,
+}
+
+/// What a child answered to a direct request, still unparsed where it
+/// can be.
+enum Answer {
+    Result(RawResult),
+    Error(rmcp::ErrorData),
+}
+
+/// A successful answer's `result`, as the child wrote it: the line it came
+/// in and where in it the result is. Parsed once, into what its user needs
+/// (a typed result), or not at all (a resource read passed through).
+pub struct RawResult {
+    line: Vec<u8>,
+    at: std::ops::Range<usize>,
+}
+
+impl RawResult {
+    /// The result's JSON text (a valid JSON value, UTF-8).
+    pub fn bytes(&self) -> &[u8] {
+        &self.line[self.at.clone()]
+    }
+
+    /// A result that is all of `text` (tests).
+    #[cfg(test)]
+    pub fn whole(text: &str) -> RawResult {
+        RawResult {
+            line: text.as_bytes().to_vec(),
+            at: 0..text.len(),
+        }
+    }
+
+    /// The line and where in it the result is.
+    pub fn into_parts(self) -> (Vec<u8>, std::ops::Range<usize>) {
+        (self.line, self.at)
+    }
+
+    /// The result as a `T`, which messages call `what` ("tool result").
+    pub fn parse<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T, rmcp::ErrorData> {
+        serde_json::from_slice(self.bytes()).map_err(|e| {
+            rmcp::ErrorData::internal_error(format!("the answer is not a {what}: {e}"), None)
+        })
+    }
 }
 
 /// How a direct request ended.
@@ -44,6 +87,25 @@ pub enum Direct<T> {
     Error(rmcp::ErrorData),
     /// The child went away before answering.
     Gone,
+}
+
+/// The top of an answer line, read without building its result: serde
+/// checks the result is well-formed JSON and says where it is.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    id: Option<&'a serde_json::value::RawValue>,
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(borrow)]
+    result: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
+}
+
+/// Where `part` (borrowed from `line`) lies in it.
+fn offset_in(line: &[u8], part: &str) -> std::ops::Range<usize> {
+    let start = part.as_ptr() as usize - line.as_ptr() as usize;
+    start..start + part.len()
 }
 
 impl DirectCalls {
@@ -100,38 +162,76 @@ impl DirectCalls {
         write_line(&self.writer, value, STDIN_CLOSED).await
     }
 
-    /// Hands an answer line to its waiting call; false if it is not ours.
-    fn deliver(&self, line: &[u8]) -> bool {
+    /// Hands an answer line to its waiting call; gives the line back if it
+    /// is not ours (rmcp reads it then).
+    fn deliver(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
         // Cheap test first: only lines that mention one of our ids.
-        if !mentions(line, &QUOTED_ID_PREFIX) {
-            return false;
+        if !mentions(&line, &QUOTED_ID_PREFIX) {
+            return Err(line);
         }
-        let Some(value) = parse_lossy(line) else {
-            return false;
+        let line = match serde_json::from_slice::<Envelope>(&line) {
+            Ok(_) => line,
+            // Invalid UTF-8 in a string (seen in text results) is replaced,
+            // not a reason to lose the whole message.
+            Err(_) if std::str::from_utf8(&line).is_err() => {
+                String::from_utf8_lossy(&line).into_owned().into_bytes()
+            }
+            Err(_) => return Err(line),
         };
-        self.deliver_value(value, line.len())
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&line) else {
+            return Err(line);
+        };
+        let id = match envelope
+            .id
+            .map(|id| serde_json::from_str::<String>(id.get()))
+        {
+            // Ours: rmcp's own ids are numbers.
+            Some(Ok(id)) if envelope.method.is_none() && id.starts_with(ID_PREFIX) => id,
+            _ => return Err(line),
+        };
+        let size = line.len();
+        let answer = match (envelope.result, envelope.error) {
+            (Some(result), _) => {
+                let at = offset_in(&line, result.get());
+                Answer::Result(RawResult { line, at })
+            }
+            (None, error) => Answer::Error(
+                error
+                    .and_then(|e| serde_json::from_str(e.get()).ok())
+                    .unwrap_or_else(|| {
+                        rmcp::ErrorData::internal_error(
+                            "an error answer without a valid error object",
+                            None,
+                        )
+                    }),
+            ),
+        };
+        self.hand_over(&id, answer, size);
+        Ok(())
     }
 
-    /// Hands a parsed answer (`size` bytes as sent) to its waiting call;
-    /// false if it is not ours.
-    fn deliver_value(&self, value: Value, size: usize) -> bool {
-        if value.get("method").is_some() {
-            return false;
+    /// Fails the call `id` with `error` (its answer could not be read);
+    /// false if no direct call has that id.
+    fn deliver_error(&self, id: &Value, error: rmcp::ErrorData) -> bool {
+        match id.as_str() {
+            Some(id) if id.starts_with(ID_PREFIX) => {
+                self.hand_over(id, Answer::Error(error), 0);
+                true
+            }
+            _ => false,
         }
-        let Some(id) = value.get("id").and_then(Value::as_str) else {
-            return false;
-        };
+    }
+
+    /// Gives `answer` to the call `id` waits on; a late answer to a
+    /// cancelled call is dropped.
+    fn hand_over(&self, id: &str, answer: Answer, size: usize) {
         let waiter = self
             .waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
-        match waiter {
-            Some(tx) => {
-                let _ = tx.send((value, size));
-                true
-            }
-            None => id.starts_with(ID_PREFIX), // a late answer to a cancelled call
+        if let Some(tx) = waiter {
+            let _ = tx.send((answer, size));
         }
     }
 
@@ -148,46 +248,38 @@ impl DirectCalls {
 pub struct Pending {
     calls: Arc<DirectCalls>,
     id: String,
-    rx: Option<oneshot::Receiver<(Value, usize)>>,
+    rx: Option<oneshot::Receiver<(Answer, usize)>>,
 }
 
 impl Pending {
     /// The answer as a `T` (a `CallToolResult`, a `ReadResourceResult`),
-    /// which messages call `what` ("tool result").
+    /// which messages call `what` ("tool result"), parsed straight from the
+    /// child's line.
     pub async fn answer<T: serde::de::DeserializeOwned>(self, what: &str) -> Direct<T> {
-        match self.answer_value().await {
-            // Taken, not cloned: a big answer's strings move into `T`.
-            Direct::Result(result, size) => match serde_json::from_value::<T>(result) {
+        match self.answer_raw().await {
+            Direct::Result(raw, size) => match raw.parse(what) {
                 Ok(r) => Direct::Result(r, size),
-                Err(e) => Direct::Error(rmcp::ErrorData::internal_error(
-                    format!("the answer is not a {what}: {e}"),
-                    None,
-                )),
+                Err(e) => Direct::Error(e),
             },
             Direct::Error(e) => Direct::Error(e),
             Direct::Gone => Direct::Gone,
         }
     }
 
-    /// The answer's `result` as JSON, for a caller that tells its kinds
-    /// apart itself.
-    pub async fn answer_value(mut self) -> Direct<Value> {
+    /// The answer's `result` unparsed, for a caller that reads what it
+    /// needs of it itself.
+    pub async fn answer_raw(mut self) -> Direct<RawResult> {
         let Some(rx) = self.rx.as_mut() else {
             return Direct::Gone;
         };
         // Still `Some` while waiting: dropped here, the call is cancelled.
         let answer = rx.await;
         self.rx = None;
-        let Ok((mut value, size)) = answer else {
-            return Direct::Gone;
-        };
-        if let Some(result) = value.get_mut("result") {
-            return Direct::Result(result.take(), size);
+        match answer {
+            Ok((Answer::Result(raw), size)) => Direct::Result(raw, size),
+            Ok((Answer::Error(e), _)) => Direct::Error(e),
+            Err(_) => Direct::Gone,
         }
-        let error = value.get_mut("error").map(Value::take).unwrap_or_default();
-        Direct::Error(serde_json::from_value(error).unwrap_or_else(|_| {
-            rmcp::ErrorData::internal_error("an error answer without a valid error object", None)
-        }))
     }
 }
 
@@ -212,18 +304,6 @@ impl Drop for Pending {
                 let _ = calls.write(&cancel).await;
             });
         }
-    }
-}
-
-/// A JSON line, with invalid UTF-8 replaced (U+FFFD) rather than failing
-/// the whole message.
-fn parse_lossy(line: &[u8]) -> Option<Value> {
-    match serde_json::from_slice::<Value>(line) {
-        Ok(v) => Some(v),
-        Err(_) if std::str::from_utf8(line).is_err() => {
-            serde_json::from_str(&String::from_utf8_lossy(line)).ok()
-        }
-        Err(_) => None,
     }
 }
 
@@ -403,24 +483,34 @@ impl Transport<RoleClient> for ChildTransport {
                     let Some(id) = self.lines.oversized_id() else {
                         continue;
                     };
-                    let error = json!({"jsonrpc": "2.0", "id": id, "error": {
-                        "code": -32603,
-                        "message": format!("server '{}' answered with more than {limit} bytes (limits.max_message_bytes); the answer was discarded: ask for less (a smaller range, a filter, a page)", self.link.id),
-                    }});
-                    if self.calls.deliver_value(error.clone(), 0) {
+                    let reason = format!(
+                        "server '{}' answered with more than {limit} bytes (limits.max_message_bytes); the answer was discarded: ask for less (a smaller range, a filter, a page)",
+                        self.link.id
+                    );
+                    if self
+                        .calls
+                        .deliver_error(&id, rmcp::ErrorData::internal_error(reason.clone(), None))
+                    {
                         continue;
                     }
+                    let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": reason}});
                     match serde_json::from_value::<RxJsonRpcMessage<RoleClient>>(error) {
                         Ok(msg) => return Some(msg),
                         Err(_) => continue,
                     }
                 }
             }
-            let line = self.lines.take();
-            let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&line);
-            if line.iter().all(u8::is_ascii_whitespace) || self.calls.deliver(line) {
+            let mut line = self.lines.take();
+            if line.starts_with(b"\xEF\xBB\xBF") {
+                line.drain(..3);
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
+            let Err(line) = self.calls.deliver(line) else {
+                continue;
+            };
+            let line = &line[..];
             // Progress goes to its session here, in the order the child sent
             // it: handed to rmcp, each notification would run on a task of
             // its own and could reach the session after the call's result.

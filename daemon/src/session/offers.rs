@@ -15,7 +15,10 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleClient};
 
 use super::SessionServer;
-use crate::child::io::Direct;
+use super::transport::RawAnswer;
+#[cfg(doc)]
+use super::transport::RawAnswers;
+use crate::child::io::{Direct, RawResult};
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
 use crate::offers::Offers;
@@ -70,20 +73,106 @@ fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData
 
 /// A `resources/read` answer as a child sent it: the resource, or (on
 /// 2026-07-28) a request for more input, passed on as such.
-fn read_response(result: serde_json::Value) -> Result<ReadResourceResponse, rmcp::ServiceError> {
-    let input_required =
-        result.get("resultType").and_then(|t| t.as_str()) == Some("input_required");
-    let parsed = if input_required {
-        serde_json::from_value::<rmcp::model::InputRequiredResult>(result).map(Into::into)
+fn read_response(raw: &RawResult) -> Result<ReadResourceResponse, rmcp::ServiceError> {
+    let shape = read_shape(raw)?;
+    let parsed = if shape.result_type.as_deref() == Some("input_required") {
+        raw.parse::<rmcp::model::InputRequiredResult>("resource answer")
+            .map(Into::into)
     } else {
-        serde_json::from_value::<ReadResourceResult>(result).map(Into::into)
+        raw.parse::<ReadResourceResult>("resource").map(Into::into)
     };
-    parsed.map_err(|e| {
+    parsed.map_err(rmcp::ServiceError::McpError)
+}
+
+/// What a `resources/read` answer must be, checked without building its
+/// contents: each item has a string `uri` and a string `text` or `blob`.
+#[derive(serde::Deserialize)]
+struct ReadShape<'a> {
+    #[serde(borrow, rename = "resultType")]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    contents: Vec<ContentShape>,
+}
+
+#[derive(serde::Deserialize)]
+struct ContentShape {
+    #[allow(dead_code)] // checked to be a string, not used
+    uri: IsString,
+    text: Option<IsString>,
+    blob: Option<IsString>,
+}
+
+/// A JSON string, checked and not kept (unescaped into serde's scratch
+/// buffer, never allocated).
+struct IsString;
+
+impl<'de> serde::Deserialize<'de> for IsString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = IsString;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<IsString, E> {
+                Ok(IsString)
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
+fn read_shape(raw: &RawResult) -> Result<ReadShape<'_>, rmcp::ServiceError> {
+    let bad = |why: String| {
         rmcp::ServiceError::McpError(ErrorData::internal_error(
-            format!("the answer is not a resource: {e}"),
+            format!("the answer is not a resource: {why}"),
             None,
         ))
-    })
+    };
+    let shape: ReadShape = serde_json::from_slice(raw.bytes()).map_err(|e| bad(e.to_string()))?;
+    if shape.result_type.as_deref() != Some("input_required")
+        && let Some(i) = shape
+            .contents
+            .iter()
+            .position(|c| c.text.is_none() == c.blob.is_none())
+    {
+        return Err(bad(format!(
+            "contents[{i}] has neither or both of text and blob"
+        )));
+    }
+    Ok(shape)
+}
+
+/// How a read's answer goes out on the socket.
+enum ReadOut {
+    /// As the child wrote it (see [`RawAnswers`]).
+    Raw(RawAnswer),
+    /// Parsed: a 2026-07-28 child asking for input first.
+    Parsed(ReadResourceResponse),
+}
+
+/// The answer for the socket, its `resultType` completed as [`complete`]
+/// does for parsed ones.
+fn socket_read(raw: RawResult) -> Result<ReadOut, rmcp::ServiceError> {
+    let has_type = match read_shape(&raw)?.result_type.as_deref() {
+        Some("input_required") => return read_response(&raw).map(ReadOut::Parsed),
+        other => other.is_some(),
+    };
+    let (body, at) = raw.into_parts();
+    // The result is an object: `{`, members, `}`; its members go out as
+    // they are, after the head.
+    let inner = at.start + 1..at.end - 1;
+    let empty = body[inner.clone()].iter().all(u8::is_ascii_whitespace);
+    let head = match (has_type, empty) {
+        (true, _) => "{",
+        (false, true) => r#"{"resultType":"complete""#,
+        (false, false) => r#"{"resultType":"complete","#,
+    };
+    Ok(ReadOut::Raw(RawAnswer {
+        head,
+        body,
+        at: inner,
+    }))
 }
 
 /// One page of `resources/list` from the merged offers.
@@ -226,21 +315,33 @@ impl SessionServer {
     pub(super) async fn read(
         &self,
         request: ReadResourceRequestParams,
+        id: rmcp::model::RequestId,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let server = self.owner(&request.uri)?;
         let _busy = server.begin_call();
         let peer = self.reach(&server).await?;
         if let Some(direct) = server.direct() {
-            // Straight onto a stdio child's stdin, as tool calls go: a big
-            // resource is parsed once, into its result type.
+            // Straight onto a stdio child's stdin, as tool calls go; on the
+            // socket the answer goes back out unparsed (checked for shape),
+            // elsewhere it is parsed once, into its result type.
             let read = async {
                 let params = serde_json::json!({"uri": request.uri});
                 let pending = direct
                     .request("resources/read", params)
                     .await
                     .map_err(|_| rmcp::ServiceError::TransportClosed)?;
-                match pending.answer_value().await {
-                    Direct::Result(result, _) => read_response(result),
+                match pending.answer_raw().await {
+                    Direct::Result(raw, _) => match &self.raw {
+                        Some(filed) => match socket_read(raw)? {
+                            ReadOut::Raw(answer) => {
+                                filed.file(id, answer);
+                                // What goes out in its place.
+                                Ok(ReadResourceResult::new(Vec::new()).into())
+                            }
+                            ReadOut::Parsed(response) => Ok(response),
+                        },
+                        None => read_response(&raw),
+                    },
                     Direct::Error(e) => Err(rmcp::ServiceError::McpError(e)),
                     Direct::Gone => Err(rmcp::ServiceError::TransportClosed),
                 }
@@ -404,5 +505,72 @@ pub async fn end_subscriptions(key: &str, servers: &[Arc<ServerLink>]) {
                 .unsubscribe(peer.as_deref(), &uri, key)
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// What the socket would send as the result of `answer`.
+    fn sent(answer: &str) -> Value {
+        match socket_read(RawResult::whole(answer)) {
+            Ok(ReadOut::Raw(raw)) => {
+                let mut text = raw.head.as_bytes().to_vec();
+                text.extend_from_slice(&raw.body[raw.at.clone()]);
+                text.push(b'}');
+                serde_json::from_slice(&text).expect("the result sent is JSON")
+            }
+            Ok(ReadOut::Parsed(_)) => panic!("parsed, not passed through"),
+            Err(e) => panic!("refused: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_read_goes_out_as_written_with_its_result_type_completed() {
+        let answer = r#"{"contents":[{"uri":"fx://a","mimeType":"text/plain","text":"line\none \"é\" \u00e9"}],"_meta":{"k":1}}"#;
+        let mut expected: Value = serde_json::from_str(answer).unwrap();
+        expected["resultType"] = json!("complete");
+        assert_eq!(sent(answer), expected);
+        assert_eq!(sent("{}"), json!({"resultType": "complete"}));
+        assert_eq!(sent("{ \n }"), json!({"resultType": "complete"}));
+        let typed = r#"{"resultType":"complete","contents":[{"uri":"b","blob":"AAEC"}]}"#;
+        assert_eq!(sent(typed), serde_json::from_str::<Value>(typed).unwrap());
+    }
+
+    #[test]
+    fn a_read_answer_of_the_wrong_shape_is_refused_naming_what_is_wrong() {
+        for (answer, says) in [
+            (r#"{"contents":[{"uri":"a","text":5}]}"#, "a string"),
+            (r#"{"contents":[{"uri":"a"}]}"#, "neither or both"),
+            (
+                r#"{"contents":[{"uri":"a","text":"t","blob":"b"}]}"#,
+                "neither or both",
+            ),
+            (r#"{"contents":[{"text":"t"}]}"#, "uri"),
+            (r#"{"contents":"no"}"#, "sequence"),
+        ] {
+            match socket_read(RawResult::whole(answer)) {
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains("not a resource") && e.contains(says),
+                        "{answer}: {e}"
+                    );
+                }
+                Ok(_) => panic!("{answer} was accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_for_input_is_parsed_not_passed_through() {
+        let answer = r#"{"resultType":"input_required","requestState":"s1"}"#;
+        assert!(matches!(
+            socket_read(RawResult::whole(answer)),
+            Ok(ReadOut::Parsed(ReadResourceResponse::InputRequired(_)))
+        ));
     }
 }

@@ -52,6 +52,9 @@ pub struct SessionServer {
     /// That identity (`token:NAME`, `oauth:SUB`); `None`: the local owner.
     /// Held calls are approved for it alone.
     pub identity: Option<String>,
+    /// Where answers the socket transport sends unparsed are filed; `None`
+    /// over HTTP.
+    pub raw: Option<super::transport::RawAnswers>,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -104,6 +107,7 @@ impl SessionServer {
             asks: Default::default(),
             role: opened.role.clone(),
             identity: opened.identity.clone(),
+            raw: None,
         }
     }
 
@@ -457,7 +461,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         self.view.request(&ctx);
-        self.read(request).await
+        self.read(request, ctx.id).await
     }
 
     async fn list_prompts(

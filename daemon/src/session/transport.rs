@@ -30,9 +30,49 @@ type InFlight = Arc<
     >,
 >;
 
+/// Answers whose `result` goes out as a child wrote it, by request id: a
+/// handler that has one (a resource read from a stdio child) files it here
+/// and returns a placeholder, and [`SessionTransport::send`] writes these
+/// bytes in the placeholder's stead. A 1 MiB resource is then never parsed
+/// into strings nor serialised again. Only the socket transport has one;
+/// over HTTP rmcp writes answers itself.
+#[derive(Clone, Default)]
+pub struct RawAnswers(Arc<std::sync::Mutex<Vec<(rmcp::model::RequestId, RawAnswer)>>>);
+
+/// A result's JSON text: `head`, then `body[at]` (borrowed from the child's
+/// line), making one JSON object.
+pub struct RawAnswer {
+    pub head: &'static str,
+    pub body: Vec<u8>,
+    pub at: std::ops::Range<usize>,
+}
+
+/// Raw answers filed and not sent (their requests were cancelled after
+/// the handler finished) are dropped past this many.
+const RAW_KEPT: usize = MAX_IN_FLIGHT;
+
+impl RawAnswers {
+    /// Files `answer` to be sent as the result of request `id`.
+    pub fn file(&self, id: rmcp::model::RequestId, answer: RawAnswer) {
+        let mut filed = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        filed.retain(|(other, _)| *other != id);
+        if filed.len() >= RAW_KEPT {
+            filed.remove(0);
+        }
+        filed.push((id, answer));
+    }
+
+    fn take(&self, id: &rmcp::model::RequestId) -> Option<RawAnswer> {
+        let mut filed = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let at = filed.iter().position(|(other, _)| other == id)?;
+        Some(filed.swap_remove(at).1)
+    }
+}
+
 /// See the module docs.
 pub struct SessionTransport<R, W> {
     lines: LineReader<R>,
+    raw: RawAnswers,
     writer: Arc<Mutex<Option<W>>>,
     slots: Arc<tokio::sync::Semaphore>,
     /// A slot taken before reading the next message (cancellation-safe:
@@ -53,7 +93,13 @@ where
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             slot: None,
             in_flight: Default::default(),
+            raw: RawAnswers::default(),
         }
+    }
+
+    /// Where handlers file answers this transport sends unparsed.
+    pub fn raw_answers(&self) -> RawAnswers {
+        self.raw.clone()
     }
 
     /// Sends an error reply on its own task, so a cancelled `receive` can
@@ -68,6 +114,30 @@ where
             drop(slot);
         });
     }
+}
+
+/// Writes the response to `id` whose result is `raw`, as one line.
+async fn write_raw<W: AsyncWrite + Unpin>(
+    writer: &Mutex<Option<W>>,
+    id: &rmcp::model::RequestId,
+    raw: &RawAnswer,
+) -> std::io::Result<()> {
+    let mut head = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    serde_json::to_writer(&mut head, id)?;
+    head.extend_from_slice(br#","result":"#);
+    head.extend_from_slice(raw.head.as_bytes());
+    let mut guard = writer.lock().await;
+    let Some(w) = guard.as_mut() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "session transport is closed",
+        ));
+    };
+    w.write_all(&head).await?;
+    w.write_all(&raw.body[raw.at.clone()]).await?;
+    // The result's brace, then the message's.
+    w.write_all(b"}}\n").await?;
+    w.flush().await
 }
 
 fn error_reply(id: Value, code: i64, message: String) -> Value {
@@ -92,6 +162,10 @@ where
             _ => None,
         };
         let in_flight = self.in_flight.clone();
+        let raw = match &item {
+            JsonRpcMessage::Response(r) => self.raw.take(&r.id).map(|raw| (r.id.clone(), raw)),
+            _ => None,
+        };
         async move {
             // The slot frees once the answer is on its way out.
             let _slot = answered.and_then(|id| {
@@ -103,7 +177,10 @@ where
                 }
                 slot
             });
-            write_line(&writer, &item, "session transport is closed").await
+            match raw {
+                Some((id, raw)) => write_raw(&writer, &id, &raw).await,
+                None => write_line(&writer, &item, "session transport is closed").await,
+            }
         }
     }
 
@@ -211,5 +288,54 @@ where
             let _ = w.shutdown().await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_raw_answer_is_one_whole_response_line() {
+        let line =
+            br#"{"jsonrpc":"2.0","id":"evo-7","result":{"contents":[{"uri":"a","text":"x\ny"}]}}"#;
+        let result = line.windows(9).position(|w| w == br#""result":"#).unwrap() + 9;
+        let inner = result + 1..line.len() - 2;
+        let writer = Mutex::new(Some(Vec::new()));
+        let raw = RawAnswer {
+            head: r#"{"resultType":"complete","#,
+            body: line.to_vec(),
+            at: inner,
+        };
+        let id = rmcp::model::RequestId::Number(42);
+        write_raw(&writer, &id, &raw).await.unwrap();
+        let sent = writer.lock().await.take().unwrap();
+        assert_eq!(sent.last(), Some(&b'\n'));
+        assert_eq!(sent.iter().filter(|b| **b == b'\n').count(), 1);
+        let message: Value = serde_json::from_slice(&sent).unwrap();
+        assert_eq!(
+            message,
+            json!({"jsonrpc": "2.0", "id": 42, "result": {
+                "resultType": "complete",
+                "contents": [{"uri": "a", "text": "x\ny"}],
+            }})
+        );
+    }
+
+    #[test]
+    fn raw_answers_are_taken_once_and_bounded() {
+        let filed = RawAnswers::default();
+        let answer = || RawAnswer {
+            head: "{",
+            body: b"{}".to_vec(),
+            at: 1..1,
+        };
+        for n in 0..(RAW_KEPT as i64 + 5) {
+            filed.file(rmcp::model::RequestId::Number(n), answer());
+        }
+        assert!(filed.take(&rmcp::model::RequestId::Number(0)).is_none());
+        let last = rmcp::model::RequestId::Number(RAW_KEPT as i64 + 4);
+        assert!(filed.take(&last).is_some());
+        assert!(filed.take(&last).is_none());
     }
 }
