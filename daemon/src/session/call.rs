@@ -74,7 +74,10 @@ impl SessionServer {
             Ok(p) => p,
             Err(e) => {
                 let text = format!("{} not called: {e}", entry.name);
-                return (text_result(text, true).into(), Reached::Unreachable);
+                match self.after_login_offer(entry, text, ctx).await {
+                    Ok(p) => p,
+                    Err(text) => return (text_result(text, true).into(), Reached::Unreachable),
+                }
             }
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
