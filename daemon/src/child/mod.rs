@@ -681,11 +681,14 @@ impl ChildServer {
         self.challenge = Some(challenge.clone());
         let hinted = challenge.to_ascii_lowercase().contains("resource_metadata")
             || self.spec.oauth.is_some();
-        let probe = async move {
-            crate::oauth::discover(&url, Some(&challenge))
-                .await
-                .map(|_| ())
-        };
+        let probe = tracing::Instrument::instrument(
+            async move {
+                crate::oauth::discover(&url, Some(&challenge))
+                    .await
+                    .map(|_| ())
+            },
+            tracing::info_span!("child", server = %self.spec.id),
+        );
         ctx.spawn(probe.into_actor(self).map(move |found, act, ctx| {
             if !act.phase.is_run(generation) {
                 return;
@@ -1540,7 +1543,8 @@ impl ChildServer {
         };
         let actor = ctx.address();
         let done = move || actor.do_send(Restart);
-        let begin = crate::oauth::login::begin(target, done);
+        let span = tracing::info_span!("child", server = %self.spec.id);
+        let begin = tracing::Instrument::instrument(crate::oauth::login::begin(target, done), span);
         Box::pin(begin.into_actor(self).map(|started, act, _| {
             let started = started?;
             let login = LoginUnderWay {
@@ -1589,7 +1593,11 @@ impl Handler<Logout> for ChildServer {
         };
         let url = url.clone();
         let spec = self.spec.oauth.clone();
-        let out = async move { crate::oauth::login::logout(&id, &url, spec.as_ref()).await };
+        let span = tracing::info_span!("child", server = %id);
+        let out = tracing::Instrument::instrument(
+            async move { crate::oauth::login::logout(&id, &url, spec.as_ref()).await },
+            span,
+        );
         Box::pin(out.into_actor(self).map(|result, act, ctx| {
             act.bearer = None;
             if !matches!(act.phase, Phase::Idle | Phase::Stopped) {

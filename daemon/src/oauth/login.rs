@@ -138,7 +138,12 @@ pub async fn begin(
         tx,
         done: Mutex::new(Some(Box::new(done))),
     });
-    tokio::spawn(serve_redirect(listener, flow));
+    // rmcp's OAuth code logs too: its lines name the server.
+    let span = tracing::info_span!("child", server = %flow.id);
+    tokio::spawn(tracing::Instrument::instrument(
+        serve_redirect(listener, flow),
+        span,
+    ));
     Ok(Started {
         url: auth_url,
         outcome,

@@ -270,7 +270,8 @@ impl Bearer {
             return;
         };
         let me = self.me.clone();
-        runtime.spawn(async move {
+        let span = tracing::info_span!("child", server = %self.server);
+        let timer = async move {
             tokio::time::sleep(wait).await;
             let Some(bearer) = me.upgrade() else { return };
             if matches!(&**bearer.state.load(), AuthState::LoginRequired { .. }) {
@@ -282,7 +283,8 @@ impl Bearer {
                 // The authorization server is away: try again, as a request would.
                 bearer.refresh_after(REFRESH_RETRY);
             }
-        });
+        };
+        runtime.spawn(tracing::Instrument::instrument(timer, span));
     }
 
     pub fn state(&self) -> AuthState {

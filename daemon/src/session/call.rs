@@ -74,7 +74,10 @@ impl SessionServer {
             Ok(p) => p,
             Err(e) => {
                 let text = format!("{} not called: {e}", entry.name);
-                match self.after_login_offer(entry, text, ctx).await {
+                match self
+                    .after_login_offer(&entry.server, &entry.name, text, ctx)
+                    .await
+                {
                     Ok(p) => p,
                     Err(text) => return (text_result(text, true).into(), Reached::Unreachable),
                 }
@@ -255,6 +258,19 @@ impl SessionServer {
         text_result(text, true).into()
     }
 
+    /// Waits (a few seconds at most) for `name` to be in the catalog, as
+    /// after a login its server's listing reaches the Catalog a moment
+    /// after the server is ready.
+    async fn listed(&self, name: &str, ctx: &RequestContext<RoleServer>) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while self.catalog().get(name).is_none()
+            && Instant::now() < deadline
+            && !ctx.ct.is_cancelled()
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The snapshot to resolve a called name in. Right after evod starts
     /// (a shim autostarted it, or a child is still coming up) a name may be
     /// missing only because its server has not listed yet: while a server
@@ -295,6 +311,20 @@ impl SessionServer {
             let text = snapshot
                 .refusal(name)
                 .unwrap_or_else(|| unknown_tool_message(&snapshot, name, Asker::Agent));
+            // A server that needs a login and has listed nothing may have
+            // this tool: offered the login, the name is looked up again.
+            if let Some(server) = snapshot.login_required_owner(name) {
+                return match self.after_login_offer(server, name, text, ctx).await {
+                    Ok(_) => {
+                        self.listed(name, ctx).await;
+                        Box::pin(self.call_proxied(name, arguments, answers, ctx)).await
+                    }
+                    Err(text) => {
+                        metrics().call(&server.id, CallOutcome::Unavailable, None);
+                        Ok(text_result(text, true).into())
+                    }
+                };
+            }
             metrics().call("", CallOutcome::Refused, None);
             return Ok(text_result(text, true).into());
         };

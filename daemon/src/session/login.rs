@@ -5,6 +5,10 @@
 //! one `evoctl login` runs (`child::OfferLogin`: the login under way, or a
 //! new one; same redirect listener, `state`/`iss` checks and token file).
 //!
+//! The same goes for a name under the prefix of such a server that has
+//! listed no tools yet (nothing cached): after the login the name is looked
+//! up again in the catalog the server's listing built.
+//!
 //! What the call answers: once the user accepted, it waits for the login to
 //! end, at most the server's `timeout_s` (or the client's cancellation), and
 //! then runs on the freshly started server; a login still not done by then
@@ -22,8 +26,7 @@ use rmcp::service::{ElicitationMode, Peer, RequestContext, RoleClient, RoleServe
 
 use super::approval::ASK_TTL;
 use super::server::SessionServer;
-use crate::catalog::snapshot::ToolEntry;
-use crate::child::link::ServerState;
+use crate::child::link::{ServerLink, ServerState};
 
 /// The method the spec names for a finished URL elicitation.
 const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
@@ -34,11 +37,11 @@ impl SessionServer {
     /// (the reason the server cannot be called) back, as the answer.
     pub(super) async fn after_login_offer(
         &self,
-        entry: &ToolEntry,
+        server: &ServerLink,
+        tool: &str,
         unavailable: String,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Arc<Peer<RoleClient>>, String> {
-        let server = &entry.server;
         let sid = server.id.as_str();
         if server.state() != ServerState::LoginRequired
             || ctx.meta.protocol_version().is_some()
@@ -49,7 +52,6 @@ impl SessionServer {
         {
             return Err(unavailable);
         }
-        let tool = &entry.name;
         let login = server
             .offer_login()
             .await
