@@ -524,7 +524,13 @@ class BadAuthorizationServer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length)
-        if self.path in ("/broken/mcp", "/notoken/mcp"):
+        if self.path == "/fail/mcp":
+            self.send_response(500)
+            self.send_header("content-type", "text/plain")
+            self.send_header("content-length", "4")
+            self.end_headers()
+            self.wfile.write(b"oops")
+        elif self.path in ("/broken/mcp", "/notoken/mcp", "/noas/mcp", "/asjunk/mcp", "/astoken/mcp"):
             kind = self.path.split("/")[1]
             self._json(
                 401,
@@ -543,6 +549,22 @@ class BadAuthorizationServer(BaseHTTPRequestHandler):
         base = self.base
         if self.path == "/.well-known/oauth-protected-resource/broken/mcp":
             self._json(200, b"{this is not json")
+        elif self.path == "/.well-known/oauth-protected-resource/noas/mcp":
+            self._json(200, {"resource": f"{base}/noas/mcp"})
+        elif self.path in ("/.well-known/oauth-protected-resource/asjunk/mcp", "/.well-known/oauth-protected-resource/astoken/mcp"):
+            kind = self.path.split("/")[3]
+            self._json(200, {"resource": f"{base}/{kind}/mcp", "authorization_servers": [f"{base}/{kind}-as"]})
+        elif self.path in ("/.well-known/oauth-authorization-server/asjunk-as", "/asjunk-as/.well-known/openid-configuration"):
+            self._json(200, b"<html>not metadata</html>")
+        elif self.path in ("/.well-known/oauth-authorization-server/astoken-as", "/astoken-as/.well-known/openid-configuration"):
+            self._json(
+                200,
+                {
+                    "issuer": f"{base}/astoken-as",
+                    "authorization_endpoint": f"{base}/authorize",
+                    "response_types_supported": ["code"],
+                },
+            )
         elif self.path == "/.well-known/oauth-protected-resource/notoken/mcp":
             self._json(200, {"resource": f"{base}/notoken/mcp", "authorization_servers": [f"{base}/as"]})
         elif self.path in ("/.well-known/oauth-authorization-server/as", "/as/.well-known/openid-configuration"):
@@ -579,7 +601,7 @@ async def test_malformed_metadata_and_a_token_without_access_token_are_named() -
     evo = start_evod(
         tmp,
         "evo",
-        {"mcpServers": {"broken": {"type": "http", "url": f"{base}/broken/mcp"}, "notoken": {"type": "http", "url": f"{base}/notoken/mcp"}}},
+        {"mcpServers": {sid: {"type": "http", "url": f"{base}/{sid}/mcp"} for sid in ("broken", "notoken", "noas", "asjunk", "astoken")}},
         {"EVO_STATE_DIR": str(tmp / "state")},
     )
     w = World(tmp, evo, 0, evo, 0, evo, tmp / "state")
@@ -595,6 +617,23 @@ async def test_malformed_metadata_and_a_token_without_access_token_are_named() -
         out = w.ctl("login", "broken", "--no-browser")
         assert out.returncode == 1 and "server 'broken'" in out.stderr and "metadata" in out.stderr, out.stderr
 
+        # Each broken document is named by its URL and what is wrong with it, in `evoctl status`
+        # and in `evoctl login`.
+        expected = {
+            "broken": f"the protected resource metadata at {base}/.well-known/oauth-protected-resource/broken/mcp is not valid JSON",
+            "noas": f"the protected resource metadata at {base}/.well-known/oauth-protected-resource/noas/mcp lacks `authorization_servers`",
+            "asjunk": f"the authorization server metadata at {base}/.well-known/oauth-authorization-server/asjunk-as is not valid JSON",
+            "astoken": f"the authorization server metadata at {base}/.well-known/oauth-authorization-server/astoken-as lacks the required field `token_endpoint`",
+        }
+        for sid, words in expected.items():
+            s = await anyio.to_thread.run_sync(
+                lambda sid=sid: wait_for(f"{sid} never login_required", lambda: (x := server(sid)).get("state") == "login_required" and x, 30, w.diagnostics)
+            )
+            assert f"server '{sid}'" in s["error"] and words in s["error"], (sid, s["error"])
+            assert words in w.ctl("status").stdout, w.ctl("status").stdout
+            out = w.ctl("login", sid, "--no-browser")
+            assert out.returncode == 1 and f"server '{sid}'" in out.stderr and words in out.stderr, (sid, out.stderr)
+
         await anyio.to_thread.run_sync(
             lambda: wait_for("notoken never login_required", lambda: server("notoken").get("state") == "login_required", 30, w.diagnostics)
         )
@@ -604,6 +643,46 @@ async def test_malformed_metadata_and_a_token_without_access_token_are_named() -
         out_, err = proc.communicate(timeout=30)
         assert proc.returncode == 1, (out_, err)
         assert "server 'notoken'" in err and "access_token" in err, err
+    finally:
+        evo.stop()
+        bad.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def test_rmcp_log_lines_about_a_remote_server_name_it() -> None:
+    """A remote child that fails (HTTP 500 to its initialize): rmcp's own lines about it, its
+    transport worker's "worker quit with fatal" included (a task rmcp spawns without a span),
+    carry `server=ID`; so does every other rmcp line while two servers fail side by side."""
+    tmp = make_tmp()
+    bad = ThreadingHTTPServer(("127.0.0.1", 0), BadAuthorizationServer)
+    BadAuthorizationServer.base = f"http://127.0.0.1:{bad.server_address[1]}"
+    threading.Thread(target=bad.serve_forever, daemon=True).start()
+    base = BadAuthorizationServer.base
+    evo = start_evod(
+        tmp,
+        "evo",
+        {"mcpServers": {"fail": {"type": "http", "url": f"{base}/fail/mcp"}, "broken": {"type": "http", "url": f"{base}/broken/mcp"}}},
+        {"EVO_STATE_DIR": str(tmp / "state")},
+    )
+    w = World(tmp, evo, 0, evo, 0, evo, tmp / "state")
+    try:
+        def rmcp_lines() -> list[str]:
+            return [line for line in evo.log.read_text(errors="replace").splitlines() if " rmcp::" in line]
+
+        quit_lines = await anyio.to_thread.run_sync(
+            lambda: wait_for(
+                "rmcp logged no worker quit for 'fail'",
+                lambda: [line for line in rmcp_lines() if "worker quit with fatal" in line and "server=fail" in line],
+                30,
+                w.diagnostics,
+            )
+        )
+        assert quit_lines
+        lines = rmcp_lines()
+        assert lines
+        unnamed = [line for line in lines if "server=" not in line]
+        assert not unnamed, "rmcp lines without a server:\n" + "\n".join(unnamed[:10])
+        assert any("server=broken" in line for line in lines), "\n".join(lines[:20])
     finally:
         evo.stop()
         bad.shutdown()
