@@ -385,8 +385,8 @@ async def test_login_call_refresh_revoke(world: World) -> None:
         first_expiry = s["auth"]["expires_at"]
         first_token = file["credentials"]["token_response"]["access_token"]
 
-        # The access token expires; the next calls refresh it first, once: five at the same
-        # time wait for one refresh.
+        # The access token nears its expiry and is refreshed once (by the timer, ahead of it);
+        # five calls at the same time after that all carry the new token.
         refreshes = w.evo.log.read_text(errors="replace").count("access token refreshed server=web")
         await anyio.sleep(TTL_S + 1)
         results: list[Any] = []
@@ -845,12 +845,21 @@ async def test_an_sse_child_behind_oauth() -> None:
                 r = await call(w, "sse_echo", {"text": "over sse with oauth"})
                 assert not r.is_error and text(r) == "over sse with oauth", f"{text(r)}\n{diag()}"
 
-                # The server refuses the token evo holds (as after a key rotation): the POST's 401
-                # refreshes it once and the call is sent again with the new one.
+                # The server refuses the token evo holds (as after a key rotation): the POSTs' 401s
+                # refresh it once, five calls at the same time waiting for that one refresh, and
+                # each call is sent again with the new token.
                 held = w.token_file("sse")["credentials"]["token_response"]["access_token"]
                 reject.write_text(held + "\n")
-                r = await call(w, "sse_echo", {"text": "after a 401"})
-                assert not r.is_error and text(r) == "after a 401", f"{text(r)}\n{diag()}"
+                results: list[Any] = []
+                async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+
+                    async def one(i: int) -> None:
+                        results.append(await c.call_tool("sse_echo", {"text": f"after a 401 {i}"}))
+
+                    async with anyio.create_task_group() as tg:
+                        for i in range(5):
+                            tg.start_soon(one, i)
+                assert sorted(text(x) for x in results) == [f"after a 401 {i}" for i in range(5)], [text(x) for x in results]
                 assert refreshes(w, "sse", "401") == 1, diag()
                 assert w.token_file("sse")["credentials"]["token_response"]["access_token"] != held
                 assert "refused a listed token" in sse.log.read_text(errors="replace")
