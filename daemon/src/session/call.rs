@@ -258,6 +258,36 @@ impl SessionServer {
         text_result(text, true).into()
     }
 
+    /// A call to a name the catalog does not list: refused, or, when a
+    /// server that needs a login and has listed nothing may have it, the
+    /// login offered and the name looked up again.
+    async fn call_unknown(
+        &self,
+        snapshot: &Snapshot,
+        name: &str,
+        arguments: Option<JsonObject>,
+        answers: Answers,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = snapshot
+            .refusal(name)
+            .unwrap_or_else(|| unknown_tool_message(snapshot, name, Asker::Agent));
+        if let Some(server) = snapshot.login_required_owner(name) {
+            return match self.after_login_offer(server, name, text, ctx).await {
+                Ok(_) => {
+                    self.listed(name, ctx).await;
+                    Box::pin(self.call_proxied(name, arguments, answers, ctx)).await
+                }
+                Err(text) => {
+                    metrics().call(&server.id, CallOutcome::Unavailable, None);
+                    Ok(text_result(text, true).into())
+                }
+            };
+        }
+        metrics().call("", CallOutcome::Refused, None);
+        Ok(text_result(text, true).into())
+    }
+
     /// Waits (a few seconds at most) for `name` to be in the catalog, as
     /// after a login its server's listing reaches the Catalog a moment
     /// after the server is ready.
@@ -308,25 +338,9 @@ impl SessionServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let snapshot = self.snapshot_knowing(name, ctx).await;
         let Some(entry) = snapshot.get(name) else {
-            let text = snapshot
-                .refusal(name)
-                .unwrap_or_else(|| unknown_tool_message(&snapshot, name, Asker::Agent));
-            // A server that needs a login and has listed nothing may have
-            // this tool: offered the login, the name is looked up again.
-            if let Some(server) = snapshot.login_required_owner(name) {
-                return match self.after_login_offer(server, name, text, ctx).await {
-                    Ok(_) => {
-                        self.listed(name, ctx).await;
-                        Box::pin(self.call_proxied(name, arguments, answers, ctx)).await
-                    }
-                    Err(text) => {
-                        metrics().call(&server.id, CallOutcome::Unavailable, None);
-                        Ok(text_result(text, true).into())
-                    }
-                };
-            }
-            metrics().call("", CallOutcome::Refused, None);
-            return Ok(text_result(text, true).into());
+            return self
+                .call_unknown(&snapshot, name, arguments, answers, ctx)
+                .await;
         };
         let refused = |text: String| -> Result<CallToolResponse, ErrorData> {
             metrics().call(&entry.server.id, CallOutcome::Refused, None);
