@@ -5,7 +5,7 @@
 //! say which server they are about. Every request of such a child goes
 //! through evo's HTTP client wrapper (`child::remote::Authed`), which runs
 //! on those tasks: it tags the current tokio task with the server id
-//! ([`tag_current_task`]), and the log formatter ([`TaskTagged`]) and the
+//! ([`TaskTag`]), and the log formatter ([`TaskTagged`]) and the
 //! console's log ring add `server=ID` to an rmcp line of a tagged task that
 //! does not name one.
 //!
@@ -14,6 +14,8 @@
 //! worker is tagged again by its next request, at the latest the 10 s ping).
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use tracing::{Event, Subscriber};
@@ -32,11 +34,44 @@ struct Tags {
 
 static TAGS: LazyLock<Mutex<Tags>> = LazyLock::new(Default::default);
 
+/// A server's tag, held by its HTTP client wrapper: it remembers the last
+/// task it tagged, so the requests of one task after the first cost a task
+/// id's hash and an atomic load, no lock.
+pub struct TaskTag {
+    server: Arc<str>,
+    last: AtomicU64,
+}
+
+impl TaskTag {
+    pub fn new(server: Arc<str>) -> TaskTag {
+        TaskTag {
+            server,
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// Records that the current tokio task works for this server.
+    pub fn tag_current_task(&self) {
+        let Some(id) = tokio::task::try_id() else {
+            return;
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        id.hash(&mut hasher);
+        let key = hasher.finish() | 1;
+        if self.last.swap(key, Ordering::Relaxed) != key {
+            tag(id, &self.server);
+        }
+    }
+}
+
 /// Records that the current tokio task works for `server`.
 pub fn tag_current_task(server: &Arc<str>) {
-    let Some(id) = tokio::task::try_id() else {
-        return;
-    };
+    if let Some(id) = tokio::task::try_id() {
+        tag(id, server);
+    }
+}
+
+fn tag(id: tokio::task::Id, server: &Arc<str>) {
     let mut tags = TAGS.lock().unwrap_or_else(|e| e.into_inner());
     if tags
         .by_task

@@ -574,7 +574,9 @@ impl ChildServer {
                     http_config(url, headers).map(|c| {
                         let challenge = Arc::new(std::sync::OnceLock::new());
                         let client = remote::Authed {
-                            server: self.spec.id.as_str().into(),
+                            tag: Arc::new(crate::logtag::TaskTag::new(
+                                self.spec.id.as_str().into(),
+                            )),
                             inner: remote_client(),
                             bearer,
                             challenge: challenge.clone(),
