@@ -997,3 +997,48 @@ async def test_a_client_id_metadata_document_identifies_evo() -> None:
                 assert "/reg" not in w.auth.log.read_text(errors="replace")
     finally:
         docs.shutdown()
+
+
+async def test_an_offered_login_finished_after_the_call_gave_up() -> None:
+    """The user accepts the offer but takes longer than the server's `timeout_s`: the call
+    answers (never hangs) that the login was offered and to call again; the login finished later
+    still sends `notifications/elicitation/complete`, and the next call runs."""
+
+    def servers(rs: str) -> dict[str, Any]:
+        return {"mcpServers": {"web": {"type": "http", "url": rs, "oauth": {"scopes": SCOPES}, "timeout_s": 2}}}
+
+    with running_world(servers=servers) as w, anyio.fail_after(TIMEOUT_S):
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web never login_required", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+        )
+        offers: list[Any] = []
+        notes: list[str] = []
+
+        async def later(_ctx: Any, params: Any) -> types.ElicitResult:
+            offers.append(params)
+            return types.ElicitResult(action="accept")  # opened, not finished yet
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ElicitCompleteNotification):
+                notes.append(message.params.elicitation_id)
+
+        async with unwrapped(), Client(w.shim(), mode="legacy", elicitation_callback=later, message_handler=on_message) as c:
+            started = time.monotonic()
+            r = await c.call_tool("web_fx_echo", {"text": "too soon"})
+            assert r.is_error and "was offered" in text(r) and "within 2s" in text(r), text(r)
+            assert time.monotonic() - started < 15
+            assert notes == []
+            # A second call while the login is under way is offered the same login.
+            r = await c.call_tool("web_fx_echo", {"text": "still too soon"})
+            assert r.is_error and "was offered" in text(r), text(r)
+            assert len(offers) == 2 and offers[0].url == offers[1].url, offers
+            assert offers[0].elicitation_id != offers[1].elicitation_id
+            page = await anyio.to_thread.run_sync(browser, offers[0].url)
+            assert page.status_code == 200 and "logged in" in page.text, page.text
+            await anyio.to_thread.run_sync(lambda: wait_for("no elicitation/complete", lambda: len(notes) == 2, 10, w.diagnostics))
+            assert sorted(notes) == sorted(o.elicitation_id for o in offers), (notes, offers)
+            await anyio.to_thread.run_sync(
+                lambda: wait_for("web not ready after the login", lambda: w.server("web")["state"] == "ready", 30, w.diagnostics)
+            )
+            r = await c.call_tool("web_fx_echo", {"text": "now"})
+            assert not r.is_error and text(r) == "now", text(r)
