@@ -613,7 +613,7 @@ async def test_malformed_metadata_and_a_token_without_access_token_are_named() -
             lambda: wait_for("broken never login_required", lambda: (x := server("broken")).get("state") == "login_required" and x, 30, w.diagnostics)
         )
         assert "server 'broken'" in s["error"] and "metadata" in s["error"], s
-        assert "authorization server is up" in s["error"], s
+        assert "must fix that document" in s["error"], s
         out = w.ctl("login", "broken", "--no-browser")
         assert out.returncode == 1 and "server 'broken'" in out.stderr and "metadata" in out.stderr, out.stderr
 
@@ -630,6 +630,7 @@ async def test_malformed_metadata_and_a_token_without_access_token_are_named() -
                 lambda sid=sid: wait_for(f"{sid} never login_required", lambda: (x := server(sid)).get("state") == "login_required" and x, 30, w.diagnostics)
             )
             assert f"server '{sid}'" in s["error"] and words in s["error"], (sid, s["error"])
+            assert f"whoever runs server '{sid}' must fix that document" in s["error"], s["error"]
             assert words in w.ctl("status").stdout, w.ctl("status").stdout
             out = w.ctl("login", sid, "--no-browser")
             assert out.returncode == 1 and f"server '{sid}'" in out.stderr and words in out.stderr, (sid, out.stderr)

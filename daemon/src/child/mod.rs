@@ -702,9 +702,7 @@ impl ChildServer {
                     ctx,
                 ),
                 Err(e) if hinted => act.login_required(
-                    format!(
-                        "server '{id}' needs a login, but {e}; check that its authorization server is up, then run `evoctl login {id}`"
-                    ),
+                    format!("server '{id}' needs a login, but {e}; {}", e.advice(&id)),
                     ctx,
                 ),
                 Err(_) => act.down(

@@ -42,7 +42,7 @@ pub async fn diagnose(url: &str, challenge: Option<&str>) -> Option<String> {
                     "the protected resource metadata at {at} (named by its 401 challenge) answered {status}"
                 ));
             }
-            Fetched::Missing(_) => {}
+            Fetched::Missing(_) | Fetched::Unreachable => {}
         }
     }
     let (prm_url, prm) = prm?;
@@ -80,6 +80,7 @@ pub async fn diagnose(url: &str, challenge: Option<&str>) -> Option<String> {
     {
         candidates.push(appended);
     }
+    let mut answered = false;
     for at in &candidates {
         match fetch(&client, at).await {
             Fetched::Json(doc) => return check_as(at, &doc),
@@ -88,8 +89,13 @@ pub async fn diagnose(url: &str, challenge: Option<&str>) -> Option<String> {
                     "the authorization server metadata at {at} {e} (RFC 8414)"
                 ));
             }
-            Fetched::Missing(_) => {}
+            Fetched::Missing(_) => answered = true,
+            Fetched::Unreachable => {}
         }
+    }
+    if !answered {
+        // Down, not broken: rmcp's own error says so.
+        return None;
     }
     Some(format!(
         "the authorization server {issuer} named by {prm_url} publishes no metadata (tried {})",
@@ -122,8 +128,10 @@ enum Fetched {
     Json(Value),
     /// Answered, but not a document evo can read: why.
     Broken(String),
-    /// Not there (an error status, or unreachable).
+    /// Not there: the status it answered.
     Missing(String),
+    /// No answer (refused, timed out).
+    Unreachable,
 }
 
 async fn fetch(client: &reqwest::Client, at: &Url) -> Fetched {
@@ -134,7 +142,7 @@ async fn fetch(client: &reqwest::Client, at: &Url) -> Fetched {
         .await
     {
         Ok(r) => r,
-        Err(e) => return Fetched::Missing(crate::child::readable_error(&e)),
+        Err(_) => return Fetched::Unreachable,
     };
     let status = response.status();
     if status != StatusCode::OK {
@@ -142,7 +150,7 @@ async fn fetch(client: &reqwest::Client, at: &Url) -> Fetched {
     }
     let body = match response.bytes().await {
         Ok(b) => b,
-        Err(e) => return Fetched::Missing(crate::child::readable_error(&e)),
+        Err(_) => return Fetched::Unreachable,
     };
     match serde_json::from_slice::<Value>(&body) {
         Ok(doc) => Fetched::Json(doc),

@@ -55,11 +55,7 @@ pub async fn begin(
     let named = |e: String| format!("server '{id}': {e}");
     let (mut manager, metadata) = super::discover_with_metadata(&url, challenge.as_deref())
         .await
-        .map_err(|e| {
-            named(format!(
-                "{e}; check that its authorization server is up, then run `evoctl login {id}` again"
-            ))
-        })?;
+        .map_err(|e| named(format!("{e}; {}", e.advice(&id))))?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|e| {

@@ -456,7 +456,9 @@ impl Bearer {
     /// An authorization manager for this server, its metadata discovered
     /// and its client configured from the token file.
     async fn manager(&self) -> Result<AuthorizationManager, Failure> {
-        let mut manager = discover(&self.url, None).await.map_err(Failure::Failed)?;
+        let mut manager = discover(&self.url, None)
+            .await
+            .map_err(|e| Failure::Failed(e.message))?;
         if self.spec.grant == Grant::ClientCredentials {
             let config = self.client_credentials()?;
             manager
@@ -501,7 +503,10 @@ pub fn auth_error(e: &AuthError) -> String {
 /// An authorization manager with the server's authorization server's
 /// metadata discovered: RFC 9728 from the 401 challenge (or the well-known
 /// path), then RFC 8414 / OpenID discovery.
-pub async fn discover(url: &str, challenge: Option<&str>) -> Result<AuthorizationManager, String> {
+pub async fn discover(
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<AuthorizationManager, DiscoveryError> {
     discover_with_metadata(url, challenge).await.map(|(m, _)| m)
 }
 
@@ -509,10 +514,10 @@ pub async fn discover(url: &str, challenge: Option<&str>) -> Result<Authorizatio
 pub async fn discover_with_metadata(
     url: &str,
     challenge: Option<&str>,
-) -> Result<(AuthorizationManager, AuthorizationMetadata), String> {
+) -> Result<(AuthorizationManager, AuthorizationMetadata), DiscoveryError> {
     let mut manager = AuthorizationManager::new(url)
         .await
-        .map_err(|e| auth_error(&e))?;
+        .map_err(|e| DiscoveryError::unreachable(auth_error(&e)))?;
     let generic = match manager.resolve_metadata_from_challenge(challenge).await {
         Ok(resolution) if resolution.source != AuthorizationMetadataSource::LegacyEndpointFallback => {
             manager.set_metadata(resolution.metadata.clone());
@@ -522,7 +527,48 @@ pub async fn discover_with_metadata(
         Err(e) => format!("its OAuth metadata could not be read: {}", auth_error(&e)),
     };
     // Name the document that is broken, when one is.
-    Err(diagnose::diagnose(url, challenge).await.unwrap_or(generic))
+    Err(match diagnose::diagnose(url, challenge).await {
+        Some(message) => DiscoveryError {
+            message,
+            broken_document: true,
+        },
+        None => DiscoveryError::unreachable(generic),
+    })
+}
+
+/// Why OAuth discovery failed.
+#[derive(Debug)]
+pub struct DiscoveryError {
+    pub message: String,
+    /// A metadata document was read and is broken (its URL and what is
+    /// wrong are in the message): no retry helps until it is fixed.
+    pub broken_document: bool,
+}
+
+impl DiscoveryError {
+    fn unreachable(message: String) -> DiscoveryError {
+        DiscoveryError {
+            message,
+            broken_document: false,
+        }
+    }
+
+    /// What a person can do about it, for server `id`.
+    pub fn advice(&self, id: &str) -> String {
+        if self.broken_document {
+            format!(
+                "whoever runs server '{id}' must fix that document; then run `evoctl login {id}`"
+            )
+        } else {
+            format!("check that its authorization server is up, then run `evoctl login {id}`")
+        }
+    }
+}
+
+impl std::fmt::Display for DiscoveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 #[cfg(test)]
