@@ -1043,3 +1043,38 @@ async def test_an_offered_login_finished_after_the_call_gave_up() -> None:
             )
             r = await c.call_tool("web_fx_echo", {"text": "now"})
             assert not r.is_error and text(r) == "now", text(r)
+
+
+async def test_an_http_identity_is_not_offered_the_login() -> None:
+    """The server's tokens serve every session, so a client on the HTTP front with an API token
+    (`token:bob`) is never offered the login, even with URL elicitation: it gets the text naming
+    `evoctl login`, and no login starts."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = free_port()
+
+    def servers(rs: str) -> dict[str, Any]:
+        return evo_config(rs) | {"serve": {"http": {"listen": f"127.0.0.1:{port}", "auth": {}}}}
+
+    with running_world(servers=servers) as w, anyio.fail_after(TIMEOUT_S):
+        await anyio.to_thread.run_sync(
+            lambda: wait_for("web never login_required", lambda: w.server("web")["state"] == "login_required", 30, w.diagnostics)
+        )
+        made = w.ctl("token", "create", "bob")
+        assert made.returncode == 0, made.stderr
+        offers: list[Any] = []
+
+        async def accept(_ctx: Any, params: Any) -> types.ElicitResult:
+            offers.append(params)
+            return types.ElicitResult(action="accept")
+
+        headers = {"Authorization": f"Bearer {made.stdout.strip()}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as hc,
+            unwrapped(),
+            Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=hc), mode="legacy", elicitation_callback=accept) as c,
+        ):
+            r = await c.call_tool("web_fx_echo", {"text": "hi"})
+        assert r.is_error and "evoctl login web" in text(r), text(r)
+        assert offers == []
+        assert "login offered" not in w.evo.log.read_text(errors="replace")

@@ -17,6 +17,12 @@
 //! client is sent `notifications/elicitation/complete` with the
 //! elicitation's id. A declined or cancelled offer, or a client that cannot
 //! be asked, answers at once.
+//!
+//! Only the local owner's sessions (the socket, HTTP without `auth`) are
+//! offered a login: a server's tokens serve every session, so an HTTP
+//! identity (`token:NAME`, `oauth:SUB`) must not choose whose account they
+//! are. The redirect goes to evod's loopback listener, so the browser that
+//! completes the login runs on evod's machine.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +49,10 @@ impl SessionServer {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Arc<Peer<RoleClient>>, String> {
         let sid = server.id.as_str();
+        // The tokens serve every session: only the local owner (who could
+        // run `evoctl login`) is offered the login, never an HTTP identity.
         if server.state() != ServerState::LoginRequired
+            || self.identity.is_some()
             || ctx.meta.protocol_version().is_some()
             || !ctx
                 .peer
@@ -106,7 +115,7 @@ impl SessionServer {
         };
         match outcome {
             Err(_) => Err(format!(
-                "{tool} not called: server '{sid}' needs a login, which was offered to the user; it was not completed within {}s. Call again once the login in the browser is done (evo sends notifications/elicitation/complete then).",
+                "{tool} not called: server '{sid}' needs a login, which was offered to the user; it was not completed within {}s. Call again once the login in the browser is done (evo sends notifications/elicitation/complete then), or a person runs `evoctl login {sid}`.",
                 wait.as_secs()
             )),
             Ok(Err(e)) => Err(format!("{tool} not called: {e}")),
