@@ -1,5 +1,6 @@
-//! `evoctl login SERVER`: the authorization code flow with PKCE (S256), run
-//! by evod. evod discovers the authorization server, picks how evo is
+//! `evoctl login SERVER`, and the login a session offers its client by URL
+//! elicitation (`session::login`): the authorization code flow with PKCE
+//! (S256), run by evod. evod discovers the authorization server, picks how evo is
 //! identified (a configured client, else a client ID metadata document
 //! where the server supports them, else dynamic registration), listens on a
 //! free loopback port for the redirect and hands evoctl the URL to open.

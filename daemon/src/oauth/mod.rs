@@ -1,8 +1,10 @@
 //! OAuth 2.1 towards remote child servers: the `oauth` settings of a server
 //! entry ([`OAuthSpec`]), the credential a remote child's requests carry
 //! ([`Bearer`]: the current access token read without a lock, one refresh
-//! in flight at a time), and the login and logout flows (`login`), which run
-//! in evod so that a token never crosses the control socket.
+//! in flight at a time, a timer refreshing it ahead of its expiry), the
+//! login and logout flows (`login`), which run in evod so that a token never
+//! crosses the control socket, and what is wrong with a server's metadata
+//! when discovery fails (`diagnose`).
 //!
 //! rmcp's `AuthorizationManager` does the protocol: RFC 9728 and RFC 8414 /
 //! OpenID discovery, dynamic registration (RFC 7591), PKCE, the RFC 8707
