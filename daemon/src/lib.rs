@@ -30,6 +30,7 @@ pub mod http;
 pub mod integrity;
 pub mod jsonkeys;
 pub mod lines;
+pub mod logtag;
 pub mod metrics;
 pub mod names;
 pub mod native;

@@ -155,11 +155,26 @@ fn init_logging(format: &str) {
         .with_writer(std::io::stderr);
     // The console's Log page reads the same events (evo_daemon::console::logring).
     let ring = evo_daemon::console::logring::LogRing;
+    // rmcp's own tasks' lines name the server they are about (evo_daemon::logtag).
+    use evo_daemon::logtag::TaskTagged;
     match (format, evo_daemon::activation::under_systemd()) {
-        ("json", _) => builder.json().finish().with(ring).init(),
+        ("json", _) => builder
+            .json()
+            .event_format(TaskTagged(tracing_subscriber::fmt::format().json()))
+            .finish()
+            .with(ring)
+            .init(),
         // The journal stamps each line itself.
-        (_, true) => builder.without_time().finish().with(ring).init(),
-        _ => builder.finish().with(ring).init(),
+        (_, true) => builder
+            .event_format(TaskTagged(tracing_subscriber::fmt::format().without_time()))
+            .finish()
+            .with(ring)
+            .init(),
+        _ => builder
+            .event_format(TaskTagged(tracing_subscriber::fmt::format()))
+            .finish()
+            .with(ring)
+            .init(),
     }
 }
 

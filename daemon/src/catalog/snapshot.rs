@@ -200,6 +200,17 @@ impl Snapshot {
         }
     }
 
+    /// The server in `login required` that has listed nothing and whose
+    /// id prefixes `name`: the tool may be one of its own.
+    pub fn login_required_owner(&self, name: &str) -> Option<&Arc<ServerLink>> {
+        self.unlisted.iter().find(|l| {
+            l.state() == crate::child::link::ServerState::LoginRequired
+                && name.len() > l.id.len()
+                && name.starts_with(l.id.as_str())
+                && name.as_bytes()[l.id.len()] == b'_'
+        })
+    }
+
     /// Why `name` may not be called, when permissions deny it or it is
     /// quarantined.
     pub fn refusal(&self, name: &str) -> Option<String> {

@@ -269,6 +269,18 @@ impl ServerLink {
         self.peer.load_full()
     }
 
+    /// A login for this server (see [`crate::child::OfferLogin`]): the one
+    /// under way, or a new one.
+    pub async fn offer_login(&self) -> Result<crate::child::LoginUnderWay, String> {
+        let Some(child) = &self.child else {
+            return Err(format!("server '{}' has no child in this process", self.id));
+        };
+        child
+            .send(crate::child::OfferLogin)
+            .await
+            .unwrap_or_else(|_| Err(format!("server '{}' is gone", self.id)))
+    }
+
     /// The child's peer, starting or waiting for the child when it is not
     /// ready. The error names the server and its state.
     pub async fn peer(&self) -> Result<Arc<Peer<RoleClient>>, String> {

@@ -346,8 +346,38 @@ pub struct ChildServer {
     bearer: Option<Arc<crate::oauth::Bearer>>,
     /// A remote server's last 401 challenge (where `evoctl login` starts).
     challenge: Option<String>,
-    /// The outcome of the `evoctl login` under way, once it is known.
-    login: Option<tokio::sync::watch::Receiver<crate::oauth::login::Outcome>>,
+    /// The last login started (by `evoctl login` or offered to a client):
+    /// its URL and outcome, once known.
+    login: Option<LoginUnderWay>,
+}
+
+/// A login evod started for a server: where the person goes, and how it
+/// ends. `evoctl login` and a client's URL elicitation share it.
+#[derive(Clone)]
+pub struct LoginUnderWay {
+    pub url: String,
+    pub outcome: tokio::sync::watch::Receiver<crate::oauth::login::Outcome>,
+}
+
+impl LoginUnderWay {
+    /// Still waiting for its redirect.
+    fn pending(&self) -> bool {
+        self.outcome.borrow().is_none() && self.outcome.has_changed().is_ok()
+    }
+
+    /// Waits for the outcome: what to tell the person.
+    pub async fn outcome(mut self, id: &str) -> Result<String, String> {
+        loop {
+            if let Some(result) = self.outcome.borrow_and_update().clone() {
+                return result;
+            }
+            if self.outcome.changed().await.is_err() {
+                return Err(format!(
+                    "the login of server '{id}' was abandoned; run `evoctl login {id}` again"
+                ));
+            }
+        }
+    }
 }
 
 /// What every ChildServer of a daemon shares.
@@ -544,6 +574,9 @@ impl ChildServer {
                     http_config(url, headers).map(|c| {
                         let challenge = Arc::new(std::sync::OnceLock::new());
                         let client = remote::Authed {
+                            tag: Arc::new(crate::logtag::TaskTag::new(
+                                self.spec.id.as_str().into(),
+                            )),
                             inner: remote_client(),
                             bearer,
                             challenge: challenge.clone(),
@@ -650,11 +683,14 @@ impl ChildServer {
         self.challenge = Some(challenge.clone());
         let hinted = challenge.to_ascii_lowercase().contains("resource_metadata")
             || self.spec.oauth.is_some();
-        let probe = async move {
-            crate::oauth::discover(&url, Some(&challenge))
-                .await
-                .map(|_| ())
-        };
+        let probe = tracing::Instrument::instrument(
+            async move {
+                crate::oauth::discover(&url, Some(&challenge))
+                    .await
+                    .map(|_| ())
+            },
+            tracing::info_span!("child", server = %self.spec.id),
+        );
         ctx.spawn(probe.into_actor(self).map(move |found, act, ctx| {
             if !act.phase.is_run(generation) {
                 return;
@@ -666,9 +702,7 @@ impl ChildServer {
                     ctx,
                 ),
                 Err(e) if hinted => act.login_required(
-                    format!(
-                        "server '{id}' needs a login, but {e}; check that its authorization server is up, then run `evoctl login {id}`"
-                    ),
+                    format!("server '{id}' needs a login, but {e}; {}", e.advice(&id)),
                     ctx,
                 ),
                 Err(_) => act.down(
@@ -1448,6 +1482,41 @@ pub struct BeginLogin;
 impl Handler<BeginLogin> for ChildServer {
     type Result = ResponseActFuture<Self, Result<String, String>>;
     fn handle(&mut self, _: BeginLogin, ctx: &mut Context<Self>) -> Self::Result {
+        Box::pin(
+            self.begin_login(ctx)
+                .map(|started, _, _| started.map(|l| l.url)),
+        )
+    }
+}
+
+/// A session's client can open a URL for its user (URL elicitation): the
+/// login under way if there is one, else a new one, the same flow as
+/// `evoctl login`.
+#[derive(Message)]
+#[rtype(result = "Result<LoginUnderWay, String>")]
+pub struct OfferLogin;
+
+impl Handler<OfferLogin> for ChildServer {
+    type Result = ResponseActFuture<Self, Result<LoginUnderWay, String>>;
+    fn handle(&mut self, _: OfferLogin, ctx: &mut Context<Self>) -> Self::Result {
+        if !matches!(self.phase, Phase::LoginRequired) {
+            let e = self.unavailable();
+            return Box::pin(fut::ready(Err(e)));
+        }
+        if let Some(login) = self.login.clone().filter(LoginUnderWay::pending) {
+            return Box::pin(fut::ready(Ok(login)));
+        }
+        self.begin_login(ctx)
+    }
+}
+
+impl ChildServer {
+    /// Starts the authorization code flow (see `oauth::login`); a success
+    /// restarts the child with its new tokens.
+    fn begin_login(
+        &mut self,
+        ctx: &mut Context<Self>,
+    ) -> ResponseActFuture<Self, Result<LoginUnderWay, String>> {
         let id = self.spec.id.clone();
         let TransportSpec::Http { url, .. } = &self.spec.transport else {
             let e = format!(
@@ -1474,11 +1543,16 @@ impl Handler<BeginLogin> for ChildServer {
         };
         let actor = ctx.address();
         let done = move || actor.do_send(Restart);
-        let begin = crate::oauth::login::begin(target, done);
+        let span = tracing::info_span!("child", server = %self.spec.id);
+        let begin = tracing::Instrument::instrument(crate::oauth::login::begin(target, done), span);
         Box::pin(begin.into_actor(self).map(|started, act, _| {
             let started = started?;
-            act.login = Some(started.outcome);
-            Ok(started.url)
+            let login = LoginUnderWay {
+                url: started.url,
+                outcome: started.outcome,
+            };
+            act.login = Some(login.clone());
+            Ok(login)
         }))
     }
 }
@@ -1492,25 +1566,14 @@ impl Handler<AwaitLogin> for ChildServer {
     type Result = ResponseFuture<Result<String, String>>;
     fn handle(&mut self, _: AwaitLogin, _: &mut Context<Self>) -> Self::Result {
         let id = self.spec.id.clone();
-        let Some(mut outcome) = self.login.clone() else {
+        let Some(login) = self.login.clone() else {
             return Box::pin(async move {
                 Err(format!(
                     "no login of server '{id}' is under way; run `evoctl login {id}`"
                 ))
             });
         };
-        Box::pin(async move {
-            loop {
-                if let Some(result) = outcome.borrow_and_update().clone() {
-                    return result;
-                }
-                if outcome.changed().await.is_err() {
-                    return Err(format!(
-                        "the login of server '{id}' was abandoned; run `evoctl login {id}` again"
-                    ));
-                }
-            }
-        })
+        Box::pin(async move { login.outcome(&id).await })
     }
 }
 
@@ -1530,7 +1593,11 @@ impl Handler<Logout> for ChildServer {
         };
         let url = url.clone();
         let spec = self.spec.oauth.clone();
-        let out = async move { crate::oauth::login::logout(&id, &url, spec.as_ref()).await };
+        let span = tracing::info_span!("child", server = %id);
+        let out = tracing::Instrument::instrument(
+            async move { crate::oauth::login::logout(&id, &url, spec.as_ref()).await },
+            span,
+        );
         Box::pin(out.into_actor(self).map(|result, act, ctx| {
             act.bearer = None;
             if !matches!(act.phase, Phase::Idle | Phase::Stopped) {

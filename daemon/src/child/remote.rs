@@ -151,6 +151,8 @@ where
 /// challenge kept for the ChildServer (rmcp's handshake error loses it).
 #[derive(Clone)]
 pub struct Authed<C> {
+    /// The server id, for the log lines of rmcp's tasks (`crate::logtag`).
+    pub tag: Arc<crate::logtag::TaskTag>,
     pub inner: C,
     pub bearer: Option<Arc<Bearer>>,
     pub challenge: Arc<std::sync::OnceLock<String>>,
@@ -168,6 +170,7 @@ impl<C: StreamableHttpClient + Sync> Authed<C> {
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
     {
+        self.tag.tag_current_task();
         let Some(bearer) = &self.bearer else {
             return self.noted(call(given).await);
         };

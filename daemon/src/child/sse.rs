@@ -131,22 +131,36 @@ impl SseTransport {
         } = target;
         let url = Url::parse(&url)
             .map_err(|e| StartError::Other(format!("url '{url}' is not valid: {e}")))?;
-        let mut request = client
-            .get(url.clone())
-            .headers(headers.clone())
-            .header(ACCEPT, "text/event-stream");
-        if let Some(bearer) = &bearer {
-            let value = bearer.header().await.map_err(StartError::Other)?;
-            request = request.header(reqwest::header::AUTHORIZATION, value);
-        }
-        let response = request.send().await.map_err(|e| {
-            StartError::Other(format!(
-                "GET {url} (the SSE stream) failed: {}",
-                super::readable_error(&e)
-            ))
-        })?;
-        let status = response.status();
-        if status == StatusCode::UNAUTHORIZED {
+        // A 401 to the token sent refreshes it once (one refresh in flight
+        // per server) and the stream is asked for again.
+        let mut refreshed = false;
+        let response = loop {
+            let mut request = client
+                .get(url.clone())
+                .headers(headers.clone())
+                .header(ACCEPT, "text/event-stream");
+            let mut sent = None;
+            if let Some(bearer) = &bearer {
+                let value = bearer.header().await.map_err(StartError::Other)?;
+                request = request.header(reqwest::header::AUTHORIZATION, value.clone());
+                sent = Some(value);
+            }
+            let response = request.send().await.map_err(|e| {
+                StartError::Other(format!(
+                    "GET {url} (the SSE stream) failed: {}",
+                    super::readable_error(&e)
+                ))
+            })?;
+            if response.status() != StatusCode::UNAUTHORIZED {
+                break response;
+            }
+            if !refreshed
+                && let (Some(bearer), Some(sent)) = (&bearer, &sent)
+                && bearer.rejected(sent).await.is_some()
+            {
+                refreshed = true;
+                continue;
+            }
             let challenge = response
                 .headers()
                 .get(WWW_AUTHENTICATE)
@@ -154,7 +168,8 @@ impl SseTransport {
                 .unwrap_or_default()
                 .to_string();
             return Err(StartError::Unauthorized { challenge });
-        }
+        };
+        let status = response.status();
         if !status.is_success() {
             let hint = if matches!(
                 status,

@@ -1,5 +1,6 @@
-//! `evoctl login SERVER`: the authorization code flow with PKCE (S256), run
-//! by evod. evod discovers the authorization server, picks how evo is
+//! `evoctl login SERVER`, and the login a session offers its client by URL
+//! elicitation (`session::login`): the authorization code flow with PKCE
+//! (S256), run by evod. evod discovers the authorization server, picks how evo is
 //! identified (a configured client, else a client ID metadata document
 //! where the server supports them, else dynamic registration), listens on a
 //! free loopback port for the redirect and hands evoctl the URL to open.
@@ -55,11 +56,7 @@ pub async fn begin(
     let named = |e: String| format!("server '{id}': {e}");
     let (mut manager, metadata) = super::discover_with_metadata(&url, challenge.as_deref())
         .await
-        .map_err(|e| {
-            named(format!(
-                "{e}; check that its authorization server is up, then run `evoctl login {id}` again"
-            ))
-        })?;
+        .map_err(|e| named(format!("{e}; {}", e.advice(&id))))?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|e| {
@@ -138,7 +135,12 @@ pub async fn begin(
         tx,
         done: Mutex::new(Some(Box::new(done))),
     });
-    tokio::spawn(serve_redirect(listener, flow));
+    // rmcp's OAuth code logs too: its lines name the server.
+    let span = tracing::info_span!("child", server = %flow.id);
+    tokio::spawn(tracing::Instrument::instrument(
+        serve_redirect(listener, flow),
+        span,
+    ));
     Ok(Started {
         url: auth_url,
         outcome,

@@ -1,8 +1,10 @@
 //! OAuth 2.1 towards remote child servers: the `oauth` settings of a server
 //! entry ([`OAuthSpec`]), the credential a remote child's requests carry
 //! ([`Bearer`]: the current access token read without a lock, one refresh
-//! in flight at a time), and the login and logout flows (`login`), which run
-//! in evod so that a token never crosses the control socket.
+//! in flight at a time, a timer refreshing it ahead of its expiry), the
+//! login and logout flows (`login`), which run in evod so that a token never
+//! crosses the control socket, and what is wrong with a server's metadata
+//! when discovery fails (`diagnose`).
 //!
 //! rmcp's `AuthorizationManager` does the protocol: RFC 9728 and RFC 8414 /
 //! OpenID discovery, dynamic registration (RFC 7591), PKCE, the RFC 8707
@@ -21,6 +23,7 @@ use rmcp::transport::auth::{
 };
 use sha2::Digest;
 
+mod diagnose;
 pub mod login;
 pub mod store;
 
@@ -177,6 +180,10 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// How long after a failed timed refresh (the authorization server away)
+/// the timer tries again.
+const REFRESH_RETRY: Duration = Duration::from_secs(10);
+
 /// What refreshing needs: built on the first refresh (it discovers the
 /// authorization server's metadata, which a valid token never needs).
 struct Refresher {
@@ -187,6 +194,8 @@ struct Refresher {
 /// Shared by the server's transport (every request) and its ChildServer
 /// (status); only refreshes write it.
 pub struct Bearer {
+    /// Itself, for the refresh timer (which must not keep it alive).
+    me: std::sync::Weak<Bearer>,
     server: String,
     url: String,
     spec: OAuthSpec,
@@ -226,7 +235,8 @@ impl Bearer {
                 c.token_received_at.unwrap_or_else(now_secs),
             )
         });
-        Some(Arc::new(Bearer {
+        let bearer = Arc::new_cyclic(|me| Bearer {
+            me: me.clone(),
             server: id.to_string(),
             url: url.to_string(),
             spec: spec.cloned().unwrap_or_default(),
@@ -235,7 +245,48 @@ impl Bearer {
             current: ArcSwapOption::new(current.map(Arc::new)),
             refresher: tokio::sync::Mutex::new(Refresher { manager: None }),
             on_login_required: Box::new(on_login_required),
-        }))
+        });
+        bearer.schedule_refresh();
+        Some(bearer)
+    }
+
+    /// Refreshes the token ahead of its expiry, when a tenth of its life
+    /// (at most a minute) is left, whether or not a request comes: a timer
+    /// task that holds only a weak reference, so it ends with the run. It
+    /// takes the same single flight as requests. A headless server with no
+    /// token yet gets its first one now.
+    fn schedule_refresh(&self) {
+        let due = match &*self.current.load() {
+            Some(c) => match c.refresh_at {
+                Some(at) => at,
+                None => return,
+            },
+            None if self.spec.grant == Grant::ClientCredentials => SystemTime::now(),
+            None => return,
+        };
+        self.refresh_after(due.duration_since(SystemTime::now()).unwrap_or_default());
+    }
+
+    fn refresh_after(&self, wait: Duration) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let me = self.me.clone();
+        let span = tracing::info_span!("child", server = %self.server);
+        let timer = async move {
+            tokio::time::sleep(wait).await;
+            let Some(bearer) = me.upgrade() else { return };
+            if matches!(&**bearer.state.load(), AuthState::LoginRequired { .. }) {
+                return;
+            }
+            if bearer.refresh(None, "timer").await.is_err()
+                && matches!(&**bearer.state.load(), AuthState::RefreshFailed { .. })
+            {
+                // The authorization server is away: try again, as a request would.
+                bearer.refresh_after(REFRESH_RETRY);
+            }
+        };
+        runtime.spawn(tracing::Instrument::instrument(timer, span));
     }
 
     pub fn state(&self) -> AuthState {
@@ -250,7 +301,7 @@ impl Bearer {
         {
             return Ok(c.token.clone());
         }
-        self.refresh(None).await.map(|c| c.token.clone())
+        self.refresh(None, "request").await.map(|c| c.token.clone())
     }
 
     /// The `Authorization` header for a request (see [`Bearer::token`]).
@@ -260,18 +311,27 @@ impl Bearer {
         {
             return Ok(c.header.clone());
         }
-        self.refresh(None).await.map(|c| c.header.clone())
+        self.refresh(None, "request")
+            .await
+            .map(|c| c.header.clone())
     }
 
     /// The server refused the token sent as `sent` (a 401): refreshed once
     /// (unless another request already did); the new token if there is one.
     pub async fn rejected(&self, sent: &HeaderValue) -> Option<Arc<str>> {
-        self.refresh(Some(sent)).await.ok().map(|c| c.token.clone())
+        self.refresh(Some(sent), "401")
+            .await
+            .ok()
+            .map(|c| c.token.clone())
     }
 
     /// One refresh at a time: a caller that waited for another's refresh
     /// takes its result.
-    async fn refresh(&self, rejected: Option<&HeaderValue>) -> Result<Arc<Current>, String> {
+    async fn refresh(
+        &self,
+        rejected: Option<&HeaderValue>,
+        trigger: &'static str,
+    ) -> Result<Arc<Current>, String> {
         let mut refresher = self.refresher.lock().await;
         if let Some(c) = self.current.load_full()
             && c.fresh()
@@ -291,7 +351,8 @@ impl Bearer {
                 self.state.store(Arc::new(AuthState::Ok {
                     expires_at: expires_at_of(&response, received_at),
                 }));
-                tracing::info!(server = %self.server, "access token refreshed");
+                tracing::info!(server = %self.server, trigger, "access token refreshed");
+                self.schedule_refresh();
                 Ok(current)
             }
             Err(Failure::Refused(reason)) => {
@@ -397,7 +458,9 @@ impl Bearer {
     /// An authorization manager for this server, its metadata discovered
     /// and its client configured from the token file.
     async fn manager(&self) -> Result<AuthorizationManager, Failure> {
-        let mut manager = discover(&self.url, None).await.map_err(Failure::Failed)?;
+        let mut manager = discover(&self.url, None)
+            .await
+            .map_err(|e| Failure::Failed(e.message))?;
         if self.spec.grant == Grant::ClientCredentials {
             let config = self.client_credentials()?;
             manager
@@ -442,7 +505,10 @@ pub fn auth_error(e: &AuthError) -> String {
 /// An authorization manager with the server's authorization server's
 /// metadata discovered: RFC 9728 from the 401 challenge (or the well-known
 /// path), then RFC 8414 / OpenID discovery.
-pub async fn discover(url: &str, challenge: Option<&str>) -> Result<AuthorizationManager, String> {
+pub async fn discover(
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<AuthorizationManager, DiscoveryError> {
     discover_with_metadata(url, challenge).await.map(|(m, _)| m)
 }
 
@@ -450,19 +516,61 @@ pub async fn discover(url: &str, challenge: Option<&str>) -> Result<Authorizatio
 pub async fn discover_with_metadata(
     url: &str,
     challenge: Option<&str>,
-) -> Result<(AuthorizationManager, AuthorizationMetadata), String> {
+) -> Result<(AuthorizationManager, AuthorizationMetadata), DiscoveryError> {
     let mut manager = AuthorizationManager::new(url)
         .await
-        .map_err(|e| auth_error(&e))?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge)
-        .await
-        .map_err(|e| format!("its OAuth metadata could not be read: {}", auth_error(&e)))?;
-    if resolution.source == AuthorizationMetadataSource::LegacyEndpointFallback {
-        return Err("it publishes no OAuth metadata (RFC 9728 protected resource metadata or RFC 8414 authorization server metadata)".into());
+        .map_err(|e| DiscoveryError::unreachable(auth_error(&e)))?;
+    let generic = match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) if resolution.source != AuthorizationMetadataSource::LegacyEndpointFallback => {
+            manager.set_metadata(resolution.metadata.clone());
+            return Ok((manager, resolution.metadata));
+        }
+        Ok(_) => "it publishes no OAuth metadata (RFC 9728 protected resource metadata or RFC 8414 authorization server metadata)".to_string(),
+        Err(e) => format!("its OAuth metadata could not be read: {}", auth_error(&e)),
+    };
+    // Name the document that is broken, when one is.
+    Err(match diagnose::diagnose(url, challenge).await {
+        Some(message) => DiscoveryError {
+            message,
+            broken_document: true,
+        },
+        None => DiscoveryError::unreachable(generic),
+    })
+}
+
+/// Why OAuth discovery failed.
+#[derive(Debug)]
+pub struct DiscoveryError {
+    pub message: String,
+    /// A metadata document was read and is broken (its URL and what is
+    /// wrong are in the message): no retry helps until it is fixed.
+    pub broken_document: bool,
+}
+
+impl DiscoveryError {
+    fn unreachable(message: String) -> DiscoveryError {
+        DiscoveryError {
+            message,
+            broken_document: false,
+        }
     }
-    manager.set_metadata(resolution.metadata.clone());
-    Ok((manager, resolution.metadata))
+
+    /// What a person can do about it, for server `id`.
+    pub fn advice(&self, id: &str) -> String {
+        if self.broken_document {
+            format!(
+                "whoever runs server '{id}' must fix that document; then run `evoctl login {id}`"
+            )
+        } else {
+            format!("check that its authorization server is up, then run `evoctl login {id}`")
+        }
+    }
+}
+
+impl std::fmt::Display for DiscoveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 #[cfg(test)]

@@ -74,7 +74,13 @@ impl SessionServer {
             Ok(p) => p,
             Err(e) => {
                 let text = format!("{} not called: {e}", entry.name);
-                return (text_result(text, true).into(), Reached::Unreachable);
+                match self
+                    .after_login_offer(&entry.server, &entry.name, text, ctx)
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(text) => return (text_result(text, true).into(), Reached::Unreachable),
+                }
             }
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
@@ -252,6 +258,49 @@ impl SessionServer {
         text_result(text, true).into()
     }
 
+    /// A call to a name the catalog does not list: refused, or, when a
+    /// server that needs a login and has listed nothing may have it, the
+    /// login offered and the name looked up again.
+    async fn call_unknown(
+        &self,
+        snapshot: &Snapshot,
+        name: &str,
+        arguments: Option<JsonObject>,
+        answers: Answers,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = snapshot
+            .refusal(name)
+            .unwrap_or_else(|| unknown_tool_message(snapshot, name, Asker::Agent));
+        if let Some(server) = snapshot.login_required_owner(name) {
+            return match self.after_login_offer(server, name, text, ctx).await {
+                Ok(_) => {
+                    self.listed(name, ctx).await;
+                    Box::pin(self.call_proxied(name, arguments, answers, ctx)).await
+                }
+                Err(text) => {
+                    metrics().call(&server.id, CallOutcome::Unavailable, None);
+                    Ok(text_result(text, true).into())
+                }
+            };
+        }
+        metrics().call("", CallOutcome::Refused, None);
+        Ok(text_result(text, true).into())
+    }
+
+    /// Waits (a few seconds at most) for `name` to be in the catalog, as
+    /// after a login its server's listing reaches the Catalog a moment
+    /// after the server is ready.
+    async fn listed(&self, name: &str, ctx: &RequestContext<RoleServer>) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while self.catalog().get(name).is_none()
+            && Instant::now() < deadline
+            && !ctx.ct.is_cancelled()
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The snapshot to resolve a called name in. Right after evod starts
     /// (a shim autostarted it, or a child is still coming up) a name may be
     /// missing only because its server has not listed yet: while a server
@@ -289,11 +338,9 @@ impl SessionServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let snapshot = self.snapshot_knowing(name, ctx).await;
         let Some(entry) = snapshot.get(name) else {
-            let text = snapshot
-                .refusal(name)
-                .unwrap_or_else(|| unknown_tool_message(&snapshot, name, Asker::Agent));
-            metrics().call("", CallOutcome::Refused, None);
-            return Ok(text_result(text, true).into());
+            return self
+                .call_unknown(&snapshot, name, arguments, answers, ctx)
+                .await;
         };
         let refused = |text: String| -> Result<CallToolResponse, ErrorData> {
             metrics().call(&entry.server.id, CallOutcome::Refused, None);

@@ -15,6 +15,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionSink};
 mod approval;
 pub mod breaker;
 mod call;
+mod login;
 pub mod offers;
 mod server;
 pub mod transport;

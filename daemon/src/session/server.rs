@@ -275,10 +275,7 @@ impl SessionServer {
 /// "No tool named X" with the closest names, so the caller can correct itself.
 pub fn unknown_tool_message(snapshot: &Snapshot, name: &str, asker: Asker) -> String {
     // A name under a server that needs a login and has listed nothing.
-    if let Some(link) = snapshot.unlisted.iter().find(|l| {
-        l.state() == crate::child::link::ServerState::LoginRequired
-            && name.starts_with(&format!("{}_", l.id))
-    }) {
+    if let Some(link) = snapshot.login_required_owner(name) {
         return format!(
             "No tool named '{name}' is known yet. {}",
             search::login_note(&link.id)

@@ -4,13 +4,17 @@
 // access tokens for the one protected resource, short access-token lifetimes so tests see
 // expiry and refresh, and the dev login/consent forms a test completes with an HTTP client.
 //
-// Environment: PORT, RESOURCE (the protected MCP endpoint's URL), TTL (access token seconds),
-// CC_CLIENT_ID / CC_CLIENT_SECRET (a client for the client-credentials grant).
+// Environment: PORT, RESOURCE (the protected MCP endpoints' URLs, comma-separated), TTL (access
+// token seconds), CC_CLIENT_ID / CC_CLIENT_SECRET (a client for the client-credentials grant),
+// CIMD=1 to accept client ID metadata documents (oidc-provider's own feature; its SSRF guard,
+// which refuses loopback addresses, is left out so it can fetch the test's document from
+// 127.0.0.1 over HTTPS, trusted through NODE_EXTRA_CA_CERTS).
 import { generateKeyPairSync } from "node:crypto";
 import Provider, { errors } from "oidc-provider";
 
 const port = Number(process.env.PORT);
-const resource = process.env.RESOURCE;
+const resources = process.env.RESOURCE.split(",");
+const cimd = process.env.CIMD === "1";
 const ttl = Number(process.env.TTL || "60");
 const issuer = `http://127.0.0.1:${port}`;
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -34,15 +38,16 @@ const provider = new Provider(issuer, {
     registration: { enabled: true },
     revocation: { enabled: true },
     clientCredentials: { enabled: true },
+    clientIdMetadataDocument: { enabled: cimd, ack: cimd ? "draft-02" : undefined },
     resourceIndicators: {
       enabled: true,
-      defaultResource: () => resource,
+      defaultResource: () => resources[0],
       useGrantedResource: () => true,
       getResourceServerInfo: (ctx, indicator) => {
-        if (indicator !== resource) throw new errors.InvalidTarget(`unknown resource ${indicator}`);
+        if (!resources.includes(indicator)) throw new errors.InvalidTarget(`unknown resource ${indicator}`);
         return {
           scope: "mcp",
-          audience: resource,
+          audience: indicator,
           accessTokenTTL: ttl,
           accessTokenFormat: "jwt",
           jwt: { sign: { alg: "RS256" } },
@@ -54,6 +59,7 @@ const provider = new Provider(issuer, {
   issueRefreshToken: () => true,
   ttl: { AccessToken: ttl, ClientCredentials: ttl, RefreshToken: 3600, Grant: 3600, Session: 3600 },
   pkce: { required: () => true },
+  ...(cimd ? { fetch: (url, { dispatcher, ...options }) => globalThis.fetch(url, options) } : {}),
   // Accept the loopback redirects native clients register (RFC 8252).
   clientDefaults: { grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] },
 });
