@@ -31,15 +31,6 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 /// batch waits a fraction of a second.
 const BATCH: usize = 16;
 
-/// [`BATCH`], or `EVO_EMBED_BATCH` (for measuring other sizes).
-fn batch_size() -> usize {
-    std::env::var("EVO_EMBED_BATCH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(BATCH)
-}
-
 /// Keeps candle's own element-wise thread pool to the calling thread.
 ///
 /// candle 0.11 runs large element-wise operations (bias adds, GELU, softmax)
@@ -429,7 +420,7 @@ impl Encoder {
         order.sort_by_key(|&i| ids[i].len());
         let mut out = vec![Vec::new(); texts.len()];
         let mut done = 0;
-        for batch in order.chunks(batch_size()) {
+        for batch in order.chunks(BATCH) {
             let these: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
             for (v, &i) in self.forward(&these)?.into_iter().zip(batch) {
                 out[i] = v;
