@@ -546,6 +546,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tuning_reads_name_value_pairs_over_the_defaults() {
+        let t = Tuning::parse("near_per_anchor=2, near_anchors=3,weight=0.5").unwrap();
+        assert_eq!(t.near_per_anchor, 2);
+        assert_eq!(t.near_anchors, 3);
+        assert_eq!(t.weight, 0.5);
+        assert_eq!(t.near_similarity, NEAR_SIMILARITY);
+        assert_eq!(Tuning::parse("").unwrap(), Tuning::DEFAULT);
+        let err = Tuning::parse("nearness=1").unwrap_err();
+        assert!(err.contains("no tuning constant 'nearness'"), "{err}");
+        let err = Tuning::parse("weight=heavy").unwrap_err();
+        assert!(err.contains("weight: 'heavy' is not a number"), "{err}");
+        assert!(Tuning::parse("weight").unwrap_err().contains("name=value"));
+    }
+
+    #[test]
     fn the_query_cache_forgets_the_least_recently_used() {
         let cache = QueryCache::new(2);
         let v = |x: f32| -> Arc<[f32]> { Arc::from(vec![x]) };
