@@ -270,8 +270,8 @@ pub fn embed_catalog(
     // servers reads the same).
     let mut missing: Vec<usize> = Vec::new();
     let mut wanted = std::collections::HashSet::new();
-    for i in 0..texts.len() {
-        if !known.contains_key(&keys[i]) && wanted.insert(keys[i]) {
+    for (i, key) in keys.iter().enumerate() {
+        if !known.contains_key(key) && wanted.insert(*key) {
             missing.push(i);
         }
     }
