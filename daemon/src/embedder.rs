@@ -216,6 +216,9 @@ impl Embedder {
                 missing.push((*key, text.clone()));
             }
         }
+        // Shortest first, so each progress chunk holds texts of about one
+        // length (the encoder pads a batch to its longest).
+        missing.sort_by_key(|m| m.1.len());
         if missing.is_empty() {
             let mut data = Vec::with_capacity(total * encoder.dim());
             for (key, _) in &texts {

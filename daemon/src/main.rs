@@ -189,6 +189,7 @@ fn main() -> std::process::ExitCode {
     let args = Args::parse();
     // Before any thread starts: it edits the environment.
     let mut inherited = evo_daemon::activation::take_inherited();
+    evo_daemon::search::model::bound_candle_threads();
     init_logging(&args.log_format);
     let opts = match resolve(&args) {
         Ok(o) => o,

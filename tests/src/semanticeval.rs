@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::search::model::{Encoder, Pool, TextKind};
-use evo_daemon::search::semantic::{self, DocVectors, QUERY_TOKENS};
+use evo_daemon::search::semantic::{self, DocVectors, QUERY_TOKENS, Tuning};
 use evo_daemon::search::{Semantic, Stages};
 
 use crate::searcheval::Query;
@@ -121,12 +121,15 @@ impl Variant {
 
     fn stages<'a>(self, semantic: Semantic<'a>, weight: f32, near: f32) -> Stages<'a> {
         let mut stages = Stages::all(semantic);
-        stages.window = std::env::var("EVO_BENCH_WINDOW")
+        stages.tuning = tuning();
+        if let Some(w) = std::env::var("EVO_BENCH_WINDOW")
             .ok()
             .and_then(|w| w.parse().ok())
-            .unwrap_or(semantic::COSINE_WINDOW);
-        stages.weight = weight;
-        stages.near_similarity = near;
+        {
+            stages.tuning.window = w;
+        }
+        stages.tuning.weight = weight;
+        stages.tuning.near_similarity = near;
         match self {
             Variant::Lexical => Stages::LEXICAL,
             Variant::Semantic => Stages {
@@ -140,6 +143,18 @@ impl Variant {
             },
             Variant::FusedNear => stages,
         }
+    }
+}
+
+/// `EVO_BENCH_TUNING=near_per_anchor=4,near_anchors=2`: other values of
+/// the semantic stage's constants, on every set but the blind one's table.
+fn tuning() -> Tuning {
+    match std::env::var("EVO_BENCH_TUNING") {
+        Ok(spec) => Tuning::parse(&spec).unwrap_or_else(|e| {
+            eprintln!("evo-bench: EVO_BENCH_TUNING: {e}");
+            std::process::exit(2)
+        }),
+        Err(_) => Tuning::DEFAULT,
     }
 }
 
@@ -189,6 +204,17 @@ fn rss_kib() -> u64 {
 /// the model reads and the description characters in it, for trying other
 /// values than the daemon's.
 fn text_limits() -> (usize, usize) {
+    text_limits_and_params().0
+}
+
+/// [`text_limits`], and whether the text has its parameters' names
+/// (`EVO_BENCH_PARAMS=1`).
+fn text_limits_and_params() -> ((usize, usize), bool) {
+    let params = std::env::var("EVO_BENCH_PARAMS").is_ok_and(|v| v == "1");
+    (text_limits_only(), params)
+}
+
+fn text_limits_only() -> (usize, usize) {
     let var = |k: &str, d: usize| {
         std::env::var(k)
             .ok()
@@ -222,22 +248,33 @@ pub fn embed_catalog(
     snap: &Snapshot,
 ) -> (DocVectors, usize, Duration) {
     use std::sync::Arc;
-    let (tokens, chars) = text_limits();
+    let ((tokens, chars), params) = text_limits_and_params();
     let texts: Vec<String> = snap
         .tools
         .iter()
-        .map(|e| semantic::tool_text_cut(e, chars))
+        .map(|e| semantic::tool_text_with(e, chars, params))
         .collect();
     let keys: Vec<semantic::TextKey> = texts.iter().map(|t| semantic::text_key(t)).collect();
-    let store = std::env::var_os("EVO_BENCH_VECTORS")
-        .map(|d| Path::new(&d).join(format!("{}-{tokens}.bin", encoder.key())));
+    let store = std::env::var_os("EVO_BENCH_VECTORS").map(|d| {
+        Path::new(&d).join(format!(
+            "{}-{tokens}-{chars}-{}.bin",
+            encoder.key(),
+            params as u8
+        ))
+    });
     let mut known = store
         .as_deref()
         .map(|p| evo_daemon::embedder::read_vectors(p, encoder.dim()))
         .unwrap_or_default();
-    let missing: Vec<usize> = (0..texts.len())
-        .filter(|&i| !known.contains_key(&keys[i]))
-        .collect();
+    // Each distinct text once, as the daemon does (the same tool on two
+    // servers reads the same).
+    let mut missing: Vec<usize> = Vec::new();
+    let mut wanted = std::collections::HashSet::new();
+    for (i, key) in keys.iter().enumerate() {
+        if !known.contains_key(key) && wanted.insert(*key) {
+            missing.push(i);
+        }
+    }
     let refs: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
     let (vectors, cpu) = pool.run(|| {
         let start = thread_cpu();
@@ -283,7 +320,13 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
     let tokens: Vec<usize> = snap
         .tools
         .iter()
-        .map(|e| encoder.token_count(&semantic::tool_text_cut(e, chars)))
+        .map(|e| {
+            encoder.token_count(&semantic::tool_text_with(
+                e,
+                chars,
+                text_limits_and_params().1,
+            ))
+        })
         .collect();
     let cut = tokens.iter().filter(|&&n| n > tool_tokens).count();
     let mean_tokens = tokens.iter().map(|&n| n.min(tool_tokens)).sum::<usize>() as f64
@@ -381,8 +424,8 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
             "| set | weight | near | variant | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |"
         );
         println!("|---|---|---|---|---|---|---|---|---|---|");
-        for w in list("EVO_BENCH_WEIGHTS", semantic::SEMANTIC_WEIGHT) {
-            for near in list("EVO_BENCH_NEAR", semantic::NEAR_SIMILARITY) {
+        for w in list("EVO_BENCH_WEIGHTS", tuning().weight) {
+            for near in list("EVO_BENCH_NEAR", tuning().near_similarity) {
                 let mut pooled = [Scores::default(); 2];
                 for set in encoded.iter().filter(|s| !s.blind) {
                     for (i, v) in [Variant::Fused, Variant::FusedNear].into_iter().enumerate() {
@@ -426,8 +469,8 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
                 &docs,
                 set,
                 v,
-                semantic::SEMANTIC_WEIGHT,
-                semantic::NEAR_SIMILARITY,
+                tuning().weight,
+                tuning().near_similarity,
             );
             println!("{}", total.row(&format!("**{}**", v.label())));
             per_kind.push((v, kinds));

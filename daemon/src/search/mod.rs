@@ -572,6 +572,94 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The top result's doubles on other servers all follow it, one per
+    /// server (the closest), and a double on its own server is not one.
+    #[test]
+    fn near_duplicates_of_several_servers_follow_the_top_result() {
+        let snap = snapshot(&[
+            (
+                "slack",
+                &[
+                    ("send_message", "Send a message to a channel."),
+                    ("send_file", "Send a file."),
+                ],
+            ),
+            (
+                "discord",
+                &[
+                    ("send", "Send a message."),
+                    ("send_dm", "Send a direct message."),
+                ],
+            ),
+            ("teams", &[("send_chat", "Send a chat message.")]),
+            ("mail", &[("archive_thread", "Archive an email thread.")]),
+        ]);
+        let v = |a: f32, b: f32| -> [f32; 3] {
+            let n = (a * a + b * b).sqrt();
+            [a / n, b / n, 0.0]
+        };
+        // Rows in the snapshot's order; similarity to slack_send_message:
+        // slack_send_file 0.95 (same server), discord_send 0.99,
+        // discord_send_dm 0.8, teams_send_chat 0.7, mail 0.
+        let mut rows: Vec<[f32; 3]> = Vec::new();
+        for e in &snap.tools {
+            rows.push(match e.name.as_str() {
+                "slack_send_message" => v(1.0, 0.0),
+                "slack_send_file" => v(0.95, 0.312),
+                "discord_send" => v(0.99, 0.141),
+                "discord_send_dm" => v(0.8, 0.6),
+                "teams_send_chat" => v(0.7, 0.714),
+                _ => [0.0, 0.0, 1.0],
+            });
+        }
+        let docs = semantic::DocVectors {
+            version: snap.version,
+            dim: 3,
+            data: rows.concat(),
+        };
+        let query = [1.0f32, 0.0, 0.0];
+        let outcome = search_with(
+            &snap,
+            "send a message to the channel",
+            5,
+            None,
+            &Stages::all(Semantic {
+                docs: &docs,
+                query: &query,
+            }),
+        );
+        let got: Vec<(&str, Option<&str>)> = outcome
+            .hits
+            .iter()
+            .map(|h| {
+                (
+                    h.entry.name.as_str(),
+                    h.stages.pulled_by.as_ref().map(|p| p.0.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(got[0].0, "slack_send_message", "{got:?}");
+        assert_eq!(
+            got[1],
+            ("discord_send", Some("slack_send_message")),
+            "{got:?}"
+        );
+        assert_eq!(
+            got[2],
+            ("teams_send_chat", Some("slack_send_message")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .all(|g| g.1.is_none() || !g.0.starts_with("slack_")),
+            "{got:?}"
+        );
+        assert!(
+            !got.contains(&("discord_send_dm", Some("slack_send_message"))),
+            "one double per server: {got:?}"
+        );
+    }
+
     /// Fusion and near-duplicates on vectors made by hand: a tool no word
     /// matches is found by its vector, and the other server's copy of the
     /// best match comes right after it, whatever its own scores.

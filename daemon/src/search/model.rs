@@ -31,6 +31,25 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 /// batch waits a fraction of a second.
 const BATCH: usize = 16;
 
+/// Keeps candle's own element-wise thread pool to the calling thread.
+///
+/// candle 0.11 runs large element-wise operations (bias adds, GELU, softmax)
+/// on a pool of its own, one thread per physical core unless
+/// `CANDLE_NUM_THREADS` says otherwise, whose threads spin between
+/// operations: outside [`Pool`], so a one-thread embedding pool kept a
+/// second core busy too (`evo-bench --search --model`'s whole run: 74 s of
+/// user CPU before, 64 s after, the embedding thread's own time unchanged).
+/// With it at 1 that work runs on the thread that asked, inside [`Pool`]'s
+/// bound. Call it before any thread starts (it edits the
+/// environment); a `CANDLE_NUM_THREADS` already set is left alone.
+pub fn bound_candle_threads() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        // SAFETY: called at the start of main, before any thread exists, so
+        // nothing reads the environment concurrently.
+        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
+    }
+}
+
 /// The threads the model runs on: bounded (one by default), so embedding a
 /// catalog never takes every core from the sessions and children.
 pub struct Pool(rayon::ThreadPool);
@@ -325,17 +344,24 @@ impl Encoder {
         kind: TextKind,
         max_tokens: usize,
     ) -> Result<Vec<Vec<f32>>, ModelError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
         let ids: Vec<Vec<u32>> = texts
             .iter()
             .map(|t| self.ids(t, kind, max_tokens))
             .collect::<Result<_, _>>()?;
-        let len = ids.iter().map(Vec::len).max().unwrap_or(1);
+        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        self.forward(&refs)
+    }
+
+    /// One forward pass over token sequences, padded to the longest: their
+    /// pooled, L2-normalised vectors.
+    fn forward(&self, ids: &[&[u32]]) -> Result<Vec<Vec<f32>>, ModelError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let len = ids.iter().map(|s| s.len()).max().unwrap_or(1).max(1);
         let mut flat = Vec::with_capacity(ids.len() * len);
         let mut mask = Vec::with_capacity(ids.len() * len);
-        for seq in &ids {
+        for seq in ids {
             flat.extend_from_slice(seq);
             flat.extend(std::iter::repeat_n(0, len - seq.len()));
             mask.extend(std::iter::repeat_n(1u32, seq.len()));
@@ -345,27 +371,40 @@ impl Encoder {
         let shape = (ids.len(), len);
         let input = Tensor::from_vec(flat, shape, device)?;
         let types = input.zeros_like()?;
-        let mask = Tensor::from_vec(mask, shape, device)?;
-        let out = self.bert.forward(&input, &types, Some(&mask))?;
-        let pooled = match self.pooling {
-            Pooling::Cls => out.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                let sum = out.broadcast_mul(&mask)?.sum(1)?;
-                let count = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-                sum.broadcast_div(&count)?
+        let mask_t = Tensor::from_vec(mask, shape, device)?;
+        let out = self.bert.forward(&input, &types, Some(&mask_t))?;
+        // Pooling and normalising on the plain rows: a few hundred floats a
+        // text, cheaper than more tensor passes.
+        let dim = self.dim;
+        let hidden = out.flatten_all()?.to_vec1::<f32>()?;
+        let mut vectors = Vec::with_capacity(ids.len());
+        for (i, seq) in ids.iter().enumerate() {
+            let rows = &hidden[i * len * dim..(i + 1) * len * dim];
+            let mut v = vec![0.0f32; dim];
+            match self.pooling {
+                Pooling::Cls => v.copy_from_slice(&rows[..dim]),
+                Pooling::Mean => {
+                    let n = seq.len().max(1);
+                    for row in rows.chunks_exact(dim).take(n) {
+                        for (a, x) in v.iter_mut().zip(row) {
+                            *a += x;
+                        }
+                    }
+                    let inv = 1.0 / n as f32;
+                    v.iter_mut().for_each(|a| *a *= inv);
+                }
             }
-        };
-        let norm = pooled
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        Ok(pooled.broadcast_div(&norm)?.to_vec2::<f32>()?)
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            v.iter_mut().for_each(|a| *a /= norm);
+            vectors.push(v);
+        }
+        Ok(vectors)
     }
 
-    /// The vectors of many texts, in their order: batched by length (less
-    /// padding), `progress` told after each batch how many are done.
+    /// The vectors of many texts, in their order: tokenised first, then
+    /// batched by token count (texts of one batch have the same length or
+    /// nearly, so almost nothing is padding), `progress` told after each
+    /// batch how many are done.
     pub fn encode_many(
         &self,
         texts: &[&str],
@@ -373,21 +412,17 @@ impl Encoder {
         max_tokens: usize,
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<Vec<f32>>, ModelError> {
-        let mut order: Vec<(usize, usize)> = texts
+        let ids: Vec<Vec<u32>> = texts
             .iter()
-            .enumerate()
-            .map(|(i, t)| (t.len().min(max_tokens * 8), i))
-            .collect();
-        order.sort_unstable();
+            .map(|t| self.ids(t, kind, max_tokens))
+            .collect::<Result<_, _>>()?;
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| ids[i].len());
         let mut out = vec![Vec::new(); texts.len()];
         let mut done = 0;
         for batch in order.chunks(BATCH) {
-            let these: Vec<&str> = batch.iter().map(|&(_, i)| texts[i]).collect();
-            for (v, &(_, i)) in self
-                .encode(&these, kind, max_tokens)?
-                .into_iter()
-                .zip(batch)
-            {
+            let these: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+            for (v, &i) in self.forward(&these)?.into_iter().zip(batch) {
                 out[i] = v;
             }
             done += batch.len();

@@ -37,17 +37,25 @@ pub const MIN_COSINE: f32 = 0.25;
 pub const COSINE_WINDOW: usize = 0;
 /// Fused scores under this fraction of the best are left out.
 pub const FUSED_FLOOR: f32 = 0.3;
-/// Near-duplicates: the first this many results pull their doubles up.
-pub const NEAR_ANCHORS: usize = 3;
+/// Near-duplicates: the first this many results pull their doubles up. One:
+/// the top result's alternatives fill the top 5; a second result's doubles
+/// pushed correct results down on the tuning sets (pooled recall@5 0.773
+/// with 1, 0.769 with 3).
+pub const NEAR_ANCHORS: usize = 1;
 /// Near-duplicates: doubles are looked for among this many of the query's
 /// nearest tools.
 pub const NEAR_CANDIDATES: usize = 200;
-/// Near-duplicates: at most this many doubles pulled next to one result.
-pub const NEAR_PER_ANCHOR: usize = 2;
+/// Near-duplicates: at most this many doubles pulled next to one result, one
+/// per other server: with the result itself, a top 5 (the same web search of
+/// six search engines, create_issue of GitHub, GitLab, Linear and Jira).
+pub const NEAR_PER_ANCHOR: usize = 4;
 /// Near-duplicates: how similar two tools' texts must be (cosine of their
 /// vectors) to be the same thing on two servers, when their names name the
-/// same action.
-pub const NEAR_SIMILARITY: f32 = 0.8;
+/// same action. 0.6 / 0.7 / 0.8 on the tuning sets (pooled recall@5, four
+/// doubles one per server): 0.773 / 0.766 / 0.765; 0.5 and 0.4 lower (0.758,
+/// 0.727): the same action on two products reads less alike than the same
+/// tool on two servers.
+pub const NEAR_SIMILARITY: f32 = 0.6;
 /// Near-duplicates: the same, when neither name names an action evo knows.
 pub const NEAR_SIMILARITY_NO_ACTION: f32 = 0.9;
 
@@ -59,6 +67,40 @@ pub fn tool_text(entry: &ToolEntry) -> String {
 
 /// [`tool_text`] with the description cut at `chars` characters.
 pub fn tool_text_cut(entry: &ToolEntry, chars: usize) -> String {
+    tool_text_with(entry, chars, false)
+}
+
+/// [`tool_text_cut`], and with `params` the words of its parameters' names
+/// after the description (`(query, max results)`).
+pub fn tool_text_with(entry: &ToolEntry, chars: usize, params: bool) -> String {
+    let mut text = tool_text_base(entry, chars);
+    if params {
+        let (names, _, _) = super::index::param_texts(&entry.tool.input_schema);
+        let mut words: Vec<String> = Vec::new();
+        for n in names {
+            let mut w = String::new();
+            for_each_chunk(n, |_, parts| {
+                for p in parts {
+                    if !w.is_empty() {
+                        w.push(' ');
+                    }
+                    w.push_str(p);
+                }
+            });
+            if !w.is_empty() && !words.contains(&w) {
+                words.push(w);
+            }
+        }
+        if !words.is_empty() {
+            text.push_str(" (");
+            text.push_str(&words.join(", "));
+            text.push(')');
+        }
+    }
+    text
+}
+
+fn tool_text_base(entry: &ToolEntry, chars: usize) -> String {
     let mut name = String::new();
     for_each_chunk(&entry.upstream, |_, parts| {
         for p in parts {
@@ -133,6 +175,71 @@ pub struct Semantic<'a> {
     pub query: &'a [f32],
 }
 
+/// The semantic stage's numbers: the constants below by default, others
+/// only where `evo-bench --search --model` measures them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tuning {
+    /// The semantic side's weight when fusing.
+    pub weight: f32,
+    /// The semantic side is normalised between the best cosine and the
+    /// `window`-th best (lower ones count 0); 0: the lowest.
+    pub window: usize,
+    /// How alike two tools' vectors must be to be near-duplicates.
+    pub near_similarity: f32,
+    /// The first this many results pull their doubles up.
+    pub near_anchors: usize,
+    /// At most this many doubles pulled next to one result.
+    pub near_per_anchor: usize,
+    /// At most one double of each other server next to one result.
+    pub near_one_per_server: bool,
+    /// A double's cosine with the query is at most this much below its
+    /// result's (2: any).
+    pub near_margin: f32,
+}
+
+impl Tuning {
+    pub const DEFAULT: Tuning = Tuning {
+        weight: SEMANTIC_WEIGHT,
+        window: COSINE_WINDOW,
+        near_similarity: NEAR_SIMILARITY,
+        near_anchors: NEAR_ANCHORS,
+        near_per_anchor: NEAR_PER_ANCHOR,
+        near_one_per_server: true,
+        near_margin: 2.0,
+    };
+
+    /// `name=value,…` over the defaults (`evo-bench`'s `EVO_BENCH_TUNING`);
+    /// an unknown name or a bad number is an error naming it.
+    pub fn parse(spec: &str) -> Result<Tuning, String> {
+        let mut t = Tuning::DEFAULT;
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("'{part}' is not name=value"))?;
+            let num = |v: &str| -> Result<f32, String> {
+                v.parse().map_err(|_| format!("{k}: '{v}' is not a number"))
+            };
+            match k {
+                "weight" => t.weight = num(v)?,
+                "window" => t.window = num(v)? as usize,
+                "near_similarity" => t.near_similarity = num(v)?,
+                "near_anchors" => t.near_anchors = num(v)? as usize,
+                "near_per_anchor" => t.near_per_anchor = num(v)? as usize,
+                "near_one_per_server" => t.near_one_per_server = num(v)? != 0.0,
+                "near_margin" => t.near_margin = num(v)?,
+                _ => return Err(format!("no tuning constant '{k}'")),
+            }
+        }
+        Ok(t)
+    }
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning::DEFAULT
+    }
+}
+
 /// Which stages rank a query. The daemon runs lexical, or all of them when
 /// a model is loaded; `evo-bench --search` measures each on its own.
 #[derive(Clone, Copy)]
@@ -141,13 +248,7 @@ pub struct Stages<'a> {
     /// Off: the semantic stage alone (a measurement, not a mode).
     pub lexical: bool,
     pub near_duplicates: bool,
-    /// The semantic side's weight when fusing.
-    pub weight: f32,
-    /// How alike two tools' vectors must be to be near-duplicates.
-    pub near_similarity: f32,
-    /// The semantic side is normalised between the best cosine and the
-    /// `window`-th best (lower ones count 0); 0: the lowest.
-    pub window: usize,
+    pub tuning: Tuning,
 }
 
 impl Stages<'_> {
@@ -155,9 +256,7 @@ impl Stages<'_> {
         semantic: None,
         lexical: true,
         near_duplicates: false,
-        weight: SEMANTIC_WEIGHT,
-        near_similarity: NEAR_SIMILARITY,
-        window: COSINE_WINDOW,
+        tuning: Tuning::DEFAULT,
     };
 }
 
@@ -168,9 +267,7 @@ impl<'a> Stages<'a> {
             semantic: Some(semantic),
             lexical: true,
             near_duplicates: true,
-            weight: SEMANTIC_WEIGHT,
-            near_similarity: NEAR_SIMILARITY,
-            window: COSINE_WINDOW,
+            tuning: Tuning::DEFAULT,
         }
     }
 }
@@ -220,14 +317,15 @@ pub(super) fn rank(
         .map(|&d| lexical[d as usize])
         .fold(0.0f32, f32::max);
     let (mut cos_lo, mut cos_span) = normalise(&cosines, &all);
-    if stages.window > 0 && all.len() > stages.window {
+    let tuning = &stages.tuning;
+    if tuning.window > 0 && all.len() > tuning.window {
         let mut top: Vec<f32> = all.iter().map(|&d| cosines[d as usize]).collect();
-        top.select_nth_unstable_by(stages.window, |a, b| b.total_cmp(a));
+        top.select_nth_unstable_by(tuning.window, |a, b| b.total_cmp(a));
         let hi = cos_lo + cos_span;
-        cos_lo = top[stages.window];
+        cos_lo = top[tuning.window];
         cos_span = (hi - cos_lo).max(1e-6);
     }
-    let w = if stages.lexical { stages.weight } else { 1.0 };
+    let w = if stages.lexical { tuning.weight } else { 1.0 };
     let fused = |d: usize| {
         let l = if lex_hi > 0.0 {
             lexical[d] / lex_hi
@@ -269,7 +367,7 @@ pub(super) fn rank(
             allowed,
             cosines: &cosines,
         };
-        out = pull_near_duplicates(&ranking, out, &scores, stages.near_similarity);
+        out = pull_near_duplicates(&ranking, out, &scores, tuning);
         out.truncate(limit);
     }
     out
@@ -295,8 +393,9 @@ fn pull_near_duplicates(
     ranking: &Ranking<'_>,
     ranked: Vec<(u32, f32, StageScores)>,
     scores: &dyn Fn(u32, f32) -> StageScores,
-    near_similarity: f32,
+    tuning: &Tuning,
 ) -> Vec<(u32, f32, StageScores)> {
+    let near_similarity = tuning.near_similarity;
     let Ranking {
         index,
         snapshot,
@@ -316,7 +415,7 @@ fn pull_near_duplicates(
     }
     let mut pulled: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
     let mut placed: Vec<u32> = Vec::new();
-    for &(a, _, _) in ranked.iter().take(NEAR_ANCHORS) {
+    for &(a, _, _) in ranked.iter().take(tuning.near_anchors) {
         placed.push(a);
         let anchor = &snapshot.tools[a as usize];
         let va = docs.row(a as usize);
@@ -328,6 +427,7 @@ fn pull_near_duplicates(
                 allowed(d)
                     && snapshot.tools[d].server.id != anchor.server.id
                     && !placed.contains(&(d as u32))
+                    && cosines[d] >= cosines[a as usize] - tuning.near_margin
             })
             .filter_map(|d| {
                 let sim = model::dot(va, docs.row(d));
@@ -343,7 +443,16 @@ fn pull_near_duplicates(
             })
             .collect();
         twins.sort_by(|x, y| y.1.total_cmp(&x.1));
-        twins.truncate(NEAR_PER_ANCHOR);
+        if tuning.near_one_per_server {
+            let mut servers: Vec<&str> = Vec::new();
+            twins.retain(|&(d, _)| {
+                let id = snapshot.tools[d as usize].server.id.as_str();
+                let new = !servers.contains(&id);
+                servers.push(id);
+                new
+            });
+        }
+        twins.truncate(tuning.near_per_anchor);
         placed.extend(twins.iter().map(|t| t.0));
         pulled.insert(a, twins);
     }
@@ -435,6 +544,21 @@ impl QueryCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tuning_reads_name_value_pairs_over_the_defaults() {
+        let t = Tuning::parse("near_per_anchor=2, near_anchors=3,weight=0.5").unwrap();
+        assert_eq!(t.near_per_anchor, 2);
+        assert_eq!(t.near_anchors, 3);
+        assert_eq!(t.weight, 0.5);
+        assert_eq!(t.near_similarity, NEAR_SIMILARITY);
+        assert_eq!(Tuning::parse("").unwrap(), Tuning::DEFAULT);
+        let err = Tuning::parse("nearness=1").unwrap_err();
+        assert!(err.contains("no tuning constant 'nearness'"), "{err}");
+        let err = Tuning::parse("weight=heavy").unwrap_err();
+        assert!(err.contains("weight: 'heavy' is not a number"), "{err}");
+        assert!(Tuning::parse("weight").unwrap_err().contains("name=value"));
+    }
 
     #[test]
     fn the_query_cache_forgets_the_least_recently_used() {
