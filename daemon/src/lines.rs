@@ -62,7 +62,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                     Ok(!self.line.is_empty())
                 };
             }
-            let newline = buf.iter().position(|b| *b == b'\n');
+            let newline = memchr::memchr(b'\n', buf);
             let take = newline.map_or(buf.len(), |i| i + 1);
             if !self.oversized {
                 let chunk = &buf[..newline.unwrap_or(buf.len())];
