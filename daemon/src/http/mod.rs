@@ -247,12 +247,22 @@ pub fn serve(
     let opts_max = max_message_bytes;
     let auth = Arc::new(Authenticator::new(settings.auth.is_some(), jwt.clone()));
     let registry = Arc::new(Registry::default());
+    let events = store.shared().map(|s| {
+        Arc::new(crate::store::events::SharedEvents::new(
+            s.clone(),
+            settings.session_timeout_s,
+        ))
+    });
     let mut local = LocalSessionManager::default();
+    if let Some(events) = &events {
+        local = local.with_event_store(events.clone());
+    }
     local.session_config.keep_alive = Some(Duration::from_secs(settings.session_timeout_s));
     let manager = Arc::new(TrackedSessions {
         inner: local,
         registry: registry.clone(),
         share_with: store.shared().map(|_| supervisor.clone()),
+        events,
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     {

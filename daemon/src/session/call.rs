@@ -17,6 +17,7 @@ use super::approval::{Answers, Approval};
 use super::breaker::{REFUSE_AFTER, RetryBreaker};
 use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
 use crate::approvals::canonical_key;
+use crate::store::breaker::Prior;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::io::Direct;
 use crate::child::link::ProgressRoute;
@@ -338,9 +339,9 @@ impl SessionServer {
             }
         }
         let key = canonical_key(&args);
-        let prior = self.breaker_do(|b| b.prior_failures(&entry.name, key));
-        if prior >= REFUSE_AFTER {
-            return refused(refusal_text(entry, prior));
+        let prior = self.prior_failures(&entry.name, key).await;
+        if prior.failures >= REFUSE_AFTER {
+            return refused(refusal_text(entry, prior.failures));
         }
         if let Some(schema) = entry.compiled() {
             // The validator takes a Value: move the map in and back out.
@@ -356,7 +357,7 @@ impl SessionServer {
                     fixes.extend(repair.fixes);
                 }
                 Checked::Invalid(teaching) => {
-                    let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                    let failures = self.record_failure(&entry.name, key).await;
                     // The caller's own values where they fit, made-up ones elsewhere.
                     let arguments = repair::corrected_arguments(
                         schema,
@@ -402,9 +403,9 @@ impl SessionServer {
             return Ok(response);
         };
         match (result.is_error == Some(true), reached.about_arguments()) {
-            (false, _) => self.breaker_do(|b| b.succeeded(&entry.name)),
+            (false, _) => self.record_success(&entry.name, prior).await,
             (true, true) => {
-                let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                let failures = self.record_failure(&entry.name, key).await;
                 if failures >= 2 {
                     result
                         .content
@@ -435,6 +436,54 @@ impl SessionServer {
     pub(super) fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {
         let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut b)
+    }
+
+    /// Where this session's retry-loop counts live when not only here: the
+    /// shared store, under the session's store name.
+    fn shared_breaker(&self) -> Option<(&crate::store::Shared, &str)> {
+        let shared = self.shared.as_deref()?;
+        let name = self.view.store_name.get()?;
+        Some((shared, name.as_str()))
+    }
+
+    /// Identical failures so far of this call. With the shared store the
+    /// count is the store's (every instance's failures of the session); the
+    /// local count, kept in step, answers while the store cannot.
+    async fn prior_failures(&self, tool: &str, key: u64) -> Prior {
+        let local = self.breaker_do(|b| b.prior_failures(tool, key));
+        if let Some((shared, name)) = self.shared_breaker() {
+            match shared.breaker_prior(name, tool, key).await {
+                Ok(p) => return p,
+                Err(e) => tracing::debug!(session = %self.id, "retry-loop count read locally: {e}"),
+            }
+        }
+        Prior {
+            failures: local,
+            counted: local > 0,
+        }
+    }
+
+    async fn record_failure(&self, tool: &str, key: u64) -> u32 {
+        let local = self.breaker_do(|b| b.failed(tool, key));
+        if let Some((shared, name)) = self.shared_breaker() {
+            match shared.breaker_failed(name, tool, key).await {
+                Ok(n) => return n,
+                Err(e) => tracing::debug!(session = %self.id, "retry-loop count kept locally: {e}"),
+            }
+        }
+        local
+    }
+
+    /// A success forgets the tool's count (in the store only when it had
+    /// one: the plain call costs no second command).
+    async fn record_success(&self, tool: &str, prior: Prior) {
+        self.breaker_do(|b| b.succeeded(tool));
+        if prior.counted
+            && let Some((shared, name)) = self.shared_breaker()
+            && let Err(e) = shared.breaker_succeeded(name, tool).await
+        {
+            tracing::debug!(session = %self.id, "retry-loop count not cleared in the store: {e}");
+        }
     }
 }
 

@@ -52,6 +52,9 @@ pub struct SessionServer {
     /// That identity (`token:NAME`, `oauth:SUB`); `None`: the local owner.
     /// Held calls are approved for it alone.
     pub identity: Option<String>,
+    /// The shared store: retry-loop counts and in-band approval questions
+    /// live there, so any instance serving the session sees them.
+    pub shared: Option<Arc<crate::store::Shared>>,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -104,6 +107,7 @@ impl SessionServer {
             asks: Default::default(),
             role: opened.role.clone(),
             identity: opened.identity.clone(),
+            shared: opened.shared.clone(),
         }
     }
 

@@ -139,8 +139,21 @@ impl Shared {
             None => Client::open(url),
         }
         .map_err(|e| format!("store.redis_url ({shown}): {}", explain(&e)))?;
-        let mut id = [0u8; 8];
+        let mut id = [0u8; 3];
         let _ = getrandom::fill(&mut id);
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "evod".into());
+        // Readable in `evoctl sessions`, unique even for two containers
+        // with one hostname and one pid.
+        let instance = format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
         let shared = Arc::new(Shared {
             prefix: prefix.to_string(),
             shown,
@@ -148,7 +161,7 @@ impl Shared {
             conn: OnceLock::new(),
             ok: AtomicBool::new(false),
             error: Mutex::new(Some("connecting to Redis".into())),
-            instance: id.iter().map(|b| format!("{b:02x}")).collect(),
+            instance,
             listener: OnceLock::new(),
             ops: AtomicU64::new(0),
         });
@@ -159,6 +172,11 @@ impl Shared {
 
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// This instance's name in events and session records.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// `<prefix><rest>`: every key evo writes.
