@@ -396,7 +396,9 @@ impl SessionManager for TrackedSessions {
         Ok(self.inner.resume(id, last_event_id).await?.right_stream())
     }
 
-    fn event_store(&self) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
+    fn event_store(
+        &self,
+    ) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
         self.inner.event_store()
     }
 }

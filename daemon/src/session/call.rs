@@ -17,7 +17,6 @@ use super::approval::{Answers, Approval};
 use super::breaker::{REFUSE_AFTER, RetryBreaker};
 use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
 use crate::approvals::canonical_key;
-use crate::store::breaker::Prior;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::io::Direct;
 use crate::child::link::ProgressRoute;
@@ -26,6 +25,7 @@ use crate::example;
 use crate::metrics::{CallOutcome, metrics};
 use crate::repair::{self, Checked};
 use crate::result_limit;
+use crate::store::breaker::Prior;
 
 /// How a forwarded call came back. An answer or a timeout is about the
 /// arguments (the retry-loop breaker counts it); an unreachable server or a

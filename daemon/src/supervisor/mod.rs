@@ -798,7 +798,10 @@ impl Supervisor {
                 self.tokens_error = None;
                 if !self.tokens_from_store {
                     self.tokens_from_store = true;
-                    tracing::info!(tokens = table.entries().len(), "API tokens read from the shared store");
+                    tracing::info!(
+                        tokens = table.entries().len(),
+                        "API tokens read from the shared store"
+                    );
                 }
                 if table != *self.tokens {
                     // This machine's copy, in force at the next start if

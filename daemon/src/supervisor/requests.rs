@@ -1072,9 +1072,8 @@ impl Handler<Ctl> for Supervisor {
                         match shared.sessions_of_others().await {
                             Ok(others) => sessions.extend(others),
                             Err(e) => {
-                                unavailable = Some(format!(
-                                    "only this instance's sessions are listed: {e}"
-                                ))
+                                unavailable =
+                                    Some(format!("only this instance's sessions are listed: {e}"))
                             }
                         }
                     }
