@@ -215,4 +215,4 @@ async def test_a_call_cut_off_mid_stream_is_resumed_on_the_other_instance(balanc
             # The answer's own stream (not the session's standalone one), resumed elsewhere.
             resumed = [(p, last) for p, last in balanced.resumed_on[before:] if ":common/" not in last]
             assert resumed, f"the SDK resumed the answer's stream: {balanced.resumed_on}"
-            assert all(p != balanced.cut_on for p, _ in resumed), (balanced.cut_on, resumed)
+            assert any(p != balanced.cut_on for p, _ in resumed), (balanced.cut_on, resumed)
