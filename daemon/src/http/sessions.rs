@@ -47,6 +47,8 @@ pub struct Prepared {
     /// A session restored from the shared store: its id and the state read
     /// there (so rmcp's `load` costs no second round trip).
     restoring: RefCell<Option<(String, SessionState)>>,
+    /// The opening session's view, named after the id rmcp creates.
+    view: RefCell<Option<crate::session::SessionView>>,
 }
 
 tokio::task_local! {
@@ -61,6 +63,7 @@ impl Prepared {
             opening: RefCell::new(None),
             recorded: Cell::new(false),
             restoring: RefCell::new(None),
+            view: RefCell::new(None),
         }
     }
 
@@ -75,11 +78,13 @@ impl Prepared {
     /// A new initialize-era session of `owner` serves it.
     pub fn opening(server: SessionServer, owner: Option<String>) -> Prepared {
         let addr = server.session.clone();
+        let view = server.view.clone();
         Prepared {
             server: RefCell::new(Some(server)),
             opening: RefCell::new(Some((owner, addr))),
             recorded: Cell::new(false),
             restoring: RefCell::new(None),
+            view: RefCell::new(Some(view)),
         }
     }
 
@@ -282,6 +287,12 @@ impl SessionManager for TrackedSessions {
         let (id, transport) = self.inner.create_session().await?;
         let _ = PREPARED.try_with(|p| {
             if let Some((owner, session)) = p.opening.borrow_mut().take() {
+                if let (Some(_), Some(view)) = (&self.share_with, p.view.borrow_mut().take()) {
+                    // Named at once: its first call already shares counts.
+                    let _ = view.store_name.set(id.to_string());
+                    view.store_local
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 if let Some(supervisor) = &self.share_with {
                     supervisor.do_send(crate::supervisor::ShareSession {
                         session: session.clone(),

@@ -63,6 +63,11 @@ pub struct SessionView {
     /// Unset: the state stays in this instance (an unnamed socket session,
     /// or no shared store). Set once, by whoever learns it first.
     pub store_name: Arc<std::sync::OnceLock<String>>,
+    /// An HTTP session created on this instance: until word comes that
+    /// another instance serves it too, its retry-loop counts are read here
+    /// (and still written to the store), so a plain call sends Redis no
+    /// command for them.
+    pub store_local: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Resource subscriptions a session holds: (key, server) pairs.
@@ -118,6 +123,7 @@ impl SessionView {
             flags: Default::default(),
             subscribed: Default::default(),
             store_name: Default::default(),
+            store_local: Default::default(),
         };
         view.touch();
         view

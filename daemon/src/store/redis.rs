@@ -45,6 +45,9 @@ pub enum Event {
     Tokens,
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
+    /// An instance serves session `name` too (an HTTP session it did not
+    /// open): its per-session state is to be read from the store.
+    Served { name: String },
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -78,6 +81,9 @@ pub struct Shared {
     listener: OnceLock<actix::Recipient<Delivery>>,
     /// Commands sent (for the benchmark's Redis operations per call).
     ops: AtomicU64,
+    /// Sessions another instance serves too ([`Event::Served`]), kept by
+    /// the subscriber itself (no actor hop: a call right after must see it).
+    elsewhere: Mutex<std::collections::HashSet<String>>,
 }
 
 /// `redis://user:secret@host` shown as `redis://user:***@host`.
@@ -164,6 +170,7 @@ impl Shared {
             instance,
             listener: OnceLock::new(),
             ops: AtomicU64::new(0),
+            elsewhere: Mutex::new(Default::default()),
         });
         tokio::spawn(shared.clone().keep_connected());
         tokio::spawn(shared.clone().subscribe());
@@ -407,6 +414,7 @@ impl Shared {
                     };
                     match serde_json::from_str::<Envelope>(&text) {
                         Ok(env) if env.from != self.instance => {
+                            self.note(&env.event);
                             self.deliver(Delivery::Event(env.event));
                         }
                         Ok(_) => {}
@@ -417,6 +425,35 @@ impl Shared {
             }
             tokio::time::sleep(HEALTH_EVERY).await;
         }
+    }
+
+    fn note(&self, event: &Event) {
+        let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Served { name } => {
+                elsewhere.insert(name.clone());
+            }
+            Event::SessionEnded { id } => {
+                elsewhere.remove(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether another instance has said it serves session `name` too.
+    pub fn served_elsewhere(&self, name: &str) -> bool {
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+    }
+
+    /// This instance's session `name` ended: forget it.
+    pub fn ended_here(&self, name: &str) {
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
     }
 
     fn deliver(&self, d: Delivery) {

@@ -995,6 +995,8 @@ impl Handler<crate::store::Delivery> for Supervisor {
                 crate::console::events::changed(crate::console::events::Topic::Approvals);
             }
             Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
+            // Noted by the subscriber itself (`Shared::served_elsewhere`).
+            Delivery::Event(Event::Served { .. }) => {}
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Resync => {
@@ -1288,6 +1290,9 @@ impl Handler<SessionClosed> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionClosed, _: &mut Context<Self>) {
         self.sessions.remove(&msg.id);
+        if let (Some(shared), Some(name)) = (self.opts.store.shared(), &msg.name) {
+            shared.ended_here(name);
+        }
         tracing::info!(session = %msg.id, "session closed");
         crate::console::events::changed(crate::console::events::Topic::Sessions);
         if let Some(name) = msg.name
