@@ -287,11 +287,13 @@ impl SessionManager for TrackedSessions {
         let (id, transport) = self.inner.create_session().await?;
         let _ = PREPARED.try_with(|p| {
             if let Some((owner, session)) = p.opening.borrow_mut().take() {
-                if let (Some(_), Some(view)) = (&self.share_with, p.view.borrow_mut().take()) {
+                if let (Some(events), Some(view)) = (&self.events, p.view.borrow_mut().take()) {
                     // Named at once: its first call already shares counts.
                     let _ = view.store_name.set(id.to_string());
-                    view.store_local
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    view.store_local.store(
+                        events.shared().generation(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
                 if let Some(supervisor) = &self.share_with {
                     supervisor.do_send(crate::supervisor::ShareSession {

@@ -454,10 +454,11 @@ impl SessionServer {
     async fn prior_failures(&self, tool: &str, key: u64) -> Prior {
         let local = self.breaker_do(|b| b.prior_failures(tool, key));
         if let Some((shared, name)) = self.shared_breaker()
-            && (!self
+            && (self
                 .view
                 .store_local
                 .load(std::sync::atomic::Ordering::Relaxed)
+                != shared.generation()
                 || shared.served_elsewhere(name))
         {
             match shared.breaker_prior(name, tool, key).await {

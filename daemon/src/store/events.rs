@@ -62,6 +62,10 @@ impl SharedEvents {
         }
     }
 
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     fn remember(&self, stream: &str, id: &str) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.len() >= REMEMBERED && !last.contains_key(stream) {

@@ -84,6 +84,9 @@ pub struct Shared {
     /// Sessions another instance serves too ([`Event::Served`]), kept by
     /// the subscriber itself (no actor hop: a call right after must see it).
     elsewhere: Mutex<std::collections::HashSet<String>>,
+    /// Subscriptions made after the first: events published meanwhile
+    /// may be lost, so what was decided on their absence before is void.
+    generation: AtomicU64,
 }
 
 /// `redis://user:secret@host` shown as `redis://user:***@host`.
@@ -171,6 +174,7 @@ impl Shared {
             listener: OnceLock::new(),
             ops: AtomicU64::new(0),
             elsewhere: Mutex::new(Default::default()),
+            generation: AtomicU64::new(0),
         });
         tokio::spawn(shared.clone().keep_connected());
         tokio::spawn(shared.clone().subscribe());
@@ -398,6 +402,7 @@ impl Shared {
     /// and hands what arrives to the listener.
     async fn subscribe(self: Arc<Self>) {
         let channel = self.key("events");
+        let mut first = true;
         loop {
             let attempt = tokio::time::timeout(OP_TIMEOUT, async {
                 let mut pubsub = self.client.get_async_pubsub().await?;
@@ -406,6 +411,9 @@ impl Shared {
             })
             .await;
             if let Ok(Ok(pubsub)) = attempt {
+                if !std::mem::take(&mut first) {
+                    self.generation.fetch_add(1, Ordering::Relaxed);
+                }
                 self.deliver(Delivery::Resync);
                 let mut messages = pubsub.into_on_message();
                 while let Some(msg) = messages.next().await {
@@ -438,6 +446,11 @@ impl Shared {
             }
             _ => {}
         }
+    }
+
+    /// The events generation (see [`Shared::generation`]'s field).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// Whether another instance has said it serves session `name` too.
