@@ -2,9 +2,10 @@
 //! redis-server. Calls/s with 1, 2 and 3 instances (16 HTTP sessions whose
 //! calls go to the instances in turn), the Redis commands each call costs
 //! (counted by Redis itself, `INFO commandstats`, health pings left out),
-//! and the latency Redis adds to a call that touches it: a call refused by
-//! a person's denial, checked in Redis (one Lua script) on one instance and
-//! in memory on a file-store instance, side by side in alternating rounds.
+//! and the latency Redis adds to a call that touches it: a plain call (its
+//! response stored as an SSE event for resumption) and a call refused by a
+//! person's denial (checked in one Lua script), each on a Redis instance and
+//! on a file-store instance, side by side in alternating rounds.
 
 use std::time::{Duration, Instant};
 
