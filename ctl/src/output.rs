@@ -351,6 +351,9 @@ pub fn render(
                     }
                     (None, false) => println!("store: {} {url} UNAVAILABLE", s.store.kind),
                 }
+                if let Some(me) = &s.store.instance {
+                    println!("instance: {me}");
+                }
             }
             println!();
             let rows: Vec<Vec<String>> = s
@@ -532,15 +535,20 @@ pub fn render(
             }
         }
         Reply::Sessions(r) => {
+            if let Some(note) = &r.unavailable {
+                eprintln!("evoctl: {note}");
+            }
             if r.sessions.is_empty() {
                 println!("no live sessions");
                 return Ok(());
             }
+            // With the shared store: which instance holds each.
+            let shared = r.sessions.iter().any(|s| s.instance.is_some());
             let rows: Vec<Vec<String>> = r
                 .sessions
                 .iter()
                 .map(|s| {
-                    vec![
+                    let mut row = vec![
                         s.id.clone(),
                         s.name.clone().unwrap_or_else(|| "-".into()),
                         s.mode.to_string(),
@@ -550,23 +558,28 @@ pub fn render(
                         s.profile.clone().unwrap_or_else(|| "-".into()),
                         s.activated.len().to_string(),
                         format!("{} ago", age(s.last_active)),
-                    ]
+                    ];
+                    if shared {
+                        row.push(s.instance.clone().unwrap_or_else(|| "-".into()));
+                    }
+                    row
                 })
                 .collect();
-            table(
-                &[
-                    "SESSION",
-                    "NAME",
-                    "MODE",
-                    "IO",
-                    "ERA",
-                    "IDENTITY",
-                    "PROFILE",
-                    "ACTIVATED",
-                    "LAST ACTIVE",
-                ],
-                &rows,
-            );
+            let mut headers = vec![
+                "SESSION",
+                "NAME",
+                "MODE",
+                "IO",
+                "ERA",
+                "IDENTITY",
+                "PROFILE",
+                "ACTIVATED",
+                "LAST ACTIVE",
+            ];
+            if shared {
+                headers.push("INSTANCE");
+            }
+            table(&headers, &rows);
         }
         Reply::Profiles(r) => {
             if r.profiles.is_empty() {

@@ -324,6 +324,9 @@ pub struct StoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     pub error: Option<String>,
+    /// This instance's name among those sharing the store (`redis` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 impl Default for StoreStatus {
@@ -333,6 +336,7 @@ impl Default for StoreStatus {
             ok: true,
             url: None,
             error: None,
+            instance: None,
         }
     }
 }
@@ -859,6 +863,9 @@ pub struct SessionInfo {
     /// The permissions role its identity carries; `None`: `active_role`.
     #[serde(default)]
     pub role: Option<String>,
+    /// With the shared store: the instance holding it (its copy there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 impl fmt::Display for SessionEra {
@@ -985,6 +992,10 @@ pub struct ProfileChangeReport {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionsReport {
     pub sessions: Vec<SessionInfo>,
+    /// Why other instances' sessions are missing (the shared store did not
+    /// answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// One tool in `list` and `search` replies.
@@ -1307,9 +1318,11 @@ mod tests {
             identity: Some("token:ci".into()),
             profile: None,
             role: None,
+            instance: None,
         };
         let reply = Reply::Sessions(SessionsReport {
             sessions: vec![session],
+            unavailable: None,
         });
         let line = serde_json::to_string(&CtlReply::data(reply.clone())).unwrap();
         assert_eq!(

@@ -40,6 +40,12 @@ class RoundRobin:
         self.turn = 0
         self.served: list[int] = []
         self.lock = threading.Lock()
+        # Cut the next tools/call's answer after its first SSE event (a load
+        # balancer's idle timeout, an instance going away): the port it was on.
+        self.cut = False
+        self.cut_on: int | None = None
+        # GETs resuming a stream: (port, Last-Event-ID).
+        self.resumed_on: list[tuple[int, str]] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,6 +58,12 @@ class RoundRobin:
                     proxy.served.append(port)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                cut = False
+                with proxy.lock:
+                    if proxy.cut and body and b'"tools/call"' in body:
+                        proxy.cut, proxy.cut_on, cut = False, port, True
+                    if self.command == "GET" and self.headers.get("Last-Event-ID"):
+                        proxy.resumed_on.append((port, self.headers["Last-Event-ID"]))
                 up = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 up.request(self.command, self.path, body=body, headers=headers)
@@ -62,10 +74,23 @@ class RoundRobin:
                         self.send_header(k, v)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                seen = b""
                 while True:
                     chunk = r.read1(65536)
                     if not chunk:
                         break
+                    if cut:
+                        seen += chunk
+                        end = seen.find(b"\n\n")
+                        if end >= 0:
+                            # The first event only, then the connection drops.
+                            first = seen[: end + 2]
+                            self.wfile.write(f"{len(first):x}\r\n".encode() + first + b"\r\n")
+                            self.wfile.flush()
+                            self.close_connection = True
+                            up.close()
+                            return
+                        continue
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
@@ -175,3 +200,19 @@ async def test_a_session_is_served_by_both_instances(balanced: RoundRobin) -> No
             tools = {t.name for t in (await c.list_tools()).tools}
             assert "fx_add" in tools, "the activation made by the calls shows on whichever instance lists"
             assert set(balanced.served[before:]) == set(balanced.backends), balanced.served
+
+
+async def test_a_call_cut_off_mid_stream_is_resumed_on_the_other_instance(balanced: RoundRobin) -> None:
+    """The SDK reconnects with Last-Event-ID after the answer's stream is cut; the round-robin
+    sends the reconnection to the other instance, which replays the answer from Redis."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with client(balanced) as c:
+            before = len(balanced.resumed_on)
+            balanced.cut = True
+            r = await c.call_tool("fx_sleep", {"ms": 1500})
+            assert not r.is_error and text(r) == "slept 1500", text(r)
+            assert balanced.cut_on is not None, "the answer was cut"
+            # The answer's own stream (not the session's standalone one), resumed elsewhere.
+            resumed = [(p, last) for p, last in balanced.resumed_on[before:] if ":common/" not in last]
+            assert resumed, f"the SDK resumed the answer's stream: {balanced.resumed_on}"
+            assert any(p != balanced.cut_on for p, _ in resumed), (balanced.cut_on, resumed)

@@ -2,9 +2,10 @@
 //! redis-server. Calls/s with 1, 2 and 3 instances (16 HTTP sessions whose
 //! calls go to the instances in turn), the Redis commands each call costs
 //! (counted by Redis itself, `INFO commandstats`, health pings left out),
-//! and the latency Redis adds to a call that touches it: a call refused by
-//! a person's denial, checked in Redis (one Lua script) on one instance and
-//! in memory on a file-store instance, side by side in alternating rounds.
+//! and the latency Redis adds to a call that touches it: a plain call (its
+//! response stored as an SSE event for resumption) and a call refused by a
+//! person's denial (checked in one Lua script), each on a Redis instance and
+//! on a file-store instance, side by side in alternating rounds.
 
 use std::time::{Duration, Instant};
 
@@ -184,10 +185,40 @@ pub fn scaleout_benchmarks(quick: bool) {
             }
         }
     }
+    // A plain call (initialize era): the retry-loop count read and the
+    // response's SSE event written in Redis, or neither (file store).
+    let plain_shared = instance(&store, "", &[]);
+    let plain_files = instance(&json!({}), "", &[]);
+    let mut on_redis = Session::open(&[plain_shared.port], 0);
+    let mut in_memory = Session::open(&[plain_files.port], 0);
+    let (mut pr, mut pm) = (Vec::new(), Vec::new());
+    let before = redis_commands(&redis);
+    for _ in 0..rounds {
+        for (s, out) in [(&mut on_redis, &mut pr), (&mut in_memory, &mut pm)] {
+            for _ in 0..per {
+                let t = Instant::now();
+                let r = s.call(0, "fx_echo", json!({"text": "x"}));
+                out.push(t.elapsed());
+                assert_eq!(r["isError"], false, "{r}");
+            }
+        }
+    }
+    let plain_ops = (redis_commands(&redis) - before) as f64 / (rounds * per) as f64;
     let (rm, mm) = (median(&mut r), median(&mut m));
+    let (prm, pmm) = (median(&mut pr), median(&mut pm));
+    let p90 = |v: &[Duration]| v[v.len() * 9 / 10];
+    println!("| plain call (initialize era) | median µs | p90 µs |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| Redis store ({plain_ops:.2} commands per call) | {} | {} |",
+        us(prm),
+        us(p90(&pr))
+    );
+    println!("| file store | {} | {} |", us(pmm), us(p90(&pm)));
+    println!("| added by Redis | {} | |", us(prm.saturating_sub(pmm)));
+    println!();
     println!("| approvals check of a call | median µs | p90 µs |");
     println!("| --- | --- | --- |");
-    let p90 = |v: &[Duration]| v[v.len() * 9 / 10];
     println!(
         "| in Redis (one Lua script) | {} | {} |",
         us(rm),

@@ -52,20 +52,30 @@ pub struct Authenticator {
     /// `serve.http.auth` is set: credentials are required.
     pub required: bool,
     tokens: ArcSwap<TokenTable>,
+    /// The Supervisor has handed over its table (it may be busy at start,
+    /// e.g. reading the shared store: a token presented before then waits
+    /// for it rather than being refused as unknown).
+    attached: tokio::sync::watch::Sender<bool>,
     pub jwt: Option<Arc<JwtValidator>>,
 }
+
+/// How long a token presented before the Supervisor handed over its table
+/// waits for it.
+const ATTACH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Authenticator {
     pub fn new(required: bool, jwt: Option<Arc<JwtValidator>>) -> Authenticator {
         Authenticator {
             required,
             tokens: ArcSwap::from_pointee(TokenTable::default()),
+            attached: tokio::sync::watch::Sender::new(false),
             jwt,
         }
     }
 
     pub fn set_tokens(&self, table: Arc<TokenTable>) {
         self.tokens.store(table);
+        self.attached.send_replace(true);
     }
 
     /// The identity behind an `Authorization` header value.
@@ -82,6 +92,10 @@ impl Authenticator {
             ));
         };
         if token.starts_with(TOKEN_PREFIX) {
+            if !*self.attached.borrow() {
+                let mut attached = self.attached.subscribe();
+                let _ = tokio::time::timeout(ATTACH_WAIT, attached.wait_for(|a| *a)).await;
+            }
             return match self.tokens.load().verify(token) {
                 Some(entry) => Ok(Identity {
                     key: Some(format!("token:{}", entry.name)),

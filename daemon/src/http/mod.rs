@@ -247,12 +247,22 @@ pub fn serve(
     let opts_max = max_message_bytes;
     let auth = Arc::new(Authenticator::new(settings.auth.is_some(), jwt.clone()));
     let registry = Arc::new(Registry::default());
+    let events = store.shared().map(|s| {
+        Arc::new(crate::store::events::SharedEvents::new(
+            s.clone(),
+            settings.session_timeout_s,
+        ))
+    });
     let mut local = LocalSessionManager::default();
+    if let Some(events) = &events {
+        local = local.with_event_store(events.clone());
+    }
     local.session_config.keep_alive = Some(Duration::from_secs(settings.session_timeout_s));
     let manager = Arc::new(TrackedSessions {
         inner: local,
         registry: registry.clone(),
         share_with: store.shared().map(|_| supervisor.clone()),
+        events,
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     {
@@ -1038,6 +1048,13 @@ impl Front {
                 .body(Full::new(Bytes::new()).boxed())
                 .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed())));
         }
+        // The instance that opened it reads the session's counts from the
+        // store from now on (before this instance serves a call of it).
+        shared
+            .publish(crate::store::Event::Served {
+                name: id.to_string(),
+            })
+            .await;
         let server = self
             .open_as(
                 who,

@@ -47,6 +47,8 @@ pub struct Prepared {
     /// A session restored from the shared store: its id and the state read
     /// there (so rmcp's `load` costs no second round trip).
     restoring: RefCell<Option<(String, SessionState)>>,
+    /// The opening session's view, named after the id rmcp creates.
+    view: RefCell<Option<crate::session::SessionView>>,
 }
 
 tokio::task_local! {
@@ -61,6 +63,7 @@ impl Prepared {
             opening: RefCell::new(None),
             recorded: Cell::new(false),
             restoring: RefCell::new(None),
+            view: RefCell::new(None),
         }
     }
 
@@ -75,11 +78,13 @@ impl Prepared {
     /// A new initialize-era session of `owner` serves it.
     pub fn opening(server: SessionServer, owner: Option<String>) -> Prepared {
         let addr = server.session.clone();
+        let view = server.view.clone();
         Prepared {
             server: RefCell::new(Some(server)),
             opening: RefCell::new(Some((owner, addr))),
             recorded: Cell::new(false),
             restoring: RefCell::new(None),
+            view: RefCell::new(Some(view)),
         }
     }
 
@@ -269,6 +274,9 @@ pub struct TrackedSessions {
     /// With the shared store: each session's activations are kept there
     /// under its id (the Supervisor names the session after it).
     pub share_with: Option<Addr<crate::supervisor::Supervisor>>,
+    /// With the shared store: the SSE events of every stream (also
+    /// `inner`'s event store), for resumption on any instance.
+    pub events: Option<Arc<crate::store::events::SharedEvents>>,
 }
 
 impl SessionManager for TrackedSessions {
@@ -279,6 +287,14 @@ impl SessionManager for TrackedSessions {
         let (id, transport) = self.inner.create_session().await?;
         let _ = PREPARED.try_with(|p| {
             if let Some((owner, session)) = p.opening.borrow_mut().take() {
+                if let (Some(events), Some(view)) = (&self.events, p.view.borrow_mut().take()) {
+                    // Named at once: its first call already shares counts.
+                    let _ = view.store_name.set(id.to_string());
+                    view.store_local.store(
+                        events.shared().generation(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                }
                 if let Some(supervisor) = &self.share_with {
                     supervisor.do_send(crate::supervisor::ShareSession {
                         session: session.clone(),
@@ -349,12 +365,54 @@ impl SessionManager for TrackedSessions {
         self.inner.create_standalone_stream(id).await
     }
 
+    /// With the shared store, a session's standalone stream resumed on
+    /// any instance: the events it missed (from the store), then the live
+    /// stream here; an event both hold goes out once. Other streams (a
+    /// request's) replay what the store holds, as rmcp does.
     async fn resume(
         &self,
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.resume(id, last_event_id).await
+        use crate::store::events::{entry_order, parse_event_id};
+        use futures::StreamExt;
+        if let Some(events) = &self.events
+            && let Some((stream, entry)) = parse_event_id(&last_event_id)
+            && stream == format!("{id}:common")
+        {
+            // Live first: what arrives meanwhile is in both, and dropped
+            // from the live side.
+            let live = self.inner.create_standalone_stream(id).await?;
+            let missed = match events.after(stream, entry).await {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(http_session = %id, "missed SSE events not replayed: {e}");
+                    Vec::new()
+                }
+            };
+            let seen = missed
+                .last()
+                .and_then(|m| m.event_id.as_deref())
+                .and_then(parse_event_id)
+                .map_or_else(|| entry_order(entry), |(_, e)| entry_order(e));
+            let live = live.filter(move |m| {
+                let fresh = m
+                    .event_id
+                    .as_deref()
+                    .and_then(parse_event_id)
+                    .is_none_or(|(_, e)| entry_order(e) > seen);
+                std::future::ready(fresh)
+            });
+            tracing::debug!(http_session = %id, replayed = missed.len(), "standalone stream resumed");
+            return Ok(futures::stream::iter(missed).chain(live).left_stream());
+        }
+        Ok(self.inner.resume(id, last_event_id).await?.right_stream())
+    }
+
+    fn event_store(
+        &self,
+    ) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
+        self.inner.event_store()
     }
 }
 

@@ -80,10 +80,20 @@ impl SessionServer {
                 .client_capabilities()
                 .is_some_and(|c| c.elicitation.is_some())
             {
-                return match self.answer(&entry.name, key, answers) {
-                    Some(true) => Approval::Granted,
-                    Some(false) => declined(),
-                    None => Approval::Ask(self.ask(&entry.name, key, question)),
+                let unavailable = |why: String| {
+                    Approval::Refused(format!(
+                        "This call to {} needs the user's approval ({rule}) and it cannot be asked or checked now: {why}. It was not made; retry it later.",
+                        entry.name
+                    ))
+                };
+                return match self.answer(&entry.name, key, answers).await {
+                    Ok(Some(true)) => Approval::Granted,
+                    Ok(Some(false)) => declined(),
+                    Ok(None) => match self.ask(&entry.name, key, question).await {
+                        Ok(ask) => Approval::Ask(ask),
+                        Err(why) => unavailable(why),
+                    },
+                    Err(why) => unavailable(why),
                 };
             }
         } else if !ctx.peer.supported_elicitation_modes().is_empty() {
@@ -130,48 +140,90 @@ impl SessionServer {
         }
     }
 
+    /// The call a question is asked for, as the shared store records it.
+    fn asked_call(&self, tool: &str, key: u64) -> String {
+        format!(
+            "{}|{tool}|{key:016x}",
+            self.identity
+                .as_deref()
+                .unwrap_or(evo_proto::ctl::LOCAL_IDENTITY)
+        )
+    }
+
     /// Records an in-band approval question for `tool` with these arguments
+    /// (with the shared store, there: the retry may reach another instance)
     /// and builds the `input_required` result that asks it.
-    pub(super) fn ask(
+    pub(super) async fn ask(
         &self,
         tool: &str,
         key: u64,
         question: rmcp::model::ElicitRequestParams,
-    ) -> rmcp::model::InputRequiredResult {
-        use std::hash::{BuildHasher, Hasher};
-        let mut nonce = std::collections::hash_map::RandomState::new().build_hasher();
-        nonce.write_u64(key);
-        let state = format!("{}-{:016x}", self.id, nonce.finish());
-        let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
-        asks.retain(|a| a.at.elapsed() < ASK_TTL);
-        asks.push(Ask {
-            state: state.clone(),
-            tool: tool.to_string(),
-            key,
-            at: Instant::now(),
-        });
+    ) -> Result<rmcp::model::InputRequiredResult, String> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| format!("no randomness for the question: {e}"))?;
+        let state: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        if let Some(shared) = &self.shared {
+            shared
+                .ask_put(&state, &self.asked_call(tool, key), ASK_TTL.as_secs())
+                .await
+                .map_err(|e| e.to_string())?;
+        } else {
+            let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
+            asks.retain(|a| a.at.elapsed() < ASK_TTL);
+            asks.push(Ask {
+                state: state.clone(),
+                tool: tool.to_string(),
+                key,
+                at: Instant::now(),
+            });
+        }
         let request =
             rmcp::model::InputRequest::Elicitation(rmcp::model::ElicitRequest::new(question));
-        rmcp::model::InputRequiredResult::new(
+        Ok(rmcp::model::InputRequiredResult::new(
             Some([(ASK_KEY.to_string(), request)].into()),
             Some(state),
-        )
+        ))
     }
 
     /// The user's answer in a retried call: `Some(accepted)` when its
     /// `requestState` names a question asked for this tool and these
-    /// arguments (each question is answered once), else `None`.
-    pub(super) fn answer(&self, tool: &str, key: u64, answers: Answers) -> Option<bool> {
-        let state = answers.state?;
-        let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
-        let i = asks
-            .iter()
-            .position(|a| a.state == state && a.tool == tool && a.key == key)?;
-        let ask = asks.swap_remove(i);
-        if ask.at.elapsed() >= ASK_TTL {
-            return None;
+    /// arguments (each question is answered once, on whichever instance
+    /// the retry reaches), else `None`.
+    pub(super) async fn answer(
+        &self,
+        tool: &str,
+        key: u64,
+        answers: Answers,
+    ) -> Result<Option<bool>, String> {
+        let Some(state) = answers.state else {
+            return Ok(None);
+        };
+        if let Some(shared) = &self.shared {
+            let taken = shared
+                .ask_take(&state, &self.asked_call(tool, key))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !taken {
+                return Ok(None);
+            }
+        } else {
+            let mut asks = self.asks.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(i) = asks
+                .iter()
+                .position(|a| a.state == state && a.tool == tool && a.key == key)
+            else {
+                return Ok(None);
+            };
+            let ask = asks.swap_remove(i);
+            if ask.at.elapsed() >= ASK_TTL {
+                return Ok(None);
+            }
         }
-        let answer = answers.responses?.remove(ASK_KEY)?;
-        Some(answer.get("action").and_then(Value::as_str) == Some("accept"))
+        let Some(answer) = answers.responses.and_then(|mut r| r.remove(ASK_KEY)) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            answer.get("action").and_then(Value::as_str) == Some("accept"),
+        ))
     }
 }

@@ -25,6 +25,7 @@ use crate::example;
 use crate::metrics::{CallOutcome, metrics};
 use crate::repair::{self, Checked};
 use crate::result_limit;
+use crate::store::breaker::Prior;
 
 /// How a forwarded call came back. An answer or a timeout is about the
 /// arguments (the retry-loop breaker counts it); an unreachable server or a
@@ -385,9 +386,9 @@ impl SessionServer {
             }
         }
         let key = canonical_key(&args);
-        let prior = self.breaker_do(|b| b.prior_failures(&entry.name, key));
-        if prior >= REFUSE_AFTER {
-            return refused(refusal_text(entry, prior));
+        let prior = self.prior_failures(&entry.name, key).await;
+        if prior.failures >= REFUSE_AFTER {
+            return refused(refusal_text(entry, prior.failures));
         }
         if let Some(schema) = entry.compiled() {
             // The validator takes a Value: move the map in and back out.
@@ -403,7 +404,7 @@ impl SessionServer {
                     fixes.extend(repair.fixes);
                 }
                 Checked::Invalid(teaching) => {
-                    let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                    let failures = self.record_failure(&entry.name, key).await;
                     // The caller's own values where they fit, made-up ones elsewhere.
                     let arguments = repair::corrected_arguments(
                         schema,
@@ -449,9 +450,9 @@ impl SessionServer {
             return Ok(response);
         };
         match (result.is_error == Some(true), reached.about_arguments()) {
-            (false, _) => self.breaker_do(|b| b.succeeded(&entry.name)),
+            (false, _) => self.record_success(&entry.name, prior).await,
             (true, true) => {
-                let failures = self.breaker_do(|b| b.failed(&entry.name, key));
+                let failures = self.record_failure(&entry.name, key).await;
                 if failures >= 2 {
                     result
                         .content
@@ -482,6 +483,63 @@ impl SessionServer {
     pub(super) fn breaker_do<T>(&self, f: impl FnOnce(&mut RetryBreaker) -> T) -> T {
         let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut b)
+    }
+
+    /// Where this session's retry-loop counts live when not only here: the
+    /// shared store, under the session's store name.
+    fn shared_breaker(&self) -> Option<(&crate::store::Shared, &str)> {
+        let shared = self.shared.as_deref()?;
+        let name = self.view.store_name.get()?;
+        Some((shared, name.as_str()))
+    }
+
+    /// Identical failures so far of this call. With the shared store the
+    /// count is the store's (every instance's failures of the session); the
+    /// local count, kept in step, answers while the store cannot, and for
+    /// an HTTP session opened here that no other instance has served (its
+    /// failures are all this instance's: the store is written, not read).
+    async fn prior_failures(&self, tool: &str, key: u64) -> Prior {
+        let local = self.breaker_do(|b| b.prior_failures(tool, key));
+        if let Some((shared, name)) = self.shared_breaker()
+            && (self
+                .view
+                .store_local
+                .load(std::sync::atomic::Ordering::Relaxed)
+                != shared.generation()
+                || shared.served_elsewhere(name))
+        {
+            match shared.breaker_prior(name, tool, key).await {
+                Ok(p) => return p,
+                Err(e) => tracing::debug!(session = %self.id, "retry-loop count read locally: {e}"),
+            }
+        }
+        Prior {
+            failures: local,
+            counted: local > 0,
+        }
+    }
+
+    async fn record_failure(&self, tool: &str, key: u64) -> u32 {
+        let local = self.breaker_do(|b| b.failed(tool, key));
+        if let Some((shared, name)) = self.shared_breaker() {
+            match shared.breaker_failed(name, tool, key).await {
+                Ok(n) => return n,
+                Err(e) => tracing::debug!(session = %self.id, "retry-loop count kept locally: {e}"),
+            }
+        }
+        local
+    }
+
+    /// A success forgets the tool's count (in the store only when it had
+    /// one: the plain call costs no second command).
+    async fn record_success(&self, tool: &str, prior: Prior) {
+        self.breaker_do(|b| b.succeeded(tool));
+        if prior.counted
+            && let Some((shared, name)) = self.shared_breaker()
+            && let Err(e) = shared.breaker_succeeded(name, tool).await
+        {
+            tracing::debug!(session = %self.id, "retry-loop count not cleared in the store: {e}");
+        }
     }
 }
 

@@ -58,6 +58,19 @@ pub struct SessionView {
     /// Servers where the session (or one of its listen streams, by key)
     /// holds resource subscriptions, ended when the session ends.
     subscribed: Arc<std::sync::Mutex<Subscribed>>,
+    /// The name its per-session state has in the shared store (retry-loop
+    /// counts): a named session's name, an HTTP session's `Mcp-Session-Id`,
+    /// `modern:IDENTITY` for an identity's stateless (2026-07-28) session.
+    /// Unset: the state stays in this instance (an unnamed socket session,
+    /// or no shared store). Set once, by whoever learns it first.
+    pub store_name: Arc<std::sync::OnceLock<String>>,
+    /// An HTTP session created on this instance: until word comes that
+    /// another instance serves it too, its retry-loop counts are read here
+    /// (and still written to the store), so a plain call sends Redis no
+    /// command for them. The store's event generation it was created in
+    /// (an event may have been missed across a resubscription: then it
+    /// reads the store); `u64::MAX`: not local.
+    pub store_local: Arc<AtomicU64>,
 }
 
 /// Resource subscriptions a session holds: (key, server) pairs.
@@ -112,6 +125,8 @@ impl SessionView {
             last_active_ms: Arc::new(AtomicU64::new(0)),
             flags: Default::default(),
             subscribed: Default::default(),
+            store_name: Default::default(),
+            store_local: Arc::new(AtomicU64::new(u64::MAX)),
         };
         view.touch();
         view
@@ -256,6 +271,9 @@ impl Session {
             visible: Vec::new(),
             offers_seen: (0, 0),
         };
+        if let Some(name) = &s.name {
+            let _ = s.view.store_name.set(name.clone());
+        }
         let now = s.snapshot.load_full();
         s.visible = s.visible_names(&now);
         s.offers_seen = now.offers.fingerprints;
@@ -265,6 +283,13 @@ impl Session {
     /// Marks a session served over HTTP: who opened it decides its role
     /// (and so which tools it sees).
     pub fn over_http(&mut self, caller: HttpCaller) {
+        if caller.era == evo_proto::ctl::SessionEra::Modern {
+            let who = caller
+                .identity
+                .as_deref()
+                .unwrap_or(evo_proto::ctl::LOCAL_IDENTITY);
+            let _ = self.view.store_name.set(format!("modern:{who}"));
+        }
         self.http = Some(caller);
         self.visible = self.visible_names(&self.catalog());
     }
@@ -383,6 +408,7 @@ impl Session {
             ),
             profile: self.profile.clone(),
             role: self.role().map(str::to_owned),
+            instance: None,
         }
     }
 }
@@ -672,6 +698,7 @@ pub struct ShareAs {
 impl Handler<ShareAs> for Session {
     type Result = ();
     fn handle(&mut self, msg: ShareAs, _: &mut Context<Self>) {
+        let _ = self.view.store_name.set(msg.name.clone());
         self.name = Some(msg.name);
         if !self.activated.is_empty() {
             self.save_if_named();

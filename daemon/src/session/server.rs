@@ -55,6 +55,9 @@ pub struct SessionServer {
     /// Where answers the socket transport sends unparsed are filed; `None`
     /// over HTTP.
     pub raw: Option<super::transport::RawAnswers>,
+    /// The shared store: retry-loop counts and in-band approval questions
+    /// live there, so any instance serving the session sees them.
+    pub shared: Option<Arc<crate::store::Shared>>,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -108,6 +111,7 @@ impl SessionServer {
             role: opened.role.clone(),
             identity: opened.identity.clone(),
             raw: None,
+            shared: opened.shared.clone(),
         }
     }
 

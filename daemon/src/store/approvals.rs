@@ -191,3 +191,46 @@ impl Shared {
         Ok(out)
     }
 }
+
+/// An in-band approval question (2026-07-28 `input_required`): its
+/// `requestState` → the call it was asked for (identity, tool, arguments
+/// key), so the retry that carries the user's answer may land on any
+/// instance; taking it is one atomic step, so an answer is used once.
+static TAKE_ASK: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+",
+    )
+});
+
+impl Shared {
+    fn ask_key(&self, state: &str) -> String {
+        self.key(&format!("ask:{state}"))
+    }
+
+    /// Records question `state`, asked for the call `call`, for `ttl_s`.
+    pub async fn ask_put(&self, state: &str, call: &str, ttl_s: u64) -> Result<(), StoreError> {
+        self.query(
+            redis::cmd("SET")
+                .arg(self.ask_key(state))
+                .arg(call)
+                .arg("EX")
+                .arg(ttl_s.max(1)),
+        )
+        .await
+    }
+
+    /// Takes question `state` if it was asked for the call `call`: true
+    /// once, for the first retry that names it on any instance.
+    pub async fn ask_take(&self, state: &str, call: &str) -> Result<bool, StoreError> {
+        let taken: i64 = self
+            .script(&TAKE_ASK, &[&self.ask_key(state)], &[call])
+            .await?;
+        Ok(taken == 1)
+    }
+}

@@ -14,6 +14,9 @@
 //! the client's `initialize` parameters and the identity's name).
 
 pub mod approvals;
+pub mod breaker;
+pub mod events;
+pub mod instances;
 pub mod redis;
 pub mod sessions;
 pub mod state;
@@ -86,6 +89,7 @@ impl Store {
                     ok,
                     url: Some(s.shown().to_string()),
                     error,
+                    instance: Some(s.instance().to_string()),
                 }
             }
         }

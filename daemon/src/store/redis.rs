@@ -45,6 +45,9 @@ pub enum Event {
     Tokens,
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
+    /// An instance serves session `name` too (an HTTP session it did not
+    /// open): its per-session state is to be read from the store.
+    Served { name: String },
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -78,6 +81,12 @@ pub struct Shared {
     listener: OnceLock<actix::Recipient<Delivery>>,
     /// Commands sent (for the benchmark's Redis operations per call).
     ops: AtomicU64,
+    /// Sessions another instance serves too ([`Event::Served`]), kept by
+    /// the subscriber itself (no actor hop: a call right after must see it).
+    elsewhere: Mutex<std::collections::HashSet<String>>,
+    /// Subscriptions made after the first: events published meanwhile
+    /// may be lost, so what was decided on their absence before is void.
+    generation: AtomicU64,
 }
 
 /// `redis://user:secret@host` shown as `redis://user:***@host`.
@@ -139,8 +148,21 @@ impl Shared {
             None => Client::open(url),
         }
         .map_err(|e| format!("store.redis_url ({shown}): {}", explain(&e)))?;
-        let mut id = [0u8; 8];
+        let mut id = [0u8; 3];
         let _ = getrandom::fill(&mut id);
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "evod".into());
+        // Readable in `evoctl sessions`, unique even for two containers
+        // with one hostname and one pid.
+        let instance = format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
         let shared = Arc::new(Shared {
             prefix: prefix.to_string(),
             shown,
@@ -148,9 +170,11 @@ impl Shared {
             conn: OnceLock::new(),
             ok: AtomicBool::new(false),
             error: Mutex::new(Some("connecting to Redis".into())),
-            instance: id.iter().map(|b| format!("{b:02x}")).collect(),
+            instance,
             listener: OnceLock::new(),
             ops: AtomicU64::new(0),
+            elsewhere: Mutex::new(Default::default()),
+            generation: AtomicU64::new(0),
         });
         tokio::spawn(shared.clone().keep_connected());
         tokio::spawn(shared.clone().subscribe());
@@ -159,6 +183,11 @@ impl Shared {
 
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// This instance's name in events and session records.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// `<prefix><rest>`: every key evo writes.
@@ -373,6 +402,7 @@ impl Shared {
     /// and hands what arrives to the listener.
     async fn subscribe(self: Arc<Self>) {
         let channel = self.key("events");
+        let mut first = true;
         loop {
             let attempt = tokio::time::timeout(OP_TIMEOUT, async {
                 let mut pubsub = self.client.get_async_pubsub().await?;
@@ -381,6 +411,9 @@ impl Shared {
             })
             .await;
             if let Ok(Ok(pubsub)) = attempt {
+                if !std::mem::take(&mut first) {
+                    self.generation.fetch_add(1, Ordering::Relaxed);
+                }
                 self.deliver(Delivery::Resync);
                 let mut messages = pubsub.into_on_message();
                 while let Some(msg) = messages.next().await {
@@ -389,6 +422,7 @@ impl Shared {
                     };
                     match serde_json::from_str::<Envelope>(&text) {
                         Ok(env) if env.from != self.instance => {
+                            self.note(&env.event);
                             self.deliver(Delivery::Event(env.event));
                         }
                         Ok(_) => {}
@@ -399,6 +433,40 @@ impl Shared {
             }
             tokio::time::sleep(HEALTH_EVERY).await;
         }
+    }
+
+    fn note(&self, event: &Event) {
+        let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Served { name } => {
+                elsewhere.insert(name.clone());
+            }
+            Event::SessionEnded { id } => {
+                elsewhere.remove(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// The events generation (see [`Shared::generation`]'s field).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Whether another instance has said it serves session `name` too.
+    pub fn served_elsewhere(&self, name: &str) -> bool {
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+    }
+
+    /// This instance's session `name` ended: forget it.
+    pub fn ended_here(&self, name: &str) {
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
     }
 
     fn deliver(&self, d: Delivery) {

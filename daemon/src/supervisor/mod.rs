@@ -114,6 +114,9 @@ pub struct Supervisor {
     tokens: Arc<crate::tokens::TokenTable>,
     /// Why the tokens file could not be read, when it could not.
     tokens_error: Option<String>,
+    /// The API tokens in force came from the shared store (else, with one,
+    /// from this machine's copy until it answers).
+    tokens_from_store: bool,
     /// The web console, and its own loopback listener once `evoctl ui`
     /// started it (without `serve.http`).
     console: Option<crate::console::Console>,
@@ -189,6 +192,7 @@ impl Supervisor {
             front: None,
             tokens: Default::default(),
             tokens_error: None,
+            tokens_from_store: false,
             console: None,
             console_addr: None,
         }
@@ -204,11 +208,20 @@ impl Supervisor {
     /// tokens no longer in it end their sessions.
     fn reload_tokens(&mut self) {
         if self.opts.store.shared().is_some() {
+            if !self.tokens_from_store {
+                // Until Redis answers, this machine's copy of the records
+                // (the tokens file, written on each read that changed them).
+                self.load_tokens_file();
+            }
             if let Some(me) = &self.me {
                 me.do_send(RefreshTokens);
             }
             return;
         }
+        self.load_tokens_file();
+    }
+
+    fn load_tokens_file(&mut self) {
         let path = self.tokens_path();
         match crate::tokens::TokenTable::load(&path) {
             Ok(table) => {
@@ -748,6 +761,21 @@ impl Supervisor {
         });
     }
 
+    /// Writes this instance's sessions to the shared store, for
+    /// `evoctl sessions` on the others (best effort: the next write makes
+    /// up for a failed one).
+    fn publish_sessions(&self) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let sessions = self.session_infos();
+        actix::spawn(async move {
+            if let Err(e) = shared.sessions_put(&sessions.await).await {
+                tracing::debug!("sessions not written to the store: {e}");
+            }
+        });
+    }
+
     /// The API token records in the shared store, put in force (a token
     /// revoked on any instance ends its sessions here too).
     fn shared_tokens(&mut self, ctx: &mut Context<Self>) {
@@ -768,9 +796,29 @@ impl Supervisor {
         match table {
             Ok(table) => {
                 self.tokens_error = None;
+                if !self.tokens_from_store {
+                    self.tokens_from_store = true;
+                    tracing::info!(
+                        tokens = table.entries().len(),
+                        "API tokens read from the shared store"
+                    );
+                }
                 if table != *self.tokens {
+                    // This machine's copy, in force at the next start if
+                    // Redis does not answer then.
+                    if let Err(e) = table.save(&self.tokens_path()) {
+                        tracing::warn!("{e}; the shared store's API tokens stay in force");
+                    }
                     self.set_tokens(table);
                 }
+            }
+            Err(e) if !self.tokens_from_store => {
+                let why = format!(
+                    "API tokens not read from the shared store yet ({e}); the copy in {} is in force until it answers",
+                    self.tokens_path().display()
+                );
+                tracing::warn!("{why}");
+                self.tokens_error = Some(why);
             }
             Err(e) => {
                 tracing::warn!(
@@ -843,6 +891,9 @@ impl Actor for Supervisor {
         self.me = Some(ctx.address());
         if let Some(shared) = self.opts.store.shared() {
             shared.set_listener(ctx.address().recipient());
+            ctx.run_interval(crate::store::instances::PUBLISH_EVERY, |act, _| {
+                act.publish_sessions()
+            });
         }
         self.load_config();
         self.configure_search();
@@ -944,6 +995,8 @@ impl Handler<crate::store::Delivery> for Supervisor {
                 crate::console::events::changed(crate::console::events::Topic::Approvals);
             }
             Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
+            // Noted by the subscriber itself (`Shared::served_elsewhere`).
+            Delivery::Event(Event::Served { .. }) => {}
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Resync => {
@@ -1114,6 +1167,8 @@ pub struct OpenedSession {
     pub role: Option<String>,
     /// Its HTTP identity (`None`: the local owner).
     pub identity: Option<String>,
+    /// The shared store, for the per-session state kept there.
+    pub shared: Option<Arc<crate::store::Shared>>,
 }
 
 impl Handler<OpenSession> for Supervisor {
@@ -1217,6 +1272,7 @@ impl Handler<OpenSession> for Supervisor {
             max_message_bytes: self.config.limits.max_message_bytes,
             role,
             identity,
+            shared,
         })
     }
 }
@@ -1234,6 +1290,9 @@ impl Handler<SessionClosed> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionClosed, _: &mut Context<Self>) {
         self.sessions.remove(&msg.id);
+        if let (Some(shared), Some(name)) = (self.opts.store.shared(), &msg.name) {
+            shared.ended_here(name);
+        }
         tracing::info!(session = %msg.id, "session closed");
         crate::console::events::changed(crate::console::events::Topic::Sessions);
         if let Some(name) = msg.name

@@ -627,7 +627,7 @@ impl Supervisor {
     }
 
     /// What each live session says of itself, ordered by id.
-    fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
+    pub(super) fn session_infos(&self) -> impl Future<Output = Vec<ctl::SessionInfo>> + 'static {
         let sessions: Vec<Addr<Session>> = self.sessions.values().map(|e| e.addr.clone()).collect();
         async move {
             let mut infos = Vec::new();
@@ -1059,9 +1059,27 @@ impl Handler<Ctl> for Supervisor {
             }
             CtlRequest::Sessions => {
                 let sessions = self.session_infos();
+                let shared = self.opts.store.shared().cloned();
                 Box::pin(async move {
+                    let mut sessions = sessions.await;
+                    let mut unavailable = None;
+                    // With the shared store: this instance's own, live, and
+                    // the others' as they last wrote them.
+                    if let Some(shared) = shared {
+                        for s in &mut sessions {
+                            s.instance = Some(shared.instance().to_string());
+                        }
+                        match shared.sessions_of_others().await {
+                            Ok(others) => sessions.extend(others),
+                            Err(e) => {
+                                unavailable =
+                                    Some(format!("only this instance's sessions are listed: {e}"))
+                            }
+                        }
+                    }
                     CtlReply::data(Reply::Sessions(ctl::SessionsReport {
-                        sessions: sessions.await,
+                        sessions,
+                        unavailable,
                     }))
                 })
             }

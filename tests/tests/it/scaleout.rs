@@ -162,6 +162,7 @@ impl Redis {
                 "set" => self.cli(&["SMEMBERS", key]),
                 "list" => self.cli(&["LRANGE", key, "0", "-1"]),
                 "zset" => self.cli(&["ZRANGE", key, "0", "-1"]),
+                "stream" => self.cli(&["XRANGE", key, "-", "+"]),
                 other => format!("({other})"),
             };
             all.push_str(&format!("{key} = {value}\n"));
@@ -851,14 +852,32 @@ fn no_secret_reaches_redis() {
     let mut s = i.d.session(&["--session", "named"]);
     s.initialize();
     let _ = s.call("fx_add", json!({"a": 1, "b": 1}));
+    // Retry-loop counts, SSE events (a list_changed on the session's
+    // stream), an in-band approval question, the instance's sessions.
+    let _ = c.call("fx_fail", json!({"message": "boom"}));
+    let id = c.session.clone().unwrap();
+    assert_eq!(i.d.ctl(&["activate", "--session", &id, "fx_sleep"]).0, 0);
+    let mut modern = HttpMcp::modern(i.port, Some(&token));
+    asked(&asking_call(&mut modern, json!({})));
     eventually("the catalog in Redis", Duration::from_secs(20), || {
         redis.cli(&["HLEN", "evo:catalog"]).trim() != "0"
     });
-    let dump = redis.dump();
-    assert!(
-        dump.contains("evo:http:session:") && dump.contains("evo:act:"),
-        "{dump}"
+    eventually(
+        "the sessions' record in Redis",
+        Duration::from_secs(20),
+        || redis.dump().contains("evo:inst:"),
     );
+    let dump = redis.dump();
+    for key in [
+        "evo:http:session:",
+        "evo:act:",
+        "evo:brk:",
+        "evo:ev:",
+        "evo:ask:",
+        "evo:inst:",
+    ] {
+        assert!(dump.contains(key), "{key} in {dump}");
+    }
     assert!(
         dump.contains("token:alice"),
         "the identity's name is kept: {dump}"
@@ -1351,4 +1370,450 @@ fn api_tokens_live_in_the_store_for_every_instance() {
         Duration::from_secs(20),
         || c.call_method("tools/list", json!({})).status == 401,
     );
+}
+
+#[test]
+fn retry_loop_counts_follow_the_session_across_instances() {
+    let Some(redis) = Redis::start("retry_loop") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let boom = json!({"message": "boom"});
+    // One failing call alternated between A and B trips the breaker at the
+    // third, as on one instance (correction::… checks that one).
+    let check = |c: &mut HttpMcp, era: &str| {
+        let ports = [a.port, b.port];
+        for n in 0..2 {
+            c.port = ports[n % 2];
+            let r = c.call("fx_fail", boom.clone());
+            let t = crate::http::result_text(&r);
+            assert!(
+                r["isError"] == true && t == "boom",
+                "{era}: failure {} on port {}: {r}",
+                n + 1,
+                c.port
+            );
+            if n == 1 {
+                let all = r["content"].to_string();
+                assert!(
+                    all.contains("failure 2") && all.contains("describe_tool"),
+                    "{era}: the second failure (on B) escalates: {r}"
+                );
+            }
+        }
+        c.port = a.port;
+        let r = c.call("fx_fail", boom.clone());
+        let t = crate::http::result_text(&r);
+        assert!(
+            r["isError"] == true && t.starts_with("Refused"),
+            "{era}: the third identical failure is refused on A: {r}"
+        );
+        c.port = b.port;
+        let t = crate::http::result_text(&c.call("fx_fail", boom.clone()));
+        assert!(t.starts_with("Refused"), "{era}: and on B: {t}");
+        // Other arguments reset the count, on every instance.
+        let t = crate::http::result_text(&c.call("fx_fail", json!({"message": "other"})));
+        assert_eq!(t, "other", "{era}");
+        c.port = a.port;
+        let t = crate::http::result_text(&c.call("fx_fail", boom.clone()));
+        assert_eq!(t, "boom", "{era}: counted from 1 again");
+    };
+    let mut legacy = HttpMcp::initialize(a.port, None);
+    check(&mut legacy, "initialize era");
+    let id = legacy.session.clone().unwrap();
+    let counts = redis.cli(&["HGETALL", &format!("evo:brk:{id}")]);
+    assert!(counts.contains("fx_fail"), "counted in Redis: {counts}");
+    // 2026-07-28: no sessions; the identity's stateless sessions share one
+    // count across instances.
+    let mut modern = HttpMcp::modern(a.port, None);
+    check(&mut modern, "2026-07-28");
+    // Another session has its own count.
+    let mut other = HttpMcp::initialize(b.port, None);
+    let t = crate::http::result_text(&other.call("fx_fail", json!({"message": "other"})));
+    assert_eq!(t, "other");
+}
+
+/// A 2026-07-28 `tools/call` from a client that can ask its user
+/// (elicitation), with `extra` params (the answer of a retry): the result.
+fn asking_call(c: &mut HttpMcp, extra: Value) -> Value {
+    let mut params = json!({"name": "fx_echo", "arguments": {"text": "ship it"}});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "evo-it", "version": "1"}
+    });
+    let id = c.next;
+    c.next += 1;
+    let r = c.post(
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "fx_echo"),
+        ],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let a = r.answer();
+    a.get("result").cloned().unwrap_or_else(|| panic!("{a}"))
+}
+
+/// The `requestState` of an `input_required` result asking for approval.
+fn asked(r: &Value) -> String {
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    assert!(r["inputRequests"]["evo/approve"].is_object(), "{r}");
+    r["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_string()
+}
+
+#[test]
+fn an_in_band_approval_asked_on_a_is_answered_on_b_once() {
+    let Some(redis) = Redis::start("in_band_approval") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, APPROVE, &[]);
+    let b = instance(&store, APPROVE, &[]);
+    let mut c = HttpMcp::modern(a.port, None);
+    let state = asked(&asking_call(&mut c, json!({})));
+    assert_eq!(
+        redis.cli(&["EXISTS", &format!("evo:ask:{state}")]).trim(),
+        "1",
+        "the question is in Redis"
+    );
+    let accept = json!({
+        "inputResponses": {"evo/approve": {"action": "accept", "content": {}}},
+        "requestState": state,
+    });
+    // The retry with the user's answer lands on B: the call is made.
+    c.port = b.port;
+    let r = asking_call(&mut c, accept.clone());
+    assert_eq!(r["isError"], false, "approved on B: {r}");
+    assert_eq!(crate::http::result_text(&r), "ship it");
+    // The same answer again, on A or B: used up, the user is asked anew.
+    c.port = a.port;
+    let again = asked(&asking_call(&mut c, accept.clone()));
+    assert_ne!(again, state);
+    c.port = b.port;
+    asked(&asking_call(&mut c, accept));
+    // Raced: one answer sent to A and B at the same moment passes once.
+    for round in 0..10 {
+        let mut ask = HttpMcp::modern(if round % 2 == 0 { a.port } else { b.port }, None);
+        let state = asked(&asking_call(&mut ask, json!({})));
+        let answer = json!({
+            "inputResponses": {"evo/approve": {"action": "accept", "content": {}}},
+            "requestState": state,
+        });
+        let barrier = std::sync::Barrier::new(2);
+        let results: Vec<Value> = std::thread::scope(|s| {
+            let runs: Vec<_> = [a.port, b.port]
+                .into_iter()
+                .map(|port| {
+                    let (barrier, answer) = (&barrier, answer.clone());
+                    s.spawn(move || {
+                        let mut c = HttpMcp::modern(port, None);
+                        barrier.wait();
+                        asking_call(&mut c, answer)
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let passed = results
+            .iter()
+            .filter(|r| r["resultType"] != "input_required" && r["isError"] == false)
+            .count();
+        assert_eq!(
+            passed, 1,
+            "round {round}: one answer, one call: {results:?}"
+        );
+    }
+    // A decline answered on the other instance refuses.
+    c.port = a.port;
+    let state = asked(&asking_call(&mut c, json!({})));
+    c.port = b.port;
+    let r = asking_call(
+        &mut c,
+        json!({
+            "inputResponses": {"evo/approve": {"action": "decline"}},
+            "requestState": state,
+        }),
+    );
+    assert!(
+        r["isError"] == true && crate::http::result_text(&r).contains("declined"),
+        "{r}"
+    );
+    // Redis down: the question cannot be asked, and the answer says so.
+    drop(redis);
+    c.port = a.port;
+    let r = asking_call(&mut c, json!({}));
+    let t = crate::http::result_text(&r);
+    assert!(
+        r["isError"] == true && t.contains("cannot be asked or checked now") && t.contains("Redis"),
+        "{r}"
+    );
+}
+
+/// One SSE event as read off a stream: its id and data.
+fn next_event(
+    reader: &mut std::io::BufReader<std::net::TcpStream>,
+    deadline: std::time::Instant,
+) -> Option<(Option<String>, String)> {
+    use std::io::BufRead;
+    let (mut id, mut data) = (None, String::new());
+    let mut line = String::new();
+    while std::time::Instant::now() < deadline {
+        match reader.read_line(&mut line) {
+            Ok(0) => return None,
+            // A read timeout: the part of a line read so far is kept.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                continue;
+            }
+            Err(_) => return None,
+            Ok(_) if !line.ends_with('\n') => continue,
+            Ok(_) => {}
+        }
+        let l = std::mem::take(&mut line);
+        let l = l.trim_end_matches(['\r', '\n']);
+        if let Some(v) = l.strip_prefix("id:") {
+            id = Some(v.trim().to_string());
+        } else if let Some(v) = l.strip_prefix("data:") {
+            data.push_str(v.trim());
+        } else if l.is_empty() && !data.is_empty() {
+            return Some((id, data));
+        }
+    }
+    None
+}
+
+/// A GET stream of `session` on `port`, resumed after `last` if given.
+fn sse_get(
+    port: u16,
+    session: &str,
+    last: Option<&str>,
+) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let resume = last
+        .map(|l| format!("Last-Event-ID: {l}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n{resume}\r\n"
+    )
+    .unwrap();
+    let mut reader = std::io::BufReader::new(s);
+    let mut status = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while status.is_empty() && std::time::Instant::now() < deadline {
+        let _ = reader.read_line(&mut status);
+    }
+    assert!(status.contains(" 200 "), "GET stream: {status}");
+    reader
+}
+
+/// The next list_changed on the stream: its event id.
+fn list_changed(reader: &mut std::io::BufReader<std::net::TcpStream>) -> Option<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while let Some((id, data)) = next_event(reader, deadline) {
+        if data.contains("notifications/tools/list_changed") {
+            return Some(id.unwrap_or_default());
+        }
+    }
+    None
+}
+
+#[test]
+fn a_stream_resumed_on_b_gets_the_events_it_missed() {
+    let Some(redis) = Redis::start("resumable_streams") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let c = HttpMcp::initialize(a.port, None);
+    let id = c.session.clone().unwrap();
+    let mut on_a = sse_get(a.port, &id, None);
+    assert_eq!(a.d.ctl(&["activate", "--session", &id, "fx_echo"]).0, 0);
+    let seen = list_changed(&mut on_a).expect("list_changed on A's stream");
+    assert!(seen.starts_with(&format!("{id}:common/")), "{seen}");
+    // The client goes away; meanwhile the list changes again.
+    drop(on_a);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(a.d.ctl(&["activate", "--session", &id, "fx_add"]).0, 0);
+    let key = format!("evo:ev:{id}:common");
+    eventually("the missed event in Redis", Duration::from_secs(10), || {
+        redis
+            .cli(&["XLEN", &key])
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+            >= 2
+    });
+    let ttl: i64 = redis.cli(&["TTL", &key]).trim().parse().unwrap_or(-9);
+    assert!(ttl > 0, "the stream expires: TTL {ttl}");
+    // It reconnects to B with the last id it saw: B replays what it missed…
+    let mut on_b = sse_get(b.port, &id, Some(&seen));
+    let missed = list_changed(&mut on_b).expect("the missed list_changed, replayed on B");
+    assert!(
+        missed.starts_with(&format!("{id}:common/")) && missed != seen,
+        "{missed} after {seen}"
+    );
+    // …and the stream goes on live from B.
+    assert_eq!(b.d.ctl(&["activate", "--session", &id, "fx_fail"]).0, 0);
+    let live = list_changed(&mut on_b).expect("a live list_changed on B's resumed stream");
+    assert_ne!(live, missed, "each event once");
+    // An id this store never gave replays nothing (an empty stream, no error).
+    let r = request(
+        b.port,
+        "GET",
+        "/mcp",
+        &[
+            ("Accept", "text/event-stream"),
+            ("Mcp-Session-Id", id.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+            ("Last-Event-ID", "nonsense"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn evoctl_sessions_lists_every_instances_sessions() {
+    let Some(redis) = Redis::start("sessions_everywhere") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let mut a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let name_a = store_status(&a)["instance"].as_str().unwrap().to_string();
+    let name_b = store_status(&b)["instance"].as_str().unwrap().to_string();
+    assert_ne!(name_a, name_b);
+    let _c = HttpMcp::initialize(a.port, None);
+    let mut named = b.d.session(&["--session", "erin"]);
+    named.initialize();
+    let of = |i: &Instance| -> Vec<Value> {
+        i.d.ctl_json(&["sessions"])["sessions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    eventually("B to list A's session", Duration::from_secs(20), || {
+        of(&b)
+            .iter()
+            .any(|s| s["instance"] == name_a.as_str() && s["io"] == "http")
+    });
+    let on_b = of(&b);
+    assert!(
+        on_b.iter()
+            .any(|s| s["instance"] == name_b.as_str() && s["name"] == "erin"),
+        "its own, live: {on_b:?}"
+    );
+    eventually(
+        "A to list B's named session",
+        Duration::from_secs(20),
+        || {
+            of(&a)
+                .iter()
+                .any(|s| s["instance"] == name_b.as_str() && s["name"] == "erin")
+        },
+    );
+    let (code, human, _) = b.d.ctl(&["sessions"]);
+    assert_eq!(code, 0);
+    assert!(
+        human.contains("INSTANCE") && human.contains(&name_a) && human.contains(&name_b),
+        "{human}"
+    );
+    // A dies without a word: its record expires.
+    if let Some(mut child) = a.d.child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    eventually(
+        "A's sessions to expire from B's list",
+        Duration::from_secs(30),
+        || !of(&b).iter().any(|s| s["instance"] == name_a.as_str()),
+    );
+    assert!(of(&b).iter().any(|s| s["name"] == "erin"));
+}
+
+#[test]
+fn api_tokens_work_with_redis_down_at_start_and_catch_up() {
+    let Some(mut redis) = Redis::start("tokens_redis_down") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let config = |port: u16| {
+        let mut cfg = instance_config(port, &store);
+        cfg["serve"]["http"]["auth"] = json!({});
+        cfg
+    };
+    let mut a = instance_of(&config, "", &[]);
+    let (code, out, err) = a.d.ctl(&["token", "create", "dan"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim().to_string();
+    // This machine keeps a copy of the store's records (hashes only).
+    let copy = a.d.dir.path().join("tokens.json");
+    eventually(
+        "the local copy of the records",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&copy).is_ok_and(|t| t.contains("\"dan\"")),
+    );
+    assert!(!std::fs::read_to_string(&copy).unwrap().contains(&token));
+    a.d.stop();
+    redis.kill();
+    // Started with Redis down: the copy is in force, state features say why.
+    a.d.spawn(&[], &[]);
+    wait_http(&a.d, a.port);
+    let mut c = HttpMcp::initialize(a.port, Some(&token));
+    let r = c.call("fx_add", json!({"a": 2, "b": 3}));
+    assert_eq!(crate::http::result_text(&r), "5", "{r}");
+    let (code, body) = readyz(a.port);
+    assert!(code == 503 && body.contains("Redis"), "{code} {body}");
+    let (code, _, err) = a.d.ctl(&["token", "create", "eve"]);
+    assert_eq!(code, 1, "no token without the store: {err}");
+    assert!(err.contains("Redis") || err.contains("store"), "{err}");
+    let wrong = HttpMcp {
+        port: a.port,
+        token: Some("evo_not-a-token".into()),
+        session: None,
+        next: 1,
+    }
+    .post(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "evo-it", "version": "1"}}}),
+        &[],
+    );
+    assert_eq!(wrong.status, 401, "{}", wrong.text());
+    // Redis back: caught up; a revocation on another instance is obeyed.
+    redis.restart();
+    eventually(
+        "readyz 200 once Redis is back",
+        Duration::from_secs(20),
+        || readyz(a.port).0 == 200,
+    );
+    let b = instance_of(&config, "", &[]);
+    let (code, _, err) = b.d.ctl(&["token", "revoke", "dan"]);
+    assert_eq!(code, 0, "{err}");
+    eventually(
+        "A to refuse the revoked token",
+        Duration::from_secs(20),
+        || c.call_method("tools/list", json!({})).status == 401,
+    );
+    eventually("A's copy to drop it", Duration::from_secs(10), || {
+        std::fs::read_to_string(&copy).is_ok_and(|t| !t.contains("\"dan\""))
+    });
 }

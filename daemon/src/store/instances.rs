@@ -1,0 +1,82 @@
+//! Each instance's sessions in Redis, so `evoctl sessions` on any of them
+//! lists every instance's.
+//!
+//! Key (under the prefix): `inst:<instance>:sessions`, the instance's
+//! sessions as `evoctl sessions --json` shows them (ids, names, modes,
+//! identities' names, activations; never a token), written every
+//! [`PUBLISH_EVERY`] and expiring after [`RECORD_TTL`]: a dead instance's
+//! record goes away by itself.
+
+use std::time::Duration;
+
+use evo_proto::ctl::SessionInfo;
+
+use super::redis::{Shared, StoreError};
+
+/// How often an instance writes its sessions.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(3);
+/// How long a record outlives its instance's last write.
+pub const RECORD_TTL: Duration = Duration::from_secs(10);
+
+impl Shared {
+    pub async fn sessions_put(&self, sessions: &[SessionInfo]) -> Result<(), StoreError> {
+        let text = serde_json::to_string(sessions)
+            .map_err(|e| StoreError(format!("session list: {e}")))?;
+        self.query(
+            redis::cmd("SET")
+                .arg(self.key(&format!("inst:{}:sessions", self.instance())))
+                .arg(text)
+                .arg("EX")
+                .arg(RECORD_TTL.as_secs()),
+        )
+        .await
+    }
+
+    /// The other live instances' sessions, each marked with its instance.
+    pub async fn sessions_of_others(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let pattern = self.key("inst:*:sessions");
+        let mine = self.key(&format!("inst:{}:sessions", self.instance()));
+        let mut cursor = 0u64;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = self
+                .query(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(500),
+                )
+                .await?;
+            keys.extend(batch.into_iter().filter(|k| *k != mine));
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let values: Vec<Option<String>> = self.query(redis::cmd("MGET").arg(&keys)).await?;
+        let prefix = self.key("inst:");
+        let mut out = Vec::new();
+        for (key, value) in keys.iter().zip(values) {
+            let Some(value) = value else { continue };
+            let instance = key
+                .strip_prefix(&prefix)
+                .and_then(|k| k.strip_suffix(":sessions"))
+                .unwrap_or(key);
+            match serde_json::from_str::<Vec<SessionInfo>>(&value) {
+                Ok(list) => out.extend(list.into_iter().map(|mut s| {
+                    s.instance = Some(instance.to_string());
+                    s
+                })),
+                Err(e) => {
+                    tracing::debug!(instance, error = %e, "unreadable session list in the store ignored")
+                }
+            }
+        }
+        Ok(out)
+    }
+}
