@@ -134,25 +134,7 @@ impl Shared {
     /// Calls waiting for a decision, on every instance, oldest first.
     pub async fn approvals_pending(&self) -> Result<Vec<(Approval, u64)>, StoreError> {
         let pattern = self.key("ap:id:*");
-        let mut cursor = 0u64;
-        let mut keys = Vec::new();
-        loop {
-            let (next, batch): (u64, Vec<String>) = self
-                .query(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(500),
-                )
-                .await?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+        let keys = self.scan_keys(&pattern).await?;
         if keys.is_empty() {
             return Ok(Vec::new());
         }

@@ -36,25 +36,8 @@ impl Shared {
     pub async fn sessions_of_others(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let pattern = self.key("inst:*:sessions");
         let mine = self.key(&format!("inst:{}:sessions", self.instance()));
-        let mut cursor = 0u64;
-        let mut keys = Vec::new();
-        loop {
-            let (next, batch): (u64, Vec<String>) = self
-                .query(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(500),
-                )
-                .await?;
-            keys.extend(batch.into_iter().filter(|k| *k != mine));
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+        let mut keys = self.scan_keys(&pattern).await?;
+        keys.retain(|k| *k != mine);
         if keys.is_empty() {
             return Ok(Vec::new());
         }

@@ -285,6 +285,30 @@ impl Shared {
         self.settle(result)
     }
 
+    /// Every key matching `pattern` (SCAN, in batches; keys made or
+    /// deleted meanwhile may or may not be in it, as SCAN says).
+    pub async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let mut cursor = 0u64;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = self
+                .query(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(500),
+                )
+                .await?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                return Ok(keys);
+            }
+        }
+    }
+
     /// Runs a Lua script (atomically, on the server).
     pub async fn script<T: FromRedisValue>(
         &self,
