@@ -102,6 +102,35 @@ struct Envelope<'a> {
     error: Option<&'a serde_json::value::RawValue>,
 }
 
+/// What one parse of an answer line's top says: `Err` when it is not
+/// JSON; `None` when it is not an answer to one of our requests; else the
+/// id and where the result lies, or the error.
+type Top = Option<(String, Result<std::ops::Range<usize>, rmcp::ErrorData>)>;
+
+fn answer_top(line: &[u8]) -> Result<Top, ()> {
+    let envelope = serde_json::from_slice::<Envelope>(line).map_err(|_| ())?;
+    let id = match envelope
+        .id
+        .map(|id| serde_json::from_str::<String>(id.get()))
+    {
+        // Ours: rmcp's own ids are numbers.
+        Some(Ok(id)) if envelope.method.is_none() && id.starts_with(ID_PREFIX) => id,
+        _ => return Ok(None),
+    };
+    let outcome = match (envelope.result, envelope.error) {
+        (Some(result), _) => Ok(offset_in(line, result.get())),
+        (None, error) => Err(error
+            .and_then(|e| serde_json::from_str(e.get()).ok())
+            .unwrap_or_else(|| {
+                rmcp::ErrorData::internal_error(
+                    "an error answer without a valid error object",
+                    None,
+                )
+            })),
+    };
+    Ok(Some((id, outcome)))
+}
+
 /// Where `part` (borrowed from `line`) lies in it.
 fn offset_in(line: &[u8], part: &str) -> std::ops::Range<usize> {
     let start = part.as_ptr() as usize - line.as_ptr() as usize;
@@ -169,42 +198,26 @@ impl DirectCalls {
         if !mentions(&line, &QUOTED_ID_PREFIX) {
             return Err(line);
         }
-        let line = match serde_json::from_slice::<Envelope>(&line) {
-            Ok(_) => line,
+        let (line, top) = match answer_top(&line) {
+            Ok(top) => (line, top),
             // Invalid UTF-8 in a string (seen in text results) is replaced,
             // not a reason to lose the whole message.
-            Err(_) if std::str::from_utf8(&line).is_err() => {
-                String::from_utf8_lossy(&line).into_owned().into_bytes()
+            Err(()) if std::str::from_utf8(&line).is_err() => {
+                let line = String::from_utf8_lossy(&line).into_owned().into_bytes();
+                match answer_top(&line) {
+                    Ok(top) => (line, top),
+                    Err(()) => return Err(line),
+                }
             }
-            Err(_) => return Err(line),
+            Err(()) => return Err(line),
         };
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(&line) else {
+        let Some((id, outcome)) = top else {
             return Err(line);
         };
-        let id = match envelope
-            .id
-            .map(|id| serde_json::from_str::<String>(id.get()))
-        {
-            // Ours: rmcp's own ids are numbers.
-            Some(Ok(id)) if envelope.method.is_none() && id.starts_with(ID_PREFIX) => id,
-            _ => return Err(line),
-        };
         let size = line.len();
-        let answer = match (envelope.result, envelope.error) {
-            (Some(result), _) => {
-                let at = offset_in(&line, result.get());
-                Answer::Result(RawResult { line, at })
-            }
-            (None, error) => Answer::Error(
-                error
-                    .and_then(|e| serde_json::from_str(e.get()).ok())
-                    .unwrap_or_else(|| {
-                        rmcp::ErrorData::internal_error(
-                            "an error answer without a valid error object",
-                            None,
-                        )
-                    }),
-            ),
+        let answer = match outcome {
+            Ok(at) => Answer::Result(RawResult { line, at }),
+            Err(error) => Answer::Error(error),
         };
         self.hand_over(&id, answer, size);
         Ok(())
