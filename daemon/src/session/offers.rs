@@ -129,6 +129,11 @@ fn read_shape(raw: &RawResult) -> Result<ReadShape<'_>, rmcp::ServiceError> {
             None,
         ))
     };
+    // An object, not an array serde would also read into the struct: the
+    // socket writes its members out behind a head of its own.
+    if raw.bytes().first() != Some(&b'{') {
+        return Err(bad("the result is not a JSON object".into()));
+    }
     let shape: ReadShape = serde_json::from_slice(raw.bytes()).map_err(|e| bad(e.to_string()))?;
     if shape.result_type.as_deref() != Some("input_required")
         && let Some(i) = shape
@@ -551,6 +556,8 @@ mod tests {
             ),
             (r#"{"contents":[{"text":"t"}]}"#, "uri"),
             (r#"{"contents":"no"}"#, "sequence"),
+            (r#"[null, []]"#, "not a JSON object"),
+            (r#""text""#, "not a JSON object"),
         ] {
             match socket_read(RawResult::whole(answer)) {
                 Err(e) => {
