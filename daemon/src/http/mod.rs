@@ -1048,13 +1048,6 @@ impl Front {
                 .body(Full::new(Bytes::new()).boxed())
                 .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed())));
         }
-        // The instance that opened it reads the session's counts from the
-        // store from now on (before this instance serves a call of it).
-        shared
-            .publish(crate::store::Event::Served {
-                name: id.to_string(),
-            })
-            .await;
         let server = self
             .open_as(
                 who,

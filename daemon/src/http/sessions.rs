@@ -290,10 +290,7 @@ impl SessionManager for TrackedSessions {
                 if let (Some(events), Some(view)) = (&self.events, p.view.borrow_mut().take()) {
                     // Named at once: its first call already shares counts.
                     let _ = view.store_name.set(id.to_string());
-                    view.store_local.store(
-                        events.shared().generation(),
-                        std::sync::atomic::Ordering::Relaxed,
-                    );
+                    events.shared().breaker_begun(&id);
                 }
                 if let Some(supervisor) = &self.share_with {
                     supervisor.do_send(crate::supervisor::ShareSession {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::SessionServer;
 use crate::approvals::Gate;
 use crate::catalog::snapshot::ToolEntry;
-use crate::supervisor::CheckApproval;
+use crate::supervisor::{CheckApproval, log_held};
 
 /// An approval question sent in an `input_required` result: the retry's
 /// `requestState` must name it, for the same tool and arguments.
@@ -113,15 +113,25 @@ impl SessionServer {
                 }
             }
         }
-        let gate = self
-            .supervisor
-            .send(CheckApproval {
-                tool: entry.name.clone(),
-                key,
-                preview,
-                identity: self.identity.clone(),
-            })
-            .await;
+        let check = CheckApproval {
+            tool: entry.name.clone(),
+            key,
+            preview,
+            identity: self.identity.clone(),
+        };
+        let gate = match &self.shared {
+            // The book is in the store: asked from this (the I/O) thread,
+            // with no round trip through the Supervisor's.
+            Some(shared) => {
+                let gate = shared
+                    .approval_check(&check.tool, key, check.identity.as_deref(), &check.preview)
+                    .await
+                    .unwrap_or_else(|e| Gate::Unavailable(e.to_string()));
+                log_held(&check, &gate);
+                Ok(gate)
+            }
+            None => self.supervisor.send(check).await,
+        };
         match gate {
             Err(_) => Approval::Refused("evod is shutting down".to_string()),
             Ok(Gate::Pass) => Approval::Granted,

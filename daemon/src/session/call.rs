@@ -494,20 +494,12 @@ impl SessionServer {
     }
 
     /// Identical failures so far of this call. With the shared store the
-    /// count is the store's (every instance's failures of the session); the
-    /// local count, kept in step, answers while the store cannot, and for
-    /// an HTTP session opened here that no other instance has served (its
-    /// failures are all this instance's: the store is written, not read).
+    /// count is the store's (every instance's failures of the session, as
+    /// this instance's mirror of them has it: no command on a plain call);
+    /// the local count, kept in step, answers while the store cannot.
     async fn prior_failures(&self, tool: &str, key: u64) -> Prior {
         let local = self.breaker_do(|b| b.prior_failures(tool, key));
-        if let Some((shared, name)) = self.shared_breaker()
-            && (self
-                .view
-                .store_local
-                .load(std::sync::atomic::Ordering::Relaxed)
-                != shared.generation()
-                || shared.served_elsewhere(name))
-        {
+        if let Some((shared, name)) = self.shared_breaker() {
             match shared.breaker_prior(name, tool, key).await {
                 Ok(p) => return p,
                 Err(e) => tracing::debug!(session = %self.id, "retry-loop count read locally: {e}"),

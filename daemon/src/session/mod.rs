@@ -64,13 +64,6 @@ pub struct SessionView {
     /// Unset: the state stays in this instance (an unnamed socket session,
     /// or no shared store). Set once, by whoever learns it first.
     pub store_name: Arc<std::sync::OnceLock<String>>,
-    /// An HTTP session created on this instance: until word comes that
-    /// another instance serves it too, its retry-loop counts are read here
-    /// (and still written to the store), so a plain call sends Redis no
-    /// command for them. The store's event generation it was created in
-    /// (an event may have been missed across a resubscription: then it
-    /// reads the store); `u64::MAX`: not local.
-    pub store_local: Arc<AtomicU64>,
 }
 
 /// Resource subscriptions a session holds: (key, server) pairs.
@@ -126,7 +119,6 @@ impl SessionView {
             flags: Default::default(),
             subscribed: Default::default(),
             store_name: Default::default(),
-            store_local: Arc::new(AtomicU64::new(u64::MAX)),
         };
         view.touch();
         view

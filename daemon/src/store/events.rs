@@ -34,12 +34,21 @@ pub const MAX_EVENTS: usize = 1000;
 /// Streams whose last id is remembered for their priming events.
 const REMEMBERED: usize = 10_000;
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Stored {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     m: Option<ServerJsonRpcMessage>,
     /// Retry hint, milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    r: Option<u64>,
+}
+
+/// [`Stored`] as written: the message borrowed, not copied.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    m: Option<&'a ServerJsonRpcMessage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     r: Option<u64>,
 }
 
@@ -75,8 +84,8 @@ impl SharedEvents {
     }
 
     async fn append(&self, stream: &str, event: &ServerSseMessage) -> Result<String, StoreError> {
-        let stored = Stored {
-            m: event.message.as_deref().cloned(),
+        let stored = StoredRef {
+            m: event.message.as_deref(),
             r: event.retry.map(|d| d.as_millis() as u64),
         };
         let text =

@@ -45,16 +45,23 @@ pub enum Event {
     Tokens,
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
-    /// An instance serves session `name` too (an HTTP session it did not
-    /// open): its per-session state is to be read from the store.
-    Served { name: String },
+    /// A session's retry-loop count of a tool changed: `n` identical
+    /// failures of the arguments `key` (hex), or none (`n` 0). Published
+    /// by the script that counts a failure, so its shape is written there
+    /// too ([`super::breaker`]).
+    Breaker {
+        name: String,
+        tool: String,
+        key: String,
+        n: u32,
+    },
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Envelope {
+pub(super) struct Envelope {
     from: String,
     #[serde(flatten)]
-    event: Event,
+    pub(super) event: Event,
 }
 
 /// What the subscriber delivers: an event from another instance, or word
@@ -81,12 +88,12 @@ pub struct Shared {
     listener: OnceLock<actix::Recipient<Delivery>>,
     /// Commands sent (for the benchmark's Redis operations per call).
     ops: AtomicU64,
-    /// Sessions another instance serves too ([`Event::Served`]), kept by
-    /// the subscriber itself (no actor hop: a call right after must see it).
-    elsewhere: Mutex<std::collections::HashSet<String>>,
+    /// The retry-loop counts of the sessions served here, kept by the
+    /// subscriber itself (no actor hop: a call right after must see it).
+    pub(super) breakers: Mutex<super::breaker::Mirror>,
     /// Subscriptions made after the first: events published meanwhile
     /// may be lost, so what was decided on their absence before is void.
-    generation: AtomicU64,
+    pub(super) generation: AtomicU64,
 }
 
 /// `redis://user:secret@host` shown as `redis://user:***@host`.
@@ -173,7 +180,7 @@ impl Shared {
             instance,
             listener: OnceLock::new(),
             ops: AtomicU64::new(0),
-            elsewhere: Mutex::new(Default::default()),
+            breakers: Mutex::new(Default::default()),
             generation: AtomicU64::new(0),
         });
         tokio::spawn(shared.clone().keep_connected());
@@ -406,13 +413,7 @@ impl Shared {
     /// Tells the other instances (best effort: a lost event is made up
     /// for by the resync after a reconnection).
     pub async fn publish(&self, event: Event) {
-        let envelope = Envelope {
-            from: self.instance.clone(),
-            event,
-        };
-        let Ok(text) = serde_json::to_string(&envelope) else {
-            return;
-        };
+        let text = self.envelope(event);
         let channel = self.key("events");
         if let Err(e) = self
             .query::<i64>(redis::cmd("PUBLISH").arg(&channel).arg(text))
@@ -420,6 +421,16 @@ impl Shared {
         {
             tracing::debug!("event not published: {e}");
         }
+    }
+
+    /// An event as published: with this instance's name, so that it
+    /// ignores its own.
+    pub(super) fn envelope(&self, event: Event) -> String {
+        let envelope = Envelope {
+            from: self.instance.clone(),
+            event,
+        };
+        serde_json::to_string(&envelope).unwrap_or_default()
     }
 
     /// Subscribes to the events channel, again after each disconnection,
@@ -460,16 +471,10 @@ impl Shared {
     }
 
     fn note(&self, event: &Event) {
-        let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
-        match event {
-            Event::Served { name } => {
-                elsewhere.insert(name.clone());
-            }
-            Event::SessionEnded { id } => {
-                elsewhere.remove(id);
-            }
-            _ => {}
-        }
+        self.breakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .note(event);
     }
 
     /// The events generation (see [`Shared::generation`]'s field).
@@ -477,20 +482,12 @@ impl Shared {
         self.generation.load(Ordering::Relaxed)
     }
 
-    /// Whether another instance has said it serves session `name` too.
-    pub fn served_elsewhere(&self, name: &str) -> bool {
-        self.elsewhere
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(name)
-    }
-
-    /// This instance's session `name` ended: forget it.
+    /// This instance's session `name` ended: forget its counts.
     pub fn ended_here(&self, name: &str) {
-        self.elsewhere
+        self.breakers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+            .forget(name);
     }
 
     fn deliver(&self, d: Delivery) {

@@ -995,8 +995,8 @@ impl Handler<crate::store::Delivery> for Supervisor {
                 crate::console::events::changed(crate::console::events::Topic::Approvals);
             }
             Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
-            // Noted by the subscriber itself (`Shared::served_elsewhere`).
-            Delivery::Event(Event::Served { .. }) => {}
+            // Kept by the subscriber itself (`store::breaker::Mirror`).
+            Delivery::Event(Event::Breaker { .. }) => {}
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Resync => {
@@ -1379,7 +1379,8 @@ impl Handler<ShareSession> for Supervisor {
     }
 }
 
-/// A session's call needs a person's approval: consult the book.
+/// A session's call needs a person's approval: consult the book (this
+/// instance's, in memory; the shared store's is asked by the session).
 #[derive(Message)]
 #[rtype(result = "crate::approvals::Gate")]
 pub struct CheckApproval {
@@ -1391,18 +1392,9 @@ pub struct CheckApproval {
 }
 
 impl Handler<CheckApproval> for Supervisor {
-    type Result = ResponseFuture<crate::approvals::Gate>;
+    type Result = MessageResult<CheckApproval>;
     fn handle(&mut self, msg: CheckApproval, _: &mut Context<Self>) -> Self::Result {
-        if let Some(shared) = self.opts.store.shared().cloned() {
-            return Box::pin(async move {
-                let gate = shared
-                    .approval_check(&msg.tool, msg.key, msg.identity.as_deref(), &msg.preview)
-                    .await
-                    .unwrap_or_else(|e| crate::approvals::Gate::Unavailable(e.to_string()));
-                log_held(&msg, &gate);
-                gate
-            });
-        }
+        // With the shared store, sessions ask it themselves.
         let gate = self.approvals.check(
             &msg.tool,
             msg.key,
@@ -1411,12 +1403,12 @@ impl Handler<CheckApproval> for Supervisor {
             Instant::now(),
         );
         log_held(&msg, &gate);
-        Box::pin(std::future::ready(gate))
+        MessageResult(gate)
     }
 }
 
 /// Logs a held call and tells open consoles the approvals changed.
-fn log_held(msg: &CheckApproval, gate: &crate::approvals::Gate) {
+pub(crate) fn log_held(msg: &CheckApproval, gate: &crate::approvals::Gate) {
     crate::console::events::changed(crate::console::events::Topic::Approvals);
     if let crate::approvals::Gate::Pending(id) = gate {
         tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
