@@ -1381,6 +1381,12 @@ fn retry_loop_counts_follow_the_session_across_instances() {
     let a = instance(&store, "", &[]);
     let b = instance(&store, "", &[]);
     let boom = json!({"message": "boom"});
+    // A count reaches the other instances through the failure's event, in
+    // about a millisecond; an agent retries after its model has read the
+    // error (seconds). The test pauses that long before it moves to the
+    // other instance after a failure (a retry that beats the event is
+    // counted one short: ARCHITECTURE.md, "Life of shared state").
+    let agent_reads = || std::thread::sleep(Duration::from_millis(300));
     // One failing call alternated between A and B trips the breaker at the
     // third, as on one instance (correction::… checks that one).
     let check = |c: &mut HttpMcp, era: &str| {
@@ -1388,6 +1394,7 @@ fn retry_loop_counts_follow_the_session_across_instances() {
         for n in 0..2 {
             c.port = ports[n % 2];
             let r = c.call("fx_fail", boom.clone());
+            agent_reads();
             let t = crate::http::result_text(&r);
             assert!(
                 r["isError"] == true && t == "boom",
@@ -1415,6 +1422,7 @@ fn retry_loop_counts_follow_the_session_across_instances() {
         assert!(t.starts_with("Refused"), "{era}: and on B: {t}");
         // Other arguments reset the count, on every instance.
         let t = crate::http::result_text(&c.call("fx_fail", json!({"message": "other"})));
+        agent_reads();
         assert_eq!(t, "other", "{era}");
         c.port = a.port;
         let t = crate::http::result_text(&c.call("fx_fail", boom.clone()));
@@ -1816,4 +1824,88 @@ fn api_tokens_work_with_redis_down_at_start_and_catch_up() {
     eventually("A's copy to drop it", Duration::from_secs(10), || {
         std::fs::read_to_string(&copy).is_ok_and(|t| !t.contains("\"dan\""))
     });
+}
+
+/// Commands Redis ran since the last `CONFIG RESETSTAT`, by name: health
+/// pings, the statistics' own commands and each instance's session list
+/// (a `SET` every 3 s, whatever the traffic) left out.
+fn commands_since_reset(redis: &Redis) -> std::collections::BTreeMap<String, u64> {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split("calls=").nth(1)?.split(',').next()?.parse().ok()?;
+            Some((name.to_string(), calls))
+        })
+        .filter(|(name, _)| {
+            !(matches!(name.as_str(), "ping" | "info" | "set") || name.starts_with("config"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_plain_call_reads_nothing_from_redis_on_any_instance() {
+    let Some(redis) = Redis::start("plain_call_commands") else {
+        return;
+    };
+    let store = store_of(&redis);
+    let a = instance(&store, "", &[]);
+    let b = instance(&store, "", &[]);
+    let echo = json!({"text": "x"});
+    // An initialize-era session opened on A, served by both.
+    let mut c = HttpMcp::initialize(a.port, None);
+    for port in [a.port, b.port] {
+        c.port = port;
+        assert_eq!(c.call("fx_echo", echo.clone())["isError"], false);
+    }
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    for n in 0..10 {
+        c.port = [a.port, b.port][n % 2];
+        assert_eq!(c.call("fx_echo", echo.clone())["isError"], false);
+    }
+    let seen = commands_since_reset(&redis);
+    // Each response is stored for resumption (one pipeline); nothing is
+    // read for the retry-loop count, on the opener or the other.
+    let only: std::collections::BTreeMap<String, u64> =
+        [("xadd".to_string(), 10), ("expire".to_string(), 10)].into();
+    assert_eq!(seen, only, "initialize era");
+    // 2026-07-28: the identity's count is read once per instance, then
+    // nothing at all (a response answered as JSON is not an SSE event).
+    let mut m = HttpMcp::modern(a.port, None);
+    for port in [a.port, b.port] {
+        m.port = port;
+        assert_eq!(m.call("fx_echo", echo.clone())["isError"], false);
+    }
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    for n in 0..10 {
+        m.port = [a.port, b.port][n % 2];
+        assert_eq!(m.call("fx_echo", echo.clone())["isError"], false);
+    }
+    let seen = commands_since_reset(&redis);
+    assert!(
+        seen.keys().all(|k| k == "xadd" || k == "expire"),
+        "2026-07-28 calls read nothing: {seen:?}"
+    );
+    // A failure is written, announced, and seen by the other instance
+    // without a read there. (A first failure with other arguments
+    // activates the tool in the session, which is shared and announced
+    // too: done before counting.)
+    c.port = a.port;
+    assert_eq!(c.call("fx_fail", json!({"message": "warm"}))["isError"], true);
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let fail = json!({"message": "boom"});
+    assert_eq!(c.call("fx_fail", fail.clone())["isError"], true);
+    std::thread::sleep(Duration::from_millis(300));
+    c.port = b.port;
+    let r = c.call("fx_fail", fail.clone());
+    assert!(r["content"].to_string().contains("failure 2"), "{r}");
+    let seen = commands_since_reset(&redis);
+    assert_eq!(
+        seen.get("hget"),
+        Some(&2),
+        "only the failure scripts read the hash: {seen:?}"
+    );
+    assert!(!seen.contains_key("hgetall"), "{seen:?}");
+    assert_eq!(seen.get("publish"), Some(&2), "each failure announced: {seen:?}");
 }
