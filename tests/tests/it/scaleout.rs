@@ -288,6 +288,16 @@ fn listed(i: &Instance) {
     });
 }
 
+/// A Redis of the test's own and two instances on it, with `perms` as
+/// their permissions; `None` (after saying "skipped") without redis-server.
+fn two_instances(test: &str, perms: &str) -> Option<(Redis, Instance, Instance)> {
+    let redis = Redis::start(test)?;
+    let store = store_of(&redis);
+    let a = instance(&store, perms, &[]);
+    let b = instance(&store, perms, &[]);
+    Some((redis, a, b))
+}
+
 /// Starts an instance of the config `config(port)` makes.
 pub fn instance_of(config: &dyn Fn(u16) -> Value, perms: &str, env: &[(&str, &str)]) -> Instance {
     let port = free_port();
@@ -438,12 +448,9 @@ pub const APPROVE: &str = "rules:\n  fx_echo: require_approval\n";
 
 #[test]
 fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
-    let Some(redis) = Redis::start("approvals") else {
+    let Some((_redis, a, b)) = two_instances("approvals", APPROVE) else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, APPROVE, &[]);
-    let b = instance(&store, APPROVE, &[]);
     let mut ca = a.d.legacy_session();
     let mut cb = b.d.legacy_session();
     let (text, e) = ca.call_text("fx_echo", json!({"text": "ship it"}));
@@ -537,12 +544,9 @@ impl RoundRobin {
 
 #[test]
 fn a_session_opened_on_a_goes_on_on_b() {
-    let Some(redis) = Redis::start("http_sessions") else {
+    let Some((redis, a, b)) = two_instances("http_sessions", "") else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
     let mut rr = RoundRobin::new(&[a.port, b.port]);
     let id = rr.c.session.clone().unwrap();
     for i in 0..10 {
@@ -601,12 +605,9 @@ fn a_session_opened_on_a_goes_on_on_b() {
 
 #[test]
 fn an_instance_killed_mid_session_leaves_it_to_the_others() {
-    let Some(redis) = Redis::start("instance_killed") else {
+    let Some((_redis, mut a, b)) = two_instances("instance_killed", "") else {
         return;
     };
-    let store = store_of(&redis);
-    let mut a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
     let mut c = HttpMcp::initialize(a.port, None);
     assert_eq!(c.call("fx_echo", json!({"text": "on a"}))["isError"], false);
     // SIGKILL: no goodbye.
@@ -662,12 +663,10 @@ impl EventStream {
 
 #[test]
 fn activations_follow_the_session_across_instances() {
-    let Some(redis) = Redis::start("activations") else {
+    let Some((redis, a, b)) = two_instances("activations", "") else {
         return;
     };
     let store = store_of(&redis);
-    let a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
     let mut c = HttpMcp::initialize(a.port, None);
     let id = c.session.clone().unwrap();
     assert!(!c.tools().contains(&"fx_add".to_string()));
@@ -889,12 +888,9 @@ fn no_secret_reaches_redis() {
 
 #[test]
 fn redis_killed_mid_traffic_degrades_clearly_and_catches_up() {
-    let Some(mut redis) = Redis::start("redis_killed") else {
+    let Some((mut redis, a, b)) = two_instances("redis_killed", APPROVE) else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, APPROVE, &[]);
-    let b = instance(&store, APPROVE, &[]);
     let mut c = HttpMcp::initialize(a.port, None);
     let id = c.session.clone().unwrap();
     // A decided approval, not yet used: it must survive Redis's restart.
@@ -1374,12 +1370,9 @@ fn api_tokens_live_in_the_store_for_every_instance() {
 
 #[test]
 fn retry_loop_counts_follow_the_session_across_instances() {
-    let Some(redis) = Redis::start("retry_loop") else {
+    let Some((redis, a, b)) = two_instances("retry_loop", "") else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
     let boom = json!({"message": "boom"});
     // A count reaches the other instances through the failure's event, in
     // about a millisecond; an agent retries after its model has read the
@@ -1482,12 +1475,9 @@ fn asked(r: &Value) -> String {
 
 #[test]
 fn an_in_band_approval_asked_on_a_is_answered_on_b_once() {
-    let Some(redis) = Redis::start("in_band_approval") else {
+    let Some((redis, a, b)) = two_instances("in_band_approval", APPROVE) else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, APPROVE, &[]);
-    let b = instance(&store, APPROVE, &[]);
     let mut c = HttpMcp::modern(a.port, None);
     let state = asked(&asking_call(&mut c, json!({})));
     assert_eq!(
@@ -1644,12 +1634,9 @@ fn list_changed(reader: &mut std::io::BufReader<std::net::TcpStream>) -> Option<
 
 #[test]
 fn a_stream_resumed_on_b_gets_the_events_it_missed() {
-    let Some(redis) = Redis::start("resumable_streams") else {
+    let Some((redis, a, b)) = two_instances("resumable_streams", "") else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
     let c = HttpMcp::initialize(a.port, None);
     let id = c.session.clone().unwrap();
     let mut on_a = sse_get(a.port, &id, None);
@@ -1700,12 +1687,9 @@ fn a_stream_resumed_on_b_gets_the_events_it_missed() {
 
 #[test]
 fn evoctl_sessions_lists_every_instances_sessions() {
-    let Some(redis) = Redis::start("sessions_everywhere") else {
+    let Some((_redis, mut a, b)) = two_instances("sessions_everywhere", "") else {
         return;
     };
-    let store = store_of(&redis);
-    let mut a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
     let name_a = store_status(&a)["instance"].as_str().unwrap().to_string();
     let name_b = store_status(&b)["instance"].as_str().unwrap().to_string();
     assert_ne!(name_a, name_b);
@@ -1835,7 +1819,13 @@ fn commands_since_reset(redis: &Redis) -> std::collections::BTreeMap<String, u64
         .lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split("calls=").nth(1)?.split(',').next()?.parse().ok()?;
+            let calls = rest
+                .split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
             Some((name.to_string(), calls))
         })
         .filter(|(name, _)| {
@@ -1846,43 +1836,31 @@ fn commands_since_reset(redis: &Redis) -> std::collections::BTreeMap<String, u64
 
 #[test]
 fn a_plain_call_reads_nothing_from_redis_on_any_instance() {
-    let Some(redis) = Redis::start("plain_call_commands") else {
+    let Some((redis, a, b)) = two_instances("plain_call_commands", "") else {
         return;
     };
-    let store = store_of(&redis);
-    let a = instance(&store, "", &[]);
-    let b = instance(&store, "", &[]);
-    let echo = json!({"text": "x"});
-    // An initialize-era session opened on A, served by both.
+    // Each instance serves the session once, then 10 calls alternate
+    // between them: the commands Redis ran for those 10.
+    let ten_calls = |c: &mut HttpMcp| {
+        for n in 0..12 {
+            if n == 2 {
+                redis.cli(&["CONFIG", "RESETSTAT"]);
+            }
+            c.port = [a.port, b.port][n % 2];
+            assert_eq!(c.call("fx_echo", json!({"text": "x"}))["isError"], false);
+        }
+        commands_since_reset(&redis)
+    };
+    // An initialize-era session opened on A. Each response is stored for
+    // resumption (one pipeline); nothing is read for the retry-loop count,
+    // on the opener or the other.
     let mut c = HttpMcp::initialize(a.port, None);
-    for port in [a.port, b.port] {
-        c.port = port;
-        assert_eq!(c.call("fx_echo", echo.clone())["isError"], false);
-    }
-    redis.cli(&["CONFIG", "RESETSTAT"]);
-    for n in 0..10 {
-        c.port = [a.port, b.port][n % 2];
-        assert_eq!(c.call("fx_echo", echo.clone())["isError"], false);
-    }
-    let seen = commands_since_reset(&redis);
-    // Each response is stored for resumption (one pipeline); nothing is
-    // read for the retry-loop count, on the opener or the other.
     let only: std::collections::BTreeMap<String, u64> =
         [("xadd".to_string(), 10), ("expire".to_string(), 10)].into();
-    assert_eq!(seen, only, "initialize era");
+    assert_eq!(ten_calls(&mut c), only, "initialize era");
     // 2026-07-28: the identity's count is read once per instance, then
     // nothing at all (a response answered as JSON is not an SSE event).
-    let mut m = HttpMcp::modern(a.port, None);
-    for port in [a.port, b.port] {
-        m.port = port;
-        assert_eq!(m.call("fx_echo", echo.clone())["isError"], false);
-    }
-    redis.cli(&["CONFIG", "RESETSTAT"]);
-    for n in 0..10 {
-        m.port = [a.port, b.port][n % 2];
-        assert_eq!(m.call("fx_echo", echo.clone())["isError"], false);
-    }
-    let seen = commands_since_reset(&redis);
+    let seen = ten_calls(&mut HttpMcp::modern(a.port, None));
     assert!(
         seen.keys().all(|k| k == "xadd" || k == "expire"),
         "2026-07-28 calls read nothing: {seen:?}"
@@ -1892,7 +1870,10 @@ fn a_plain_call_reads_nothing_from_redis_on_any_instance() {
     // activates the tool in the session, which is shared and announced
     // too: done before counting.)
     c.port = a.port;
-    assert_eq!(c.call("fx_fail", json!({"message": "warm"}))["isError"], true);
+    assert_eq!(
+        c.call("fx_fail", json!({"message": "warm"}))["isError"],
+        true
+    );
     redis.cli(&["CONFIG", "RESETSTAT"]);
     let fail = json!({"message": "boom"});
     assert_eq!(c.call("fx_fail", fail.clone())["isError"], true);
@@ -1907,5 +1888,9 @@ fn a_plain_call_reads_nothing_from_redis_on_any_instance() {
         "only the failure scripts read the hash: {seen:?}"
     );
     assert!(!seen.contains_key("hgetall"), "{seen:?}");
-    assert_eq!(seen.get("publish"), Some(&2), "each failure announced: {seen:?}");
+    assert_eq!(
+        seen.get("publish"),
+        Some(&2),
+        "each failure announced: {seen:?}"
+    );
 }
