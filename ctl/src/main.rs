@@ -187,7 +187,7 @@ enum Command {
     },
     /// Add evo to an MCP client's config file
     ///
-    /// Adds {"command": "<this evoctl>", "args": ["shim"]} as the `evo` server
+    /// Adds `{"command": "<this evoctl>", "args": ["shim"]}` as the `evo` server
     /// (with `--socket PATH` when evoctl was given one),
     /// keeping everything else in the file; the previous file is kept as
     /// FILE.bak. A file that is not valid JSON is never overwritten.

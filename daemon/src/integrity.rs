@@ -186,7 +186,7 @@ pub fn canonical(value: &Value) -> Value {
 }
 
 /// The pinned fields whose values differ between two canonical definitions
-/// (of a tool, or of an offer), in [`field_order`].
+/// (of a tool, or of an offer), in `field_order`.
 pub fn changed_fields(old: &Value, new: &Value) -> Vec<String> {
     let mut fields: Vec<String> = [old, new]
         .iter()

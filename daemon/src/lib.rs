@@ -4,9 +4,9 @@
 //! [`embedder`] (the search model and the tools' vectors).
 //! Pure modules (values in, values out): [`config`], [`envfile`],
 //! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
-//! [`breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
-//! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`console`] the web console, [`transport`] frames a session's MCP lines,
-//! [`childio`] is a stdio child's transport, [`watch`] watches the config
+//! [`session::breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
+//! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`console`] the web console, [`session::transport`] frames a session's MCP lines,
+//! [`child::io`] is a stdio child's transport, [`watch`] watches the config
 //! files, [`activation`] takes a systemd-passed socket, [`guard`] is the process
 //! that ends the children's process groups if evod is killed.
 

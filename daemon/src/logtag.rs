@@ -10,7 +10,7 @@
 //! does not name one.
 //!
 //! Task ids are never reused within a runtime, so a stale entry can only
-//! go unused; the table keeps the most recent [`CAPACITY`] tasks (a live
+//! go unused; the table keeps the most recent `CAPACITY` tasks (a live
 //! worker is tagged again by its next request, at the latest the 10 s ping).
 
 use std::collections::{HashMap, VecDeque};

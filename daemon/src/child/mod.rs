@@ -4,7 +4,7 @@
 //! backoff when it crashes. Calls do not pass through this actor: it publishes
 //! the client peer on its [`ServerLink`] and sessions call the child directly.
 //!
-//! The actor is a state machine ([`Phase`]): each phase carries exactly the
+//! The actor is a state machine (`Phase`): each phase carries exactly the
 //! data that is valid in it (the process, the client, the callers waiting for
 //! a start), so no combination of fields has to be kept consistent by hand.
 

@@ -5,7 +5,7 @@
 //!
 //! The stream reader is a task of its own. It hands messages to rmcp in the
 //! order they came, progress of a routed call forwarded first (see
-//! [`super::remote::forward_progress`]), so a call's progress never trails
+//! `remote::forward_progress`), so a call's progress never trails
 //! its result. When the stream ends, the reader says why through
 //! `on_closed` (the ChildServer takes the server down and reconnects with
 //! backoff) and rmcp sees the end of the transport, which fails the calls in

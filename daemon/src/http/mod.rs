@@ -7,7 +7,7 @@
 //! identity's role, then for a POST the body: content type, size (413 past
 //! `limits.max_message_bytes`, read no further), JSON (400 with a JSON-RPC
 //! parse error), no batches. Then the Session that serves it is chosen
-//! ([`sessions`]) and rmcp handles the request. Besides it: `/healthz`,
+//! (`sessions`) and rmcp handles the request. Besides it: `/healthz`,
 //! `/readyz`, `/metrics`, and the protected resource metadata (RFC 9728).
 //!
 //! Everything here runs on the tokio workers; the front reaches actors only

@@ -325,7 +325,7 @@ pub(super) fn for_each_word(text: &str, mut emit: impl FnMut(&str)) {
     });
 }
 
-/// Splits text into search terms: the words of [`for_each_word`], stemmed so
+/// Splits text into search terms: the words of `for_each_word`, stemmed so
 /// "files", "filed" and "file" meet.
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -527,7 +527,7 @@ impl McpClient {
     }
 
     /// A shim whose stdin and stdout are one end of a socket pair, the way
-    /// Node (libuv) wires a child's stdio. Dropping `stdin` (see [`close`])
+    /// Node (libuv) wires a child's stdio. Dropping `stdin` (see `close`)
     /// shuts the write side down.
     pub fn spawn_socketpair(cmd: &mut Command) -> McpClient {
         use std::os::unix::net::UnixStream;
