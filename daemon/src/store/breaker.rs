@@ -21,7 +21,6 @@
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
-use std::sync::atomic::Ordering;
 
 use super::redis::{Event, Shared, StoreError};
 
@@ -82,8 +81,8 @@ impl Mirror {
     }
 
     /// The session's counts, if read in `generation`.
-    fn current(&mut self, session: &str, generation: u64) -> Option<&mut Counts> {
-        match self.sessions.get_mut(session) {
+    fn current(&self, session: &str, generation: u64) -> Option<&Counts> {
+        match self.sessions.get(session) {
             Some((g, counts)) if *g == generation => Some(counts),
             _ => None,
         }
@@ -144,14 +143,14 @@ impl Shared {
         self.key(&format!("brk:{session}"))
     }
 
-    fn mirror(&self) -> std::sync::MutexGuard<'_, Mirror> {
+    pub(super) fn mirror(&self) -> std::sync::MutexGuard<'_, Mirror> {
         self.breakers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A session that has just begun here (a new HTTP session): the store
     /// has no counts for it, so none is read.
     pub fn breaker_begun(&self, session: &str) {
-        let generation = self.generation.load(Ordering::Relaxed);
+        let generation = self.generation();
         self.mirror().insert(session, generation, Counts::new());
     }
 
@@ -164,7 +163,7 @@ impl Shared {
         tool: &str,
         key: u64,
     ) -> Result<Prior, StoreError> {
-        let generation = self.generation.load(Ordering::Relaxed);
+        let generation = self.generation();
         if let Some(counts) = self.mirror().current(session, generation) {
             return Ok(prior(counts, tool, key));
         }

@@ -34,20 +34,13 @@ pub const MAX_EVENTS: usize = 1000;
 /// Streams whose last id is remembered for their priming events.
 const REMEMBERED: usize = 10_000;
 
-#[derive(Deserialize)]
-struct Stored {
-    #[serde(default)]
-    m: Option<ServerJsonRpcMessage>,
-    /// Retry hint, milliseconds.
-    #[serde(default)]
-    r: Option<u64>,
-}
-
-/// [`Stored`] as written: the message borrowed, not copied.
-#[derive(Serialize)]
-struct StoredRef<'a> {
+/// An event as stored: the message (`M`: borrowed when written, owned
+/// when read back) or a retry hint.
+#[derive(Serialize, Deserialize)]
+struct Stored<M> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    m: Option<&'a ServerJsonRpcMessage>,
+    m: Option<M>,
+    /// Retry hint, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     r: Option<u64>,
 }
@@ -84,7 +77,7 @@ impl SharedEvents {
     }
 
     async fn append(&self, stream: &str, event: &ServerSseMessage) -> Result<String, StoreError> {
-        let stored = StoredRef {
+        let stored = Stored {
             m: event.message.as_deref(),
             r: event.retry.map(|d| d.as_millis() as u64),
         };
@@ -129,7 +122,7 @@ impl SharedEvents {
         let mut out = Vec::with_capacity(entries.len());
         for (entry, fields) in entries {
             let Some(text) = fields.get(1) else { continue };
-            let Ok(stored) = serde_json::from_str::<Stored>(text) else {
+            let Ok(stored) = serde_json::from_str::<Stored<ServerJsonRpcMessage>>(text) else {
                 tracing::debug!(stream, entry, "unreadable SSE event in the store skipped");
                 continue;
             };
@@ -200,5 +193,39 @@ impl EventStore for SharedEvents {
         };
         let events = self.after(stream, entry).await?;
         Ok(Box::pin(futures::stream::iter(events)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_written_borrowed_reads_back_whole() {
+        let message: ServerJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": 7,
+            "result": {"content": [{"type": "text", "text": "hi"}], "isError": false}
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&Stored {
+            m: Some(&message),
+            r: None,
+        })
+        .unwrap();
+        assert!(!text.contains("\"r\""), "{text}");
+        let back: Stored<ServerJsonRpcMessage> = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            serde_json::to_value(back.m.unwrap()).unwrap(),
+            serde_json::to_value(&message).unwrap()
+        );
+        // A retry hint alone.
+        let text = serde_json::to_string(&Stored::<&ServerJsonRpcMessage> {
+            m: None,
+            r: Some(3000),
+        })
+        .unwrap();
+        let back: Stored<ServerJsonRpcMessage> = serde_json::from_str(&text).unwrap();
+        assert!(back.m.is_none());
+        assert_eq!(back.r, Some(3000));
     }
 }

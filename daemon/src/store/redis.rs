@@ -93,7 +93,7 @@ pub struct Shared {
     pub(super) breakers: Mutex<super::breaker::Mirror>,
     /// Subscriptions made after the first: events published meanwhile
     /// may be lost, so what was decided on their absence before is void.
-    pub(super) generation: AtomicU64,
+    generation: AtomicU64,
 }
 
 /// `redis://user:secret@host` shown as `redis://user:***@host`.
@@ -471,23 +471,18 @@ impl Shared {
     }
 
     fn note(&self, event: &Event) {
-        self.breakers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .note(event);
+        self.mirror().note(event);
     }
 
-    /// The events generation (see [`Shared::generation`]'s field).
+    /// How many times the events subscription was made again (see the
+    /// field): state kept from events before it may have missed some.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
     }
 
     /// This instance's session `name` ended: forget its counts.
     pub fn ended_here(&self, name: &str) {
-        self.breakers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .forget(name);
+        self.mirror().forget(name);
     }
 
     fn deliver(&self, d: Delivery) {
