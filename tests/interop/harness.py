@@ -86,10 +86,20 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(kept) if kept else "<empty>"
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now, and never one this process was given before:
+    the kernel may hand the same free port to two `bind(0)` calls in a row, and the second
+    taker (a test's own server, say) would then hold the port the first was given for evod."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def make_tmp() -> Path:

@@ -45,8 +45,6 @@ class Issuer:
         self.keys: dict[str, tuple[str, Any]] = {}
         self.published: list[str] = []
         self.fetches = 0
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.add_key("rsa1", "RS256")
         self.add_key("ec1", "ES256")
         issuer = self
@@ -67,7 +65,10 @@ class Issuer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        # Bound here on a port the kernel picks: no window for another to take it.
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
