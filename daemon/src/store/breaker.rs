@@ -171,8 +171,8 @@ impl Shared {
             .query(redis::cmd("HGETALL").arg(self.breaker_key(session)))
             .await?;
         let counts: Counts = all
-            .iter()
-            .filter_map(|(t, v)| Some((t.clone(), parse_count(v)?)))
+            .into_iter()
+            .filter_map(|(t, v)| Some((t, parse_count(&v)?)))
             .collect();
         let answer = prior(&counts, tool, key);
         self.mirror().insert(session, generation, counts);
@@ -194,7 +194,7 @@ impl Shared {
                     tool,
                     &format!("{key:016x}"),
                     &TTL_S.to_string(),
-                    &self.key("events"),
+                    &self.channel(),
                     self.instance(),
                     session,
                 ],
@@ -219,7 +219,7 @@ impl Shared {
             .arg(tool)
             .ignore()
             .cmd("PUBLISH")
-            .arg(self.key("events"))
+            .arg(self.channel())
             .arg(event)
             .ignore();
         self.pipeline::<()>(&pipe).await

@@ -414,13 +414,18 @@ impl Shared {
     /// for by the resync after a reconnection).
     pub async fn publish(&self, event: Event) {
         let text = self.envelope(event);
-        let channel = self.key("events");
+        let channel = self.channel();
         if let Err(e) = self
             .query::<i64>(redis::cmd("PUBLISH").arg(&channel).arg(text))
             .await
         {
             tracing::debug!("event not published: {e}");
         }
+    }
+
+    /// The channel every instance's events go out on.
+    pub(super) fn channel(&self) -> String {
+        self.key("events")
     }
 
     /// An event as published: with this instance's name, so that it
@@ -436,7 +441,7 @@ impl Shared {
     /// Subscribes to the events channel, again after each disconnection,
     /// and hands what arrives to the listener.
     async fn subscribe(self: Arc<Self>) {
-        let channel = self.key("events");
+        let channel = self.channel();
         let mut first = true;
         loop {
             let attempt = tokio::time::timeout(OP_TIMEOUT, async {
