@@ -269,12 +269,18 @@ fn search_benchmarks() {
             &tune5,
             false,
         ));
-        let blind;
+        let (blind4, blind5);
         if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
-            blind = bench_set("queries-blind4.jsonl");
+            blind4 = bench_set("queries-blind4.jsonl");
             sets.push((
                 "bench/queries-blind4.jsonl (written blind, never tuned on)".into(),
-                &blind,
+                &blind4,
+                true,
+            ));
+            blind5 = bench_set("queries-blind5.jsonl");
+            sets.push((
+                "bench/queries-blind5.jsonl (written blind in round 4, never tuned on, 143 of 224 multi-server)".into(),
+                &blind5,
                 true,
             ));
         }
@@ -318,6 +324,10 @@ fn search_benchmarks() {
             (
                 "queries-blind4.jsonl",
                 "written blind by a helper that never saw the search code, 138 of 208 multi-server, never tuned on",
+            ),
+            (
+                "queries-blind5.jsonl",
+                "written blind in round 4 by a helper that never saw the search code, 143 of 224 multi-server, never tuned on",
             ),
         ] {
             let blind = bench_set(file);

@@ -449,6 +449,9 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
         }
     }
 
+    if let Some(dir) = std::env::var_os("EVO_BENCH_FEATURES") {
+        write_features(Path::new(&dir), snap, &docs, &encoded);
+    }
     for set in &encoded {
         println!(
             "\n### {} ({} queries{})\n",
@@ -478,6 +481,12 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
         if set.blind {
             continue;
         }
+        // EVO_BENCH_MISSES=1: the fused + near-duplicates misses of the sets
+        // that may be read (never a blind one's): the query, its relevant
+        // tools, and the top 8 with each stage's score.
+        if std::env::var_os("EVO_BENCH_MISSES").is_some() {
+            print_misses(snap, &docs, set);
+        }
         println!("\nby kind:\n");
         println!("| kind | stages | queries | recall@1 | recall@5 | recall@10 | MRR | hit@5 |");
         println!("|---|---|---|---|---|---|---|---|");
@@ -493,4 +502,85 @@ pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], 
             }
         }
     }
+}
+
+/// The queries of a set that may be read whose top 5 (fused + near-duplicates)
+/// misses a relevant tool, with the top 8 and each stage's score.
+fn print_misses(snap: &Snapshot, docs: &DocVectors, set: &EncodedSet<'_>) {
+    assert!(!set.blind, "a blind set's misses are never listed");
+    println!("\nmisses (fused + near-duplicates):\n");
+    for (q, v) in set.queries.iter().zip(&set.vectors) {
+        let stages = Variant::FusedNear.stages(
+            Semantic { docs, query: v },
+            tuning().weight,
+            tuning().near_similarity,
+        );
+        let hits = evo_daemon::search::search_with(snap, &q.query, 8, None, &stages).hits;
+        let found = hits
+            .iter()
+            .take(5)
+            .filter(|h| q.relevant.contains(&h.entry.name))
+            .count();
+        if found >= q.relevant.len().clamp(1, 5) {
+            continue;
+        }
+        let mut relevant: Vec<&String> = q.relevant.iter().collect();
+        relevant.sort();
+        println!("- {} [{}] {}", q.id, q.kind, q.query);
+        println!("  want: {relevant:?}");
+        for h in &hits {
+            let mark = if q.relevant.contains(&h.entry.name) {
+                "*"
+            } else {
+                " "
+            };
+            let s = &h.stages;
+            println!(
+                "  {mark} {:.3} lex {:6.2} cos {:.3}{} {}",
+                h.score,
+                s.lexical,
+                s.semantic.unwrap_or(0.0),
+                s.pulled_by
+                    .as_ref()
+                    .map_or(String::new(), |(by, sim)| format!(" <-{by} {sim:.2}")),
+                h.entry.name
+            );
+        }
+    }
+}
+
+/// `EVO_BENCH_FEATURES=DIR`: each readable set's queries with every tool's
+/// lexical score and cosine (`<set's first id>.jsonl`), and the tools' names,
+/// servers, action bits and vectors (`tools.json`), to study fusions offline.
+/// Never a blind set's.
+fn write_features(dir: &Path, snap: &Snapshot, docs: &DocVectors, sets: &[EncodedSet<'_>]) {
+    use std::fmt::Write as _;
+    let _ = std::fs::create_dir_all(dir);
+    let mut actions = Vec::new();
+    for set in sets.iter().filter(|s| !s.blind) {
+        let mut out = String::new();
+        for (q, v) in set.queries.iter().zip(&set.vectors) {
+            let (lex, a) = evo_daemon::search::lexical_features(snap, &q.query);
+            actions = a;
+            let cos = docs.cosines(v);
+            let mut relevant: Vec<&String> = q.relevant.iter().collect();
+            relevant.sort();
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::json!({"id": q.id, "kind": q.kind, "query": q.query,
+                    "relevant": relevant, "lex": lex, "cos": cos})
+            );
+        }
+        let name = set.queries.first().map_or("none", |q| q.id.as_str());
+        let _ = std::fs::write(dir.join(format!("{name}.jsonl")), out);
+    }
+    let tools = serde_json::json!({
+        "names": snap.tools.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
+        "servers": snap.tools.iter().map(|e| e.server.id.clone()).collect::<Vec<_>>(),
+        "actions": actions,
+        "dim": docs.dim,
+        "vectors": docs.data,
+    });
+    let _ = std::fs::write(dir.join("tools.json"), tools.to_string());
 }

@@ -359,6 +359,17 @@ pub fn search_with(
     outcome(hits, reason)
 }
 
+/// Every tool's lexical score for `query` (0 where no word matched) and the
+/// action bits of each tool's name: what the fusion reads, for
+/// `evo-bench --search --model` to study other fusions offline.
+#[doc(hidden)]
+pub fn lexical_features(snapshot: &Snapshot, query: &str) -> (Vec<f32>, Vec<u64>) {
+    let index = &*snapshot.search;
+    let mut scores = index.score_words(query.trim());
+    add_name_bonuses(index, snapshot, query.trim(), &mut scores);
+    (scores, index.doc_actions.clone())
+}
+
 /// The lexical stage's top `limit`, without the matches far below the best.
 fn lexical_hits(
     snapshot: &Snapshot,

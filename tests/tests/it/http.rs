@@ -10,13 +10,24 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-/// A free loopback port (bound, then released for evod to take).
+/// A free loopback port (bound, then released for evod to take), and never
+/// one this test binary handed out before: the kernel may give the same
+/// free port to two `bind(0)` calls in a row, and tests run in parallel
+/// threads, so two evods (or an evod and a Redis) could be given one port.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut handed = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if !handed.contains(&port) {
+            handed.push(port);
+            return port;
+        }
+    }
 }
 
 /// One HTTP response, whole.
