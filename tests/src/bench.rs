@@ -226,6 +226,36 @@ fn real_catalog() -> std::path::PathBuf {
     })
 }
 
+/// The blind sets under `bench/` (file, title, written for the semantic
+/// stage), none while tuning (`EVO_BENCH_SKIP_BLIND=1`: not even their
+/// totals are seen). Only their totals are ever printed.
+fn blind_sets() -> impl Iterator<Item = (&'static str, &'static str, bool)> {
+    const SETS: [(&str, &str, bool); 4] = [
+        (
+            "queries-blind2.jsonl",
+            "bench/queries-blind2.jsonl (written blind, never tuned on)",
+            false,
+        ),
+        (
+            "queries-blind3.jsonl",
+            "bench/queries-blind3.jsonl (written blind in the dev set's mix, never tuned on)",
+            false,
+        ),
+        (
+            "queries-blind4.jsonl",
+            "bench/queries-blind4.jsonl (written blind by a helper that never saw the search code, 138 of 208 multi-server, never tuned on)",
+            true,
+        ),
+        (
+            "queries-blind5.jsonl",
+            "bench/queries-blind5.jsonl (written blind in round 4 by a helper that never saw the search code, 143 of 224 multi-server, never tuned on)",
+            true,
+        ),
+    ];
+    let skip = std::env::var_os("EVO_BENCH_SKIP_BLIND").is_some();
+    SETS.into_iter().filter(move |_| !skip)
+}
+
 fn search_benchmarks() {
     let catalog = searcheval::load_catalog(&real_catalog());
     let snap = searcheval::snapshot(&catalog);
@@ -269,20 +299,13 @@ fn search_benchmarks() {
             &tune5,
             false,
         ));
-        let (blind4, blind5);
-        if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
-            blind4 = bench_set("queries-blind4.jsonl");
-            sets.push((
-                "bench/queries-blind4.jsonl (written blind, never tuned on)".into(),
-                &blind4,
-                true,
-            ));
-            blind5 = bench_set("queries-blind5.jsonl");
-            sets.push((
-                "bench/queries-blind5.jsonl (written blind in round 4, never tuned on, 143 of 224 multi-server)".into(),
-                &blind5,
-                true,
-            ));
+        // The blind sets written since the semantic stage (blind4 on).
+        let blind: Vec<(&str, Vec<searcheval::Query>)> = blind_sets()
+            .filter(|&(_, _, semantic)| semantic)
+            .map(|(file, title, _)| (title, bench_set(file)))
+            .collect();
+        for (title, queries) in &blind {
+            sets.push((title.to_string(), queries, true));
         }
         semanticeval::model_benchmarks(std::path::Path::new(dir), &snap, &sets);
         // EVO_BENCH_SKIP_RSS=1 while tuning: no daemon started.
@@ -313,26 +336,8 @@ fn search_benchmarks() {
         &snap,
         false,
     );
-    // EVO_BENCH_SKIP_BLIND=1 while tuning: not even its totals are seen.
-    if std::env::var_os("EVO_BENCH_SKIP_BLIND").is_none() {
-        for (file, title) in [
-            ("queries-blind2.jsonl", "written blind, never tuned on"),
-            (
-                "queries-blind3.jsonl",
-                "written blind in the dev set's mix, never tuned on",
-            ),
-            (
-                "queries-blind4.jsonl",
-                "written blind by a helper that never saw the search code, 138 of 208 multi-server, never tuned on",
-            ),
-            (
-                "queries-blind5.jsonl",
-                "written blind in round 4 by a helper that never saw the search code, 143 of 224 multi-server, never tuned on",
-            ),
-        ] {
-            let blind = bench_set(file);
-            searcheval::print_quality(&format!("bench/{file} ({title})"), &blind, &snap, true);
-        }
+    for (file, title, _) in blind_sets() {
+        searcheval::print_quality(title, &bench_set(file), &snap, true);
     }
     let (n, median, build) = searcheval::search_latency(&catalog, &ours, 10_000);
     println!("\n## discover_tools search latency, in-process\n");

@@ -29,19 +29,27 @@ pub struct Scores {
     pub hit5: f64,
 }
 
+/// The relevant tools among the first `k` of `got`, and how many there can
+/// be (the query's relevant tools, at most `k`, at least 1).
+fn found(q: &Query, got: &[String], k: usize) -> (usize, usize) {
+    let n = got
+        .iter()
+        .take(k)
+        .filter(|n| q.relevant.contains(*n))
+        .count();
+    (n, q.relevant.len().clamp(1, k))
+}
+
 impl Scores {
     fn add(&mut self, q: &Query, got: &[String]) {
-        let found = |k: usize| {
-            got.iter()
-                .take(k)
-                .filter(|n| q.relevant.contains(*n))
-                .count()
+        let recall = |k: usize| {
+            let (n, of) = found(q, got, k);
+            n as f64 / of as f64
         };
-        let of = |k: usize| q.relevant.len().clamp(1, k) as f64;
         self.n += 1;
-        self.recall1 += found(1) as f64 / of(1);
-        self.recall5 += found(5) as f64 / of(5);
-        self.recall10 += found(10) as f64 / of(10);
+        self.recall1 += recall(1);
+        self.recall5 += recall(5);
+        self.recall10 += recall(10);
         if let Some(i) = got.iter().take(10).position(|n| q.relevant.contains(n)) {
             self.mrr += 1.0 / (i as f64 + 1.0);
             if i < 5 {
@@ -516,12 +524,9 @@ fn print_misses(snap: &Snapshot, docs: &DocVectors, set: &EncodedSet<'_>) {
             tuning().near_similarity,
         );
         let hits = evo_daemon::search::search_with(snap, &q.query, 8, None, &stages).hits;
-        let found = hits
-            .iter()
-            .take(5)
-            .filter(|h| q.relevant.contains(&h.entry.name))
-            .count();
-        if found >= q.relevant.len().clamp(1, 5) {
+        let got: Vec<String> = hits.iter().map(|h| h.entry.name.clone()).collect();
+        let (n, of) = found(q, &got, 5);
+        if n >= of {
             continue;
         }
         let mut relevant: Vec<&String> = q.relevant.iter().collect();
@@ -556,12 +561,10 @@ fn print_misses(snap: &Snapshot, docs: &DocVectors, set: &EncodedSet<'_>) {
 fn write_features(dir: &Path, snap: &Snapshot, docs: &DocVectors, sets: &[EncodedSet<'_>]) {
     use std::fmt::Write as _;
     let _ = std::fs::create_dir_all(dir);
-    let mut actions = Vec::new();
     for set in sets.iter().filter(|s| !s.blind) {
         let mut out = String::new();
         for (q, v) in set.queries.iter().zip(&set.vectors) {
-            let (lex, a) = evo_daemon::search::lexical_features(snap, &q.query);
-            actions = a;
+            let lex = evo_daemon::search::lexical_scores(snap, &q.query);
             let cos = docs.cosines(v);
             let mut relevant: Vec<&String> = q.relevant.iter().collect();
             relevant.sort();
@@ -578,7 +581,7 @@ fn write_features(dir: &Path, snap: &Snapshot, docs: &DocVectors, sets: &[Encode
     let tools = serde_json::json!({
         "names": snap.tools.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
         "servers": snap.tools.iter().map(|e| e.server.id.clone()).collect::<Vec<_>>(),
-        "actions": actions,
+        "actions": evo_daemon::search::name_actions(snap),
         "dim": docs.dim,
         "vectors": docs.data,
     });

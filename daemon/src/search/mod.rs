@@ -332,9 +332,7 @@ pub fn search_with(
     }
     let index = &*snapshot.search;
     let mut scores = if stages.lexical {
-        let mut scores = index.score_words(query);
-        add_name_bonuses(index, snapshot, query, &mut scores);
-        scores
+        lexical_scores(snapshot, query)
     } else {
         vec![0.0; snapshot.tools.len()]
     };
@@ -359,15 +357,23 @@ pub fn search_with(
     outcome(hits, reason)
 }
 
-/// Every tool's lexical score for `query` (0 where no word matched) and the
-/// action bits of each tool's name: what the fusion reads, for
-/// `evo-bench --search --model` to study other fusions offline.
+/// Every tool's lexical score for `query` (0 where no word matched): what
+/// the lexical stage ranks by and the fusion reads. Public for
+/// `evo-bench --search --model`, which studies other fusions offline.
 #[doc(hidden)]
-pub fn lexical_features(snapshot: &Snapshot, query: &str) -> (Vec<f32>, Vec<u64>) {
+pub fn lexical_scores(snapshot: &Snapshot, query: &str) -> Vec<f32> {
     let index = &*snapshot.search;
-    let mut scores = index.score_words(query.trim());
-    add_name_bonuses(index, snapshot, query.trim(), &mut scores);
-    (scores, index.doc_actions.clone())
+    let query = query.trim();
+    let mut scores = index.score_words(query);
+    add_name_bonuses(index, snapshot, query, &mut scores);
+    scores
+}
+
+/// The action bits of each tool's name (see `lexicon::ACTIONS`), in the
+/// snapshot's order; for `evo-bench`, as [`lexical_scores`].
+#[doc(hidden)]
+pub fn name_actions(snapshot: &Snapshot) -> &[u64] {
+    &snapshot.search.doc_actions
 }
 
 /// The lexical stage's top `limit`, without the matches far below the best.
