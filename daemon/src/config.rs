@@ -145,7 +145,7 @@ pub struct Config {
     pub cache: CacheSettings,
     pub limits: Limits,
     /// `integrity`: what a changed tool definition does (`pin` by default).
-    pub integrity: crate::integrity::IntegrityMode,
+    pub integrity: crate::policy::integrity::IntegrityMode,
     /// `profiles`: named sets of tools (exposed names or globs), in file
     /// order. An entry that is not a list of strings is skipped with a warning.
     pub profiles: BTreeMap<String, Vec<String>>,
@@ -1179,7 +1179,7 @@ fn parse_profiles(value: &Value, warnings: &mut Warnings<'_>) -> BTreeMap<String
         return profiles;
     };
     for (name, tools) in entries {
-        if !crate::profiles::valid_name(name) {
+        if !crate::policy::profiles::valid_name(name) {
             warnings.push(
                 &["profiles", name],
                 format!(
@@ -1233,8 +1233,11 @@ fn parse_search(value: &Value, warnings: &mut Warnings<'_>) -> Result<SearchSett
 
 /// `integrity`: `pin`, `warn` or `off`. A value that is none of them is a
 /// warning and leaves the default, `pin`: a typo never turns the check off.
-fn parse_integrity(value: &Value, warnings: &mut Warnings<'_>) -> crate::integrity::IntegrityMode {
-    use crate::integrity::IntegrityMode;
+fn parse_integrity(
+    value: &Value,
+    warnings: &mut Warnings<'_>,
+) -> crate::policy::integrity::IntegrityMode {
+    use crate::policy::integrity::IntegrityMode;
     match value.as_str().and_then(IntegrityMode::parse) {
         Some(mode) => mode,
         None => {
@@ -2171,7 +2174,7 @@ mod tests {
 
     #[test]
     fn integrity_is_pin_unless_warn_or_off_is_written() {
-        use crate::integrity::IntegrityMode;
+        use crate::policy::integrity::IntegrityMode;
         assert_eq!(parse_ok("{}").integrity, IntegrityMode::Pin);
         for (text, mode) in [
             (r#"{"integrity": "warn"}"#, IntegrityMode::Warn),

@@ -11,9 +11,9 @@ use interprocess::local_socket::traits::tokio::{Listener as _, Stream as _};
 use rmcp::ServiceExt;
 use tokio::io::{AsyncWriteExt, BufReader};
 
+use crate::runtime::shutdown::StopSignal;
 use crate::session::transport::SessionTransport;
 use crate::session::{self, SessionServer};
-use crate::shutdown::StopSignal;
 use crate::supervisor::{Ctl, OpenSession, Supervisor};
 
 /// Longest handshake line accepted.

@@ -1,55 +1,35 @@
-//! `evod`, the evo daemon: actors (one file each) and pure modules.
+//! `evod`, the evo daemon. `ARCHITECTURE.md` at the repository root is the
+//! map; each module's own doc says what it holds and why it is so.
 //!
-//! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`],
-//! [`embedder`] (the search model and the tools' vectors).
-//! Pure modules (values in, values out): [`config`], [`envfile`],
-//! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
-//! [`session::breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
-//! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`console`] the web console, [`session::transport`] frames a session's MCP lines,
-//! [`child::io`] is a stdio child's transport, [`watch`] watches the config
-//! files, [`activation`] takes a systemd-passed socket, [`guard`] is the process
-//! that ends the children's process groups if evod is killed.
+//! Actors (a folder each): [`supervisor`], [`child`], [`catalog`] (with the
+//! Refresher), [`session`], and the search model's embedder in [`search`].
+//! Fronts that make sessions: [`control`] (the control socket) and [`http`]
+//! (Streamable HTTP), with [`console`] (the web console) beside them.
+//! Pure modules (values in, values out): [`config`], [`policy`], [`search`],
+//! [`repair`], [`schema`], [`names`]. Shared state: [`store`]. Credentials
+//! of HTTP callers: [`auth`]; evo's own logins to remote servers: [`oauth`].
+//! Process plumbing: [`runtime`]. Counters: [`metrics`].
 
-pub mod activation;
-pub mod approvals;
-#[cfg(target_os = "linux")]
-pub mod busypoll;
-pub mod cache;
-pub mod card;
+pub mod auth;
 pub mod catalog;
 pub mod child;
 pub mod config;
 pub mod console;
 pub mod control;
-pub mod disclosure;
-pub mod embedder;
 pub mod envfile;
-pub mod example;
-pub mod guard;
 pub mod http;
-pub mod integrity;
 pub mod jsonkeys;
-pub mod lines;
-pub mod logtag;
 pub mod metrics;
 pub mod names;
-pub mod native;
 pub mod oauth;
-pub mod offers;
-pub mod permissions;
-pub mod private_file;
-pub mod profiles;
-pub mod refresher;
+pub mod policy;
 pub mod repair;
-pub mod result_limit;
+pub mod runtime;
 pub mod schema;
 pub mod search;
 pub mod session;
-pub mod shutdown;
 pub mod store;
 pub mod supervisor;
-pub mod tokens;
-pub mod watch;
 
 /// The daemon's version, shown in handshakes and `evoctl status`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -8,10 +8,10 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use clap::Parser;
 use evo_daemon::catalog::Catalog;
+use evo_daemon::catalog::refresher::Refresher;
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::config::DiscoveryMode;
-use evo_daemon::refresher::Refresher;
-use evo_daemon::shutdown::StopSignal;
+use evo_daemon::runtime::shutdown::StopSignal;
 use evo_daemon::supervisor::{DaemonOptions, Shutdown, Supervisor};
 
 /// evod: one MCP endpoint for many MCP servers.
@@ -103,7 +103,7 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
     })
 }
 
-use evo_daemon::activation::Inherited;
+use evo_daemon::runtime::socket_activation::Inherited;
 
 /// The HTTP endpoint's settings: the config's `serve.http`, with `--http`
 /// for its address (turning it on when the config has none), or what
@@ -155,9 +155,12 @@ fn init_logging(format: &str) {
         .with_writer(std::io::stderr);
     // The console's Log page reads the same events (evo_daemon::console::logring).
     let ring = evo_daemon::console::logring::LogRing;
-    // rmcp's own tasks' lines name the server they are about (evo_daemon::logtag).
-    use evo_daemon::logtag::TaskTagged;
-    match (format, evo_daemon::activation::under_systemd()) {
+    // rmcp's own tasks' lines name the server they are about (evo_daemon::runtime::log_tag).
+    use evo_daemon::runtime::log_tag::TaskTagged;
+    match (
+        format,
+        evo_daemon::runtime::socket_activation::under_systemd(),
+    ) {
         ("json", _) => builder
             .json()
             .event_format(TaskTagged(tracing_subscriber::fmt::format().json()))
@@ -179,16 +182,16 @@ fn init_logging(format: &str) {
 }
 
 fn main() -> std::process::ExitCode {
-    // The guard is this binary run again (see evo_daemon::guard).
+    // The guard is this binary run again (see evo_daemon::runtime::guard).
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == evo_daemon::guard::GUARD_ARG)
+        .is_some_and(|a| a == evo_daemon::runtime::guard::GUARD_ARG)
     {
-        return evo_daemon::guard::run();
+        return evo_daemon::runtime::guard::run();
     }
     let args = Args::parse();
     // Before any thread starts: it edits the environment.
-    let mut inherited = evo_daemon::activation::take_inherited();
+    let mut inherited = evo_daemon::runtime::socket_activation::take_inherited();
     evo_daemon::search::model::bound_candle_threads();
     init_logging(&args.log_format);
     let opts = match resolve(&args) {
@@ -200,7 +203,7 @@ fn main() -> std::process::ExitCode {
     };
     let http = http_options(&args, &opts, &mut inherited);
     // Before the first child is spawned, and before threads and sockets.
-    evo_daemon::guard::start();
+    evo_daemon::runtime::guard::start();
     // Actors run on the system thread; MCP I/O on one tokio worker. Measured
     // against 2 workers and a single thread for everything (evo-bench, see
     // ARCHITECTURE.md): one worker has the fewest cross-thread wakeups on the
@@ -212,10 +215,10 @@ fn main() -> std::process::ExitCode {
         #[cfg(target_os = "linux")]
         let runtime = {
             // Watch for the next event a moment before sleeping (busypoll).
-            use evo_daemon::busypoll;
-            builder.on_thread_park(busypoll::before_park);
-            let spin = busypoll::spin_from_env();
-            let (runtime, armed) = busypoll::arm(spin, || builder.build());
+            use evo_daemon::runtime::busy_poll;
+            builder.on_thread_park(busy_poll::before_park);
+            let spin = busy_poll::spin_from_env();
+            let (runtime, armed) = busy_poll::arm(spin, || builder.build());
             tracing::debug!(
                 spin_us = spin.as_micros() as u64,
                 armed,
@@ -234,7 +237,7 @@ fn main() -> std::process::ExitCode {
     }
     let ran = system.run();
     // The children are ended (or evod failed to run): the guard may go.
-    evo_daemon::guard::bye();
+    evo_daemon::runtime::guard::bye();
     if let Err(e) = ran {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
@@ -265,7 +268,7 @@ async fn run(
         Some(fd) => {
             opts.socket_activated = true;
             tracing::info!("serving the socket systemd passed (socket activation)");
-            evo_daemon::activation::listener(fd)
+            evo_daemon::runtime::socket_activation::listener(fd)
                 .map_err(|e| format!("cannot use the socket systemd passed: {e}"))?
         }
         _ => evo_proto::paths::listen(&opts.socket_path)
@@ -292,15 +295,16 @@ async fn run(
     let catalog = Catalog::new(snapshot.clone())
         .with_persistence(refresher.clone().recipient())
         .with_pins(
-            evo_daemon::integrity::PinBook::load(&opts.cache_dir),
+            evo_daemon::policy::integrity::PinBook::load(&opts.cache_dir),
             refresher.clone().recipient(),
         )
         .start();
     let semantic = Arc::new(ArcSwap::from_pointee(
-        evo_daemon::embedder::SemanticView::off(),
+        evo_daemon::search::embedder::SemanticView::off(),
     ));
     let search = evo_daemon::supervisor::SearchStage {
-        embedder: evo_daemon::embedder::Embedder::new(&opts.cache_dir, semantic.clone()).start(),
+        embedder: evo_daemon::search::embedder::Embedder::new(&opts.cache_dir, semantic.clone())
+            .start(),
         view: semantic,
     };
     let stop = StopSignal::new();

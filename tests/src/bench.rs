@@ -462,14 +462,14 @@ fn cache_benchmarks() {
     // Cache write, in-process: serialise and write atomically.
     let file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cache_copy).unwrap()).unwrap();
-    let parsed: evo_daemon::cache::CacheFile = serde_json::from_value(file).unwrap();
+    let parsed: evo_daemon::catalog::cache::CacheFile = serde_json::from_value(file).unwrap();
     let tools: usize = parsed.servers.iter().map(|s| s.tools.len()).sum();
     let target = d.dir.path().join("bench-cache.json");
     let mut times = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
         let bytes = serde_json::to_vec(&parsed).unwrap();
-        evo_daemon::cache::write_atomically(&target, &bytes).unwrap();
+        evo_daemon::catalog::cache::write_atomically(&target, &bytes).unwrap();
         times.push(t.elapsed());
     }
     times.sort();
@@ -495,7 +495,7 @@ fn correction_benchmarks() {
             continue;
         };
         compiled += 1;
-        let args = evo_daemon::example::example_arguments(&e.tool.input_schema);
+        let args = evo_daemon::schema::example::example_arguments(&e.tool.input_schema);
         for _ in 0..5 {
             let t = Instant::now();
             let r = repair::check(&schema, &args, &empty);
@@ -547,7 +547,7 @@ fn correction_benchmarks() {
     let mut bytes = 0;
     for _ in 0..20 {
         let t = Instant::now();
-        let text = evo_daemon::disclosure::instructions(&snap2, &|_| false, 8192);
+        let text = evo_daemon::session::disclosure::instructions(&snap2, &|_| false, 8192);
         times.push(t.elapsed());
         bytes = text.len();
     }
@@ -711,7 +711,7 @@ fn discovery_benchmarks() {
 /// Cutting large results to `limits.max_result_bytes` (1 MiB), in process:
 /// the time `result_limit::limit` takes, by result size and shape.
 fn result_limit_benchmarks() {
-    use evo_daemon::result_limit::{json_size, limit};
+    use evo_daemon::session::result_limit::{json_size, limit};
     use rmcp::model::{CallToolResult, ContentBlock};
     let mib = 1usize << 20;
     let shapes: Vec<(&str, CallToolResult)> = vec![

@@ -294,8 +294,8 @@ fn jwt_for(
 
 /// JWT validation in process, the key set cached: µs per token.
 fn jwt_validation(ec: &jsonwebtoken::EncodingKey, rsa: &jsonwebtoken::EncodingKey, jwks_port: u16) {
+    use evo_daemon::auth::jwt::JwtValidator;
     use evo_daemon::config::serve::OAuthSettings;
-    use evo_daemon::http::jwt::JwtValidator;
     let iss = format!("http://127.0.0.1:{jwks_port}");
     let aud = "http://127.0.0.1/mcp";
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -6,8 +6,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use evo_daemon::catalog::resources::{OfferCaps, Offered, Offers};
 use evo_daemon::child::link::ServerLink;
-use evo_daemon::offers::{OfferCaps, Offered, Offers};
 use rmcp::model::{Prompt, PromptArgument};
 use serde_json::json;
 
@@ -108,7 +108,7 @@ pub fn offer_benchmarks() {
             ..Default::default()
         })
         .collect();
-    let held = evo_daemon::offers::Held::new();
+    let held = evo_daemon::catalog::resources::Held::new();
     let offers = Offers::build(
         specs
             .iter()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::config::DiscoveryMode;
-use evo_daemon::profiles::{ProfileBook, SavedProfiles};
+use evo_daemon::policy::profiles::{ProfileBook, SavedProfiles};
 use evo_daemon::search;
 use evo_daemon::session::{ActivationSet, Visibility, list_tools};
 use rmcp::model::ListToolsResult;
@@ -126,7 +126,7 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
         "\nAll {} tools: input schemas {full} B as listed, {compact} B as cards ({:.0}%); {all_abridged} abridged (over {} B compact).",
         snapshot.tools.len(),
         100.0 * compact as f64 / full.max(1) as f64,
-        evo_daemon::card::CARD_SCHEMA_BUDGET
+        evo_daemon::session::tool_card::CARD_SCHEMA_BUDGET
     );
 
     // Latency with cards at 10,000+ tools (the catalog four times over).

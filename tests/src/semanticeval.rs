@@ -272,7 +272,7 @@ pub fn embed_catalog(
     });
     let mut known = store
         .as_deref()
-        .map(|p| evo_daemon::embedder::read_vectors(p, encoder.dim()))
+        .map(|p| evo_daemon::search::embedder::read_vectors(p, encoder.dim()))
         .unwrap_or_default();
     // Each distinct text once, as the daemon does (the same tool on two
     // servers reads the same).
@@ -296,7 +296,7 @@ pub fn embed_catalog(
     }
     if let Some(path) = &store {
         let entries: Vec<_> = keys.iter().map(|k| (*k, known[k].clone())).collect();
-        let bytes = evo_daemon::embedder::encode_vectors(encoder.dim(), &entries);
+        let bytes = evo_daemon::search::embedder::encode_vectors(encoder.dim(), &entries);
         let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")));
         let _ = std::fs::write(path, bytes);
     }

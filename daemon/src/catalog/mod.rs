@@ -11,8 +11,11 @@ use arc_swap::ArcSwap;
 use rmcp::model::Tool;
 
 use crate::config::ServerSpec;
-use crate::integrity::{Event, IntegrityMode, PinBook};
+use crate::policy::integrity::{Event, IntegrityMode, PinBook};
 
+pub mod cache;
+pub mod refresher;
+pub mod resources;
 pub mod snapshot;
 
 use crate::child::link::ServerLink;
@@ -34,10 +37,10 @@ struct ServerSlot {
     /// fields that changed), as the pins had them after the last list.
     changed: BTreeMap<String, Vec<String>>,
     /// Its resources, templates and prompts (live, cached, or none yet).
-    offered: crate::offers::Offered,
+    offered: crate::catalog::resources::Offered,
     /// Offers whose definition changed since pinned (pin key → the fields
     /// that changed).
-    held_offers: crate::offers::Held,
+    held_offers: crate::catalog::resources::Held,
 }
 
 /// The Catalog actor. See the module docs.
@@ -49,18 +52,18 @@ pub struct Catalog {
     on_change: Vec<Recipient<CatalogChanged>>,
     /// Where children's log messages go (the Supervisor, to sessions).
     logs: Option<Recipient<ChildLog>>,
-    persist: Option<Recipient<crate::refresher::Persist>>,
+    persist: Option<Recipient<crate::catalog::refresher::Persist>>,
     /// Discoveries waiting for the next publish; answered once it is out.
     acks: Vec<tokio::sync::oneshot::Sender<()>>,
     publish_scheduled: bool,
-    permissions: Arc<crate::permissions::Permissions>,
+    permissions: Arc<crate::policy::permissions::Permissions>,
     /// Profiles as the config and a person's changes define them; resolved
     /// into every snapshot.
-    profiles: Arc<crate::profiles::ProfileBook>,
+    profiles: Arc<crate::policy::profiles::ProfileBook>,
     /// Each server's tool pins; checked when lists arrive, never per call.
     pins: PinBook,
     integrity: IntegrityMode,
-    persist_pins: Option<Recipient<crate::refresher::PersistPins>>,
+    persist_pins: Option<Recipient<crate::catalog::refresher::PersistPins>>,
     /// The Supervisor has said which servers there are: until then nothing
     /// is published (a catalog without its servers would answer "no such
     /// tool" for names a cached list is about to bring, as when the
@@ -96,7 +99,7 @@ impl Catalog {
     pub fn with_pins(
         mut self,
         pins: PinBook,
-        to: Recipient<crate::refresher::PersistPins>,
+        to: Recipient<crate::catalog::refresher::PersistPins>,
     ) -> Catalog {
         self.pins = pins;
         self.persist_pins = Some(to);
@@ -119,9 +122,9 @@ impl Catalog {
         }
         let id = slot.spec.id.clone();
         let hash = slot.spec.hash.to_string();
-        let now = crate::cache::unix_secs(SystemTime::now());
+        let now = crate::catalog::cache::unix_secs(SystemTime::now());
         let tool_events = self.pins.observe(&id, &hash, &slot.tools, now);
-        let offered = crate::integrity::offer_definitions(&slot.offered);
+        let offered = crate::policy::integrity::offer_definitions(&slot.offered);
         let offer_events = self.pins.observe_offers(&id, &hash, offered, now);
         let prefix = &slot.spec.prefix;
         for event in &tool_events {
@@ -143,15 +146,16 @@ impl Catalog {
     /// What `slot`'s pins hold back, as the snapshot build reads it.
     fn record_changes(pins: &PinBook, slot: &mut ServerSlot) {
         let id = &slot.spec.id;
-        let fields =
-            |(key, c): (&str, &crate::integrity::Change)| (key.to_owned(), c.fields.clone());
+        let fields = |(key, c): (&str, &crate::policy::integrity::Change)| {
+            (key.to_owned(), c.fields.clone())
+        };
         slot.changed = pins.changes(id).map(fields).collect();
         slot.held_offers = pins.offer_changes(id).map(fields).collect();
     }
 
     fn save_pins(&self) {
         if let Some(to) = &self.persist_pins {
-            to.do_send(crate::refresher::PersistPins(self.pins.to_file()));
+            to.do_send(crate::catalog::refresher::PersistPins(self.pins.to_file()));
         }
     }
 
@@ -164,7 +168,10 @@ impl Catalog {
         }
     }
 
-    pub fn with_persistence(mut self, to: Recipient<crate::refresher::Persist>) -> Catalog {
+    pub fn with_persistence(
+        mut self,
+        to: Recipient<crate::catalog::refresher::Persist>,
+    ) -> Catalog {
         self.persist = Some(to);
         self
     }
@@ -180,16 +187,16 @@ impl Catalog {
             .slots
             .iter()
             .filter(|s| !s.tools.is_empty())
-            .map(|s| crate::cache::CachedServer {
+            .map(|s| crate::catalog::cache::CachedServer {
                 id: s.spec.id.clone(),
                 config_hash: s.spec.hash.to_string(),
-                fetched_at: s.fetched_at.map_or(0, crate::cache::unix_secs),
+                fetched_at: s.fetched_at.map_or(0, crate::catalog::cache::unix_secs),
                 capabilities: s.spec.capabilities.iter().cloned().collect(),
                 tools: s.tools.clone(),
                 offered: s.offered.clone(),
             })
             .collect();
-        to.do_send(crate::refresher::Persist(servers));
+        to.do_send(crate::catalog::refresher::Persist(servers));
     }
 
     fn publish(&mut self) {
@@ -332,7 +339,7 @@ pub struct SetServers {
 /// A server's tool list as the cache file had it.
 pub struct CachedTools {
     pub tools: Vec<Tool>,
-    pub offered: crate::offers::Offered,
+    pub offered: crate::catalog::resources::Offered,
     pub fetched_at: SystemTime,
 }
 
@@ -428,7 +435,7 @@ impl Handler<SetServers> for Catalog {
 /// New permissions (loaded by the Supervisor): republish.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetPermissions(pub Arc<crate::permissions::Permissions>);
+pub struct SetPermissions(pub Arc<crate::policy::permissions::Permissions>);
 
 impl Handler<SetPermissions> for Catalog {
     type Result = ();
@@ -444,7 +451,7 @@ impl Handler<SetPermissions> for Catalog {
 /// so sessions using a changed profile hear list_changed.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetProfiles(pub Arc<crate::profiles::ProfileBook>);
+pub struct SetProfiles(pub Arc<crate::policy::profiles::ProfileBook>);
 
 impl Handler<SetProfiles> for Catalog {
     type Result = ();
@@ -466,7 +473,7 @@ pub struct ToolsDiscovered {
     pub tools: Vec<Tool>,
     /// Its resources, templates and prompts, when listed with the tools
     /// (a start); `None` keeps the ones known.
-    pub offered: Option<crate::offers::Offered>,
+    pub offered: Option<crate::catalog::resources::Offered>,
 }
 
 impl Handler<ToolsDiscovered> for Catalog {
@@ -518,7 +525,7 @@ impl Handler<ToolsDiscovered> for Catalog {
 #[rtype(result = "()")]
 pub struct OffersDiscovered {
     pub server: String,
-    pub offered: crate::offers::Offered,
+    pub offered: crate::catalog::resources::Offered,
 }
 
 impl Handler<OffersDiscovered> for Catalog {
@@ -656,7 +663,7 @@ fn log_offer_event(
         }
         return;
     };
-    let Some((kind, id)) = crate::integrity::OfferKind::of_key(key) else {
+    let Some((kind, id)) = crate::policy::integrity::OfferKind::of_key(key) else {
         return;
     };
     let (noun, name, changed) = (kind.noun(), exposed(key), fields.join(", "));
@@ -674,8 +681,8 @@ fn log_offer_event(
 /// How sessions see the offer under pin `key`: a prompt by its exposed
 /// name, a resource or template as listed.
 fn offer_shown(prefix: &str, key: &str) -> String {
-    match crate::integrity::OfferKind::of_key(key) {
-        Some((crate::integrity::OfferKind::Prompt, name)) => {
+    match crate::policy::integrity::OfferKind::of_key(key) {
+        Some((crate::policy::integrity::OfferKind::Prompt, name)) => {
             crate::names::exposed_name(prefix, name)
         }
         Some((_, id)) => id.to_owned(),
@@ -698,7 +705,8 @@ fn resolve_tool(pins: &PinBook, spec: &ServerSpec, wanted: &str) -> Option<Strin
             pins.offer_keys(&spec.id).find(|key| {
                 *key == wanted
                     || offer_shown(&spec.prefix, key) == wanted
-                    || crate::integrity::OfferKind::of_key(key).is_some_and(|(_, id)| id == wanted)
+                    || crate::policy::integrity::OfferKind::of_key(key)
+                        .is_some_and(|(_, id)| id == wanted)
             })
         })
         .map(str::to_owned)
@@ -808,7 +816,7 @@ impl Handler<DiffTools> for Catalog {
                     drift: change.drift,
                     old: pin.pinned.json.clone(),
                     new: change.seen.json.clone(),
-                    diff: crate::integrity::unified_diff(
+                    diff: crate::policy::integrity::unified_diff(
                         &pin.pinned,
                         &change.seen,
                         &format!("{server} {tool} (pinned)"),
@@ -858,7 +866,7 @@ impl Handler<TrustTools> for Catalog {
         let trusted = self.pins.trust(
             &server,
             only.as_deref(),
-            crate::cache::unix_secs(SystemTime::now()),
+            crate::catalog::cache::unix_secs(SystemTime::now()),
         );
         if trusted.is_empty() {
             let message = match only {

@@ -9,7 +9,7 @@ use rmcp::model::Tool;
 use crate::child::link::ServerLink;
 use crate::config::ServerSpec;
 use crate::names;
-use crate::permissions::Permission;
+use crate::policy::permissions::Permission;
 use crate::schema;
 
 /// One proxied tool as the catalog exposes it.
@@ -39,7 +39,7 @@ pub struct ToolEntry {
     /// the schema cannot be compiled and calls go unchecked.
     compiled: std::sync::OnceLock<Option<crate::repair::CompiledSchema>>,
     /// The input schema as a `discover_tools` card shows it, made on first use.
-    card: std::sync::OnceLock<crate::card::CardSchema>,
+    card: std::sync::OnceLock<crate::session::tool_card::CardSchema>,
 }
 
 /// An immutable view of the merged catalog. A new one is published on every
@@ -75,9 +75,9 @@ pub struct Snapshot {
     /// Indices of the hot tools in `tools`, ascending.
     pub hot: Vec<usize>,
     /// Every profile resolved against `tools` ([`Snapshot::with_profiles`]).
-    pub profiles: HashMap<String, Arc<crate::profiles::Resolved>>,
+    pub profiles: HashMap<String, Arc<crate::policy::profiles::Resolved>>,
     /// Resources, resource templates and prompts of every server.
-    pub offers: crate::offers::Offers,
+    pub offers: crate::catalog::resources::Offers,
     /// The same catalog decided for each other role of the permissions
     /// file, for HTTP identities that carry one ([`Snapshot::for_role`]).
     pub by_role: HashMap<String, Arc<Snapshot>>,
@@ -112,14 +112,14 @@ impl Snapshot {
         specs: &[ServerSpec],
         tools: &dyn Fn(&str) -> &'t [Tool],
         discovery_hot: &[String],
-        permissions: &crate::permissions::Permissions,
+        permissions: &crate::policy::permissions::Permissions,
     ) -> Snapshot {
         let links: Vec<Arc<ServerLink>> = specs
             .iter()
             .map(|spec| Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None)))
             .collect();
         let held = BTreeMap::new();
-        let offered = crate::offers::Offered::default();
+        let offered = crate::catalog::resources::Offered::default();
         let entries: Vec<Vec<Arc<ToolEntry>>> = specs
             .iter()
             .zip(&links)
@@ -160,15 +160,18 @@ impl Snapshot {
     }
 
     /// This snapshot with `book`'s profiles resolved against its tools.
-    pub fn with_profiles(mut self, book: &crate::profiles::ProfileBook) -> Snapshot {
+    pub fn with_profiles(mut self, book: &crate::policy::profiles::ProfileBook) -> Snapshot {
         self.profiles = book.resolve(&self.tools, &self.index, &self.denied);
         self
     }
 
     /// One profile resolved against this snapshot now (the published
     /// `profiles` may lag a change that is being republished).
-    pub fn resolve(&self, profile: &crate::profiles::Profile) -> crate::profiles::Resolved {
-        crate::profiles::Resolved::of(profile, &self.tools, &self.index, &self.denied)
+    pub fn resolve(
+        &self,
+        profile: &crate::policy::profiles::Profile,
+    ) -> crate::policy::profiles::Resolved {
+        crate::policy::profiles::Resolved::of(profile, &self.tools, &self.index, &self.denied)
     }
 
     /// The position of a listed tool in `tools`.
@@ -228,9 +231,9 @@ impl Snapshot {
     pub fn build(
         version: u64,
         servers: &[ServerTools<'_>],
-        permissions: &crate::permissions::Permissions,
+        permissions: &crate::policy::permissions::Permissions,
     ) -> Snapshot {
-        use crate::permissions::Permission;
+        use crate::policy::permissions::Permission;
         let mut denied = HashMap::new();
         let mut decided = HashMap::new();
         let mut relied_on: Vec<evo_proto::ctl::AnnotationReliance> = Vec::new();
@@ -241,7 +244,7 @@ impl Snapshot {
         let mut quarantined: HashMap<String, Quarantined> = HashMap::new();
         for server in servers {
             for entry in server.entries {
-                let native = crate::native::NAMES.contains(&entry.name.as_str());
+                let native = crate::session::native_tools::NAMES.contains(&entry.name.as_str());
                 // A quarantined tool keeps its name: a later registration
                 // never takes over the calls meant for it.
                 if native
@@ -249,10 +252,10 @@ impl Snapshot {
                     || quarantined.contains_key(&entry.name)
                 {
                     let kept = match (index.get(&entry.name), quarantined.get(&entry.name)) {
-                        _ if native => crate::native::OWNER.to_string(),
+                        _ if native => crate::session::native_tools::OWNER.to_string(),
                         (Some(&i), _) => format!("{}:{}", tools[i].server.id, tools[i].upstream),
                         (None, Some(q)) => format!("{}:{}", q.server, q.tool),
-                        (None, None) => crate::native::OWNER.to_string(),
+                        (None, None) => crate::session::native_tools::OWNER.to_string(),
                     };
                     let origin = format!("{}:{}", entry.server.id, entry.upstream);
                     match duplicates.iter_mut().find(|d| d.name == entry.name) {
@@ -281,7 +284,7 @@ impl Snapshot {
                 // Resolved once per snapshot, never per call. A rule written
                 // for the doubled name still applies (the stricter wins), so
                 // a shortened name never loosens a permissions file.
-                let hints = crate::permissions::Hints::of_tool(&entry.tool);
+                let hints = crate::policy::permissions::Hints::of_tool(&entry.tool);
                 let decision = permissions.decide_either(&entry.name, entry.also.as_deref(), hints);
                 if let Some(annotation) = decision.annotation {
                     let (server, rule) = (&entry.server.id, annotation.key());
@@ -335,7 +338,7 @@ impl Snapshot {
         also.retain(|name, _| !index.contains_key(name));
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
         let hot = (0..tools.len()).filter(|&i| tools[i].hot).collect();
-        let offers = crate::offers::Offers::build(
+        let offers = crate::catalog::resources::Offers::build(
             servers
                 .iter()
                 .map(|s| (s.spec, s.link, s.offered, s.held_offers)),
@@ -367,8 +370,8 @@ impl Snapshot {
     pub fn build_all(
         version: u64,
         servers: &[ServerTools<'_>],
-        permissions: &crate::permissions::Permissions,
-        profiles: &crate::profiles::ProfileBook,
+        permissions: &crate::policy::permissions::Permissions,
+        profiles: &crate::policy::profiles::ProfileBook,
     ) -> Snapshot {
         let mut snapshot = Snapshot::build(version, servers, permissions).with_profiles(profiles);
         snapshot.by_role = permissions
@@ -393,7 +396,7 @@ pub struct Quarantined {
     pub server: String,
     /// The tool's name at its server.
     pub tool: String,
-    /// The pinned fields that changed ([`crate::integrity::FIELDS`] names).
+    /// The pinned fields that changed ([`crate::policy::integrity::FIELDS`] names).
     pub fields: Vec<String>,
 }
 
@@ -520,9 +523,9 @@ impl ToolEntry {
     }
 
     /// The input schema in a card's compact form (made once, on first use).
-    pub fn card_schema(&self) -> &crate::card::CardSchema {
+    pub fn card_schema(&self) -> &crate::session::tool_card::CardSchema {
         self.card
-            .get_or_init(|| crate::card::compact(&self.tool.input_schema))
+            .get_or_init(|| crate::session::tool_card::compact(&self.tool.input_schema))
     }
 
     /// The compiled input schema (compiled once, on first use).
@@ -566,10 +569,10 @@ pub struct ServerTools<'a> {
     /// Quarantined tools by upstream name, with the fields that changed.
     pub held: &'a BTreeMap<String, Vec<String>>,
     /// Its resources, templates and prompts.
-    pub offered: &'a crate::offers::Offered,
+    pub offered: &'a crate::catalog::resources::Offered,
     /// Its quarantined prompts, resources and templates (pin key → the
     /// fields that changed).
-    pub held_offers: &'a crate::offers::Held,
+    pub held_offers: &'a crate::catalog::resources::Held,
 }
 
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
@@ -612,7 +615,7 @@ mod tests {
             .expect("test config parses")
             .servers;
         let hot: Vec<String> = discovery_hot.iter().map(|s| s.to_string()).collect();
-        let permissions = crate::permissions::Permissions::parse(
+        let permissions = crate::policy::permissions::Permissions::parse(
             permissions,
             std::path::Path::new("permissions.yml"),
             &Default::default(),
@@ -664,7 +667,7 @@ mod tests {
         );
         assert_eq!(names(&s), ["other"]);
         assert_eq!(s.duplicates[0].name, "discover_tools");
-        assert_eq!(s.duplicates[0].kept, crate::native::OWNER);
+        assert_eq!(s.duplicates[0].kept, crate::session::native_tools::OWNER);
     }
 
     #[test]
@@ -787,7 +790,7 @@ mod tests {
     fn quarantined_offers_are_hidden_and_refused() {
         let (specs, links) =
             servers_of(json!({"mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}}));
-        let offered = crate::offers::Offered {
+        let offered = crate::catalog::resources::Offered {
             prompts: vec![rmcp::model::Prompt::new("greet", Some("Hi."), None)],
             resources: vec![
                 rmcp::model::Resource::new("fx://readme", "readme"),
@@ -797,7 +800,7 @@ mod tests {
             ..Default::default()
         };
         let changed = vec!["description".to_string()];
-        let held: crate::offers::Held = [
+        let held: crate::catalog::resources::Held = [
             "prompt:greet",
             "resource:fx://readme",
             "template:fx://echo/{t}",
@@ -805,7 +808,7 @@ mod tests {
         .iter()
         .map(|k| (k.to_string(), changed.clone()))
         .collect();
-        let (none, no_tools) = (crate::offers::Held::new(), BTreeMap::new());
+        let (none, no_tools) = (crate::catalog::resources::Held::new(), BTreeMap::new());
         let servers: Vec<ServerTools<'_>> = [(0, &held), (1, &none)]
             .into_iter()
             .map(|(i, held_offers)| ServerTools {
@@ -860,7 +863,7 @@ mod tests {
         let held: BTreeMap<String, Vec<String>> =
             [("read".to_string(), vec!["description".to_string()])].into();
         let none = BTreeMap::new();
-        let offered = crate::offers::Offered::default();
+        let offered = crate::catalog::resources::Offered::default();
         let servers = [
             ServerTools {
                 spec: &specs[0],

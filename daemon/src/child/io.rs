@@ -18,7 +18,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{Mutex, oneshot};
 
-use crate::lines::{LineError, LineReader, write_line};
+use crate::runtime::ndjson::{LineError, LineReader, write_line};
 
 const STDIN_CLOSED: &str = "the child's stdin is closed";
 /// Prefix of the ids of direct calls (rmcp's own ids are numbers).

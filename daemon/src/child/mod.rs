@@ -58,7 +58,7 @@ type Client = RunningService<RoleClient, ChildEvents>;
 type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<Connected, StartError>>>>;
 
 /// A child that answered its handshake, with every page of its lists.
-type Connected = (Client, Vec<Tool>, crate::offers::Offered);
+type Connected = (Client, Vec<Tool>, crate::catalog::resources::Offered);
 type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
 
 /// Runs the MCP handshake on `transport` and lists every page of tools,
@@ -95,12 +95,15 @@ where
 /// Every page of the child's resources, templates and prompts, each asked
 /// only when the child says it has them. A list that fails is logged and
 /// left empty: the child's tools still serve.
-pub(crate) async fn list_offers(peer: &Peer<RoleClient>, server: &str) -> crate::offers::Offered {
+pub(crate) async fn list_offers(
+    peer: &Peer<RoleClient>,
+    server: &str,
+) -> crate::catalog::resources::Offered {
     let caps = peer
         .peer_info()
-        .map(|info| crate::offers::OfferCaps::of(&info.capabilities))
+        .map(|info| crate::catalog::resources::OfferCaps::of(&info.capabilities))
         .unwrap_or_default();
-    let mut offered = crate::offers::Offered {
+    let mut offered = crate::catalog::resources::Offered {
         caps,
         ..Default::default()
     };
@@ -574,7 +577,7 @@ impl ChildServer {
                     http_config(url, headers).map(|c| {
                         let challenge = Arc::new(std::sync::OnceLock::new());
                         let client = remote::Authed {
-                            tag: Arc::new(crate::logtag::TaskTag::new(
+                            tag: Arc::new(crate::runtime::log_tag::TaskTag::new(
                                 self.spec.id.as_str().into(),
                             )),
                             inner: remote_client(),
@@ -774,7 +777,7 @@ impl ChildServer {
         generation: u64,
         connected: Client,
         tools: Vec<Tool>,
-        offered: crate::offers::Offered,
+        offered: crate::catalog::resources::Offered,
         ctx: &mut Context<Self>,
     ) {
         let Phase::Starting { run, client, .. } = &mut self.phase else {
@@ -1128,7 +1131,7 @@ fn listen_for_changes(
         .as_ref()
         .and_then(|t| t.list_changed)
         .unwrap_or(false);
-    let offers = crate::offers::OfferCaps::of(&info.capabilities);
+    let offers = crate::catalog::resources::OfferCaps::of(&info.capabilities);
     if !modern || !(tools || offers.resources_changed || offers.prompts_changed) {
         return;
     }

@@ -1,5 +1,5 @@
 //! A stdio child's process: spawned in its own process group, set to die with
-//! the daemon, registered with the [guard](crate::guard), reaped by a task
+//! the daemon, registered with the [guard](crate::runtime::guard), reaped by a task
 //! of its own (which ends the group as soon as its leader exits), and ended
 //! the same way on every path ([`ChildProcess::terminate`]).
 
@@ -86,7 +86,7 @@ struct Group {
 
 impl Group {
     fn new(pgid: u32) -> Group {
-        crate::guard::register(pgid);
+        crate::runtime::guard::register(pgid);
         Group {
             pgid,
             ended: Mutex::new(false),
@@ -107,7 +107,7 @@ impl Group {
         let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
         if !*ended {
             signal_group(self.pgid, libc::SIGKILL);
-            crate::guard::unregister(self.pgid);
+            crate::runtime::guard::unregister(self.pgid);
             *ended = true;
         }
     }

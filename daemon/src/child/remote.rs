@@ -151,8 +151,8 @@ where
 /// challenge kept for the ChildServer (rmcp's handshake error loses it).
 #[derive(Clone)]
 pub struct Authed<C> {
-    /// The server id, for the log lines of rmcp's tasks (`crate::logtag`).
-    pub tag: Arc<crate::logtag::TaskTag>,
+    /// The server id, for the log lines of rmcp's tasks (`crate::runtime::log_tag`).
+    pub tag: Arc<crate::runtime::log_tag::TaskTag>,
     pub inner: C,
     pub bearer: Option<Arc<Bearer>>,
     pub challenge: Arc<std::sync::OnceLock<String>>,

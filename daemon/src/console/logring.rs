@@ -81,7 +81,7 @@ fn keep(event: &tracing::Event<'_>) {
         "t": t,
         "level": meta.level().as_str(),
         "target": meta.target(),
-        "server": v.server.or_else(|| crate::logtag::untagged_rmcp_event(event).map(|s| s.to_string())),
+        "server": v.server.or_else(|| crate::runtime::log_tag::untagged_rmcp_event(event).map(|s| s.to_string())),
         "msg": msg,
     })
     .to_string()

@@ -44,8 +44,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::http::auth::{Authenticator, Identity};
-use crate::shutdown::StopSignal;
+use crate::auth::check::{Authenticator, Identity};
+use crate::runtime::shutdown::StopSignal;
 use crate::supervisor::{Ctl, Supervisor};
 
 type Body = BoxBody<Bytes, Infallible>;

@@ -15,8 +15,6 @@
 //! reaches the front through [`Front`]'s methods (tokens, revocation,
 //! status).
 
-pub mod auth;
-pub mod jwt;
 pub mod origin;
 mod sessions;
 mod tls;
@@ -40,12 +38,13 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use self::auth::{Authenticator, Denied, Identity};
 use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
+use crate::auth::check::{self as auth, Authenticator, Denied, Identity};
+use crate::auth::jwt;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
+use crate::runtime::shutdown::StopSignal;
 use crate::session::{HttpCaller, SessionServer};
-use crate::shutdown::StopSignal;
 use crate::supervisor::{GatherMetrics, OpenSession, Readiness, Supervisor};
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -542,7 +541,7 @@ fn is_json_content(headers: &HeaderMap) -> bool {
 
 impl Front {
     /// Replaces the API tokens accepted (from the next request on).
-    pub fn set_tokens(&self, table: Arc<crate::tokens::TokenTable>) {
+    pub fn set_tokens(&self, table: Arc<crate::auth::tokens::TokenTable>) {
         self.0.auth.set_tokens(table);
     }
 

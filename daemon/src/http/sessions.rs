@@ -32,7 +32,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use std::time::{Duration, Instant};
 
-use super::auth::Identity;
+use crate::auth::check::Identity;
 use crate::session::{self, Session, SessionServer};
 
 /// What the front prepared for the request rmcp is handling in this task.

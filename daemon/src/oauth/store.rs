@@ -92,9 +92,9 @@ pub fn load(id: &str, binding: &str) -> Option<TokenFile> {
 
 /// Writes the server's token file (0600 in a 0700 directory, atomically).
 pub fn save(id: &str, file: &TokenFile) -> std::io::Result<()> {
-    crate::private_file::private_dir(&dir())?;
+    crate::runtime::atomic_file::private_dir(&dir())?;
     let body = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-    crate::private_file::write(&path_of(id), &body)
+    crate::runtime::atomic_file::write(&path_of(id), &body)
 }
 
 /// Forgets the server's tokens.

@@ -524,7 +524,7 @@ mod tests {
             fixes.iter().any(|f| f.contains("'filter.max_depth'")),
             "{fixes:?}"
         );
-        let example = crate::example::example_arguments(&std::sync::Arc::new(
+        let example = crate::schema::example::example_arguments(&std::sync::Arc::new(
             schema.as_object().cloned().unwrap_or_default(),
         ));
         assert!(example["filter"].is_object(), "{example}");
@@ -1167,7 +1167,7 @@ mod tests {
             let Checked::Invalid(teaching) = check(&compiled, &sent, &no_aliases()) else {
                 panic!("{sent}: expected Invalid");
             };
-            let made_up = crate::example::example_arguments(&object(schema.clone()));
+            let made_up = crate::schema::example::example_arguments(&object(schema.clone()));
             let example = corrected_arguments(&compiled, &teaching, made_up.clone());
             assert!(
                 compiled.validator.is_valid(&example),
@@ -1198,7 +1198,7 @@ mod tests {
         let example = corrected_arguments(
             &compiled,
             &teaching,
-            crate::example::example_arguments(&object(sorted)),
+            crate::schema::example::example_arguments(&object(sorted)),
         );
         assert!(
             matches!(example["order"].as_str(), Some("asc" | "desc")),
@@ -1237,7 +1237,7 @@ mod tests {
                     continue;
                 };
                 compiled_count += 1;
-                let made_up = crate::example::example_arguments(input);
+                let made_up = crate::schema::example::example_arguments(input);
                 for arguments in odd_arguments(&schema) {
                     if let Checked::Invalid(teaching) =
                         check_obj(&schema, &arguments, &no_aliases())

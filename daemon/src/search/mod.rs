@@ -6,6 +6,7 @@
 //! look like tool names. The [`Index`] is built once per catalog snapshot; a
 //! query only reads it.
 
+pub mod embedder;
 mod lexicon;
 pub mod model;
 mod porter;

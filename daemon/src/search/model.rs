@@ -7,7 +7,7 @@
 //! L2-normalised vectors, so a dot product is their cosine similarity.
 //!
 //! Encoding is CPU work of milliseconds to seconds: callers run it on the
-//! embedding pool (see `crate::embedder`), never on an actor's thread or the
+//! embedding pool (see `crate::search::embedder`), never on an actor's thread or the
 //! MCP I/O worker.
 
 use std::path::{Path, PathBuf};

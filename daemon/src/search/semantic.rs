@@ -2,7 +2,7 @@
 //! for one snapshot, how their cosine with the query is fused with the
 //! lexical score, and the near-duplicate stage that puts other servers'
 //! tools doing the same thing next to a high-ranking one. All pure: the
-//! vectors come from `crate::embedder`, which runs the model.
+//! vectors come from `crate::search::embedder`, which runs the model.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -8,8 +8,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
 use super::SessionServer;
-use crate::approvals::Gate;
 use crate::catalog::snapshot::ToolEntry;
+use crate::policy::approvals::Gate;
 use crate::supervisor::{CheckApproval, log_held};
 
 /// An approval question sent in an `input_required` result: the retry's

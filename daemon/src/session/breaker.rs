@@ -46,7 +46,7 @@ impl RetryBreaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approvals::canonical_key;
+    use crate::policy::approvals::canonical_key;
     use serde_json::Value;
     use serde_json::json;
 

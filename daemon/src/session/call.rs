@@ -16,15 +16,15 @@ use super::SetActive;
 use super::approval::{Answers, Approval};
 use super::breaker::{REFUSE_AFTER, RetryBreaker};
 use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
-use crate::approvals::canonical_key;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::io::Direct;
 use crate::child::link::ProgressRoute;
 use crate::config::DiscoveryMode;
-use crate::example;
 use crate::metrics::{CallOutcome, metrics};
+use crate::policy::approvals::canonical_key;
 use crate::repair::{self, Checked};
-use crate::result_limit;
+use crate::schema::example;
+use crate::session::result_limit;
 use crate::store::breaker::Prior;
 
 /// How a forwarded call came back. An answer or a timeout is about the

@@ -15,9 +15,13 @@ use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionSink};
 mod approval;
 pub mod breaker;
 mod call;
+pub mod disclosure;
 mod login;
+pub mod native_tools;
 pub mod offers;
+pub mod result_limit;
 mod server;
+pub mod tool_card;
 pub mod transport;
 
 pub use approval::{Answers, Ask};
@@ -440,8 +444,8 @@ pub fn visible_entries<'a>(snapshot: &'a Snapshot, by: Visibility<'_>) -> Vec<&'
 /// catalog order (the same catalog gives the same list, in both eras).
 pub fn list_tools(snapshot: &Snapshot, by: Visibility<'_>) -> Vec<rmcp::model::Tool> {
     let visible = visible_entries(snapshot, by);
-    let mut tools = Vec::with_capacity(crate::native::NAMES.len() + visible.len());
-    tools.extend_from_slice(crate::native::tools());
+    let mut tools = Vec::with_capacity(crate::session::native_tools::NAMES.len() + visible.len());
+    tools.extend_from_slice(crate::session::native_tools::tools());
     tools.extend(visible.into_iter().map(|e| e.tool.clone()));
     tools
 }

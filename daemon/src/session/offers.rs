@@ -18,10 +18,10 @@ use super::SessionServer;
 use super::transport::RawAnswer;
 #[cfg(doc)]
 use super::transport::RawAnswers;
+use crate::catalog::resources::Offers;
 use crate::child::io::{Direct, RawResult};
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
-use crate::offers::Offers;
 
 /// Items per page of a resources, templates or prompts list.
 pub const PAGE: usize = 500;
@@ -240,7 +240,7 @@ impl SessionServer {
         &self,
         method: &str,
         what: &str,
-        has: impl Fn(&crate::offers::OfferCaps) -> bool,
+        has: impl Fn(&crate::catalog::resources::OfferCaps) -> bool,
     ) -> Result<(), ErrorData> {
         if has(&self.catalog().offers.caps) {
             Ok(())

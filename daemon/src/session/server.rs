@@ -19,9 +19,9 @@ use super::breaker::RetryBreaker;
 use super::{Listener, Session, SessionView, SetActive, Visibility, level_rank, visible_entries};
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
-use crate::disclosure;
-use crate::native;
 use crate::search;
+use crate::session::disclosure;
+use crate::session::native_tools;
 use crate::supervisor::Supervisor;
 
 /// The rmcp server of one session. Cheap to clone; all shared state is the
@@ -37,8 +37,8 @@ pub struct SessionServer {
     pub view: SessionView,
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
-    /// The semantic search stage (see `crate::embedder`).
-    pub semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
+    /// The semantic search stage (see `crate::search::embedder`).
+    pub semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
     /// Identical failing calls of this session (see [`super::breaker`]).
@@ -182,19 +182,19 @@ impl SessionServer {
             self.instructions_budget,
         );
         if modern && self.mode == DiscoveryMode::Dynamic {
-            text.push_str(native::MODERN_NOTE);
+            text.push_str(native_tools::MODERN_NOTE);
         }
         info.instructions = Some(text);
         info
     }
 
     pub(super) fn describe_tool(&self, args: Option<&JsonObject>) -> CallToolResult {
-        let name = match native::string_arg(args, "name", native::DESCRIBE_TOOL) {
+        let name = match native_tools::string_arg(args, "name", native_tools::DESCRIBE_TOOL) {
             Ok(n) => n,
             Err(e) => return text_result(e, true),
         };
         self.view.touch();
-        if let Some(text) = native::describe(name) {
+        if let Some(text) = native_tools::describe(name) {
             return text_result(text, false);
         }
         let snapshot = self.catalog();
@@ -219,7 +219,7 @@ impl SessionServer {
         ) {
             Ok(mut text) => {
                 if self.view.is_modern() && self.mode == DiscoveryMode::Dynamic {
-                    text.push_str(native::MODERN_NOTE);
+                    text.push_str(native_tools::MODERN_NOTE);
                 }
                 text_result(text, false)
             }
@@ -239,7 +239,7 @@ impl SessionServer {
         let modern = self.view.is_modern();
         let snapshot = self.catalog();
         let started = std::time::Instant::now();
-        let outcome = crate::embedder::search(
+        let outcome = crate::search::embedder::search(
             &self.semantic,
             &snapshot,
             &params.query,
@@ -253,9 +253,9 @@ impl SessionServer {
             self.view.touch();
             if !outcome.hits.is_empty() {
                 text.push_str(if params.activate == Some(true) {
-                    native::MODERN_NO_ACTIVATION
+                    native_tools::MODERN_NO_ACTIVATION
                 } else {
-                    native::MODERN_CALL_HINT
+                    native_tools::MODERN_CALL_HINT
                 });
             }
         } else if params.activate.unwrap_or(true) && !outcome.hits.is_empty() {
@@ -559,15 +559,21 @@ impl ServerHandler for SessionServer {
             state: request.request_state,
         };
         match request.name.as_ref() {
-            native::CALL_TOOL => match native::parse_call_tool(request.arguments.as_ref()) {
-                Ok((name, arguments)) => self.call_proxied(&name, arguments, answers, &ctx).await,
-                Err(e) => Ok(text_result(e, true).into()),
-            },
-            native::DISCOVER_TOOLS => {
+            native_tools::CALL_TOOL => {
+                match native_tools::parse_call_tool(request.arguments.as_ref()) {
+                    Ok((name, arguments)) => {
+                        self.call_proxied(&name, arguments, answers, &ctx).await
+                    }
+                    Err(e) => Ok(text_result(e, true).into()),
+                }
+            }
+            native_tools::DISCOVER_TOOLS => {
                 Ok(self.discover_tools(request.arguments.as_ref()).await.into())
             }
-            native::DESCRIBE_TOOL => Ok(self.describe_tool(request.arguments.as_ref()).into()),
-            native::DESCRIBE_CAPABILITY => {
+            native_tools::DESCRIBE_TOOL => {
+                Ok(self.describe_tool(request.arguments.as_ref()).into())
+            }
+            native_tools::DESCRIBE_CAPABILITY => {
                 Ok(self.describe_capability(request.arguments.as_ref()).into())
             }
             name => {

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-use crate::lines::{LineError, LineReader, write_line};
+use crate::runtime::ndjson::{LineError, LineReader, write_line};
 
 /// Requests of one session being handled at once. Past it the session's
 /// socket is not read until an answer goes out, so a client that sends

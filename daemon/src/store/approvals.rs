@@ -1,4 +1,4 @@
-//! Approvals in Redis: the same rules as [`crate::approvals::ApprovalBook`]
+//! Approvals in Redis: the same rules as [`crate::policy::approvals::ApprovalBook`]
 //! (one request per identical call and identity, a decision stands for the
 //! window, an approval passes exactly one call), made atomic across
 //! instances by running each step as one Lua script on the server.
@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::redis::{Shared, StoreError};
-use crate::approvals::{Approval, Gate, State, WINDOW};
+use crate::policy::approvals::{Approval, Gate, State, WINDOW};
 
 static CHECK: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
@@ -64,7 +64,7 @@ fn now_ms() -> u64 {
 }
 
 impl Shared {
-    /// [`crate::approvals::ApprovalBook::check`] across instances.
+    /// [`crate::policy::approvals::ApprovalBook::check`] across instances.
     pub async fn approval_check(
         &self,
         tool: &str,

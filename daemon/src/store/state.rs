@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::redis::{Shared, StoreError};
-use crate::cache::{CACHE_FORMAT, CachedServer};
-use crate::profiles::SavedProfiles;
+use crate::catalog::cache::{CACHE_FORMAT, CachedServer};
+use crate::policy::profiles::SavedProfiles;
 
 impl Shared {
     fn activations_key(&self, name: &str) -> String {
@@ -113,7 +113,7 @@ impl Shared {
     pub async fn profile_put(
         &self,
         name: &str,
-        changes: Option<&crate::profiles::Changes>,
+        changes: Option<&crate::policy::profiles::Changes>,
     ) -> Result<(), StoreError> {
         let key = self.key("profiles");
         match changes.filter(|c| !c.is_empty()) {

@@ -17,11 +17,12 @@ use crate::catalog::{Catalog, CatalogChanged, SetServers, Subscribe};
 use crate::child::link::ServerLink;
 use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
+use crate::runtime::shutdown::StopSignal;
 use crate::session::{self, ActivationSet, Session};
-use crate::shutdown::StopSignal;
 
 mod reload;
 mod requests;
+pub mod watch;
 pub use requests::Ctl;
 
 /// Where the daemon's files are and what its command line overrides.
@@ -70,21 +71,21 @@ pub struct Supervisor {
     opts: DaemonOptions,
     config: Config,
     config_error: Option<String>,
-    permissions: Arc<crate::permissions::Permissions>,
+    permissions: Arc<crate::policy::permissions::Permissions>,
     permissions_error: Option<String>,
     /// Whether a permissions file (or its absence) ever loaded: until one
     /// does, an unusable file denies everything.
     permissions_loaded: bool,
-    approvals: crate::approvals::ApprovalBook,
+    approvals: crate::policy::approvals::ApprovalBook,
     children: Vec<ChildHandle>,
     catalog: Addr<Catalog>,
     /// Children starting at once (`limits.max_concurrent_starts`).
     gate: Arc<child::StartGate>,
-    refresher: Addr<crate::refresher::Refresher>,
+    refresher: Addr<crate::catalog::refresher::Refresher>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// The semantic search stage: the Embedder and what it publishes.
-    embedder: Addr<crate::embedder::Embedder>,
-    semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
+    embedder: Addr<crate::search::embedder::Embedder>,
+    semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
     named: BTreeMap<String, ActivationSet>,
@@ -94,16 +95,16 @@ pub struct Supervisor {
     /// This actor's own address (for what finishes off its thread).
     me: Option<Addr<Supervisor>>,
     /// Profiles in force: the config's, with a person's run-time changes.
-    profiles: crate::profiles::ProfileBook,
+    profiles: crate::policy::profiles::ProfileBook,
     /// Every run-time change to profiles as saved in the cache directory,
     /// kept for profiles the config does not define (now), so taking one
     /// out of the config and back loses nothing.
-    saved_profiles: crate::profiles::SavedProfiles,
+    saved_profiles: crate::policy::profiles::SavedProfiles,
     next_session: u64,
     started: Instant,
     shutting_down: bool,
     /// Keeps the config, env and permissions files' watcher alive.
-    watcher: Option<crate::watch::Watcher>,
+    watcher: Option<crate::supervisor::watch::Watcher>,
     /// The files it watches (the env file's path may change on reload).
     watched: Vec<PathBuf>,
     /// Fired when the daemon stops; sessions end with it.
@@ -111,7 +112,7 @@ pub struct Supervisor {
     /// The HTTP front, when evod serves `serve.http`.
     front: Option<crate::http::Front>,
     /// The API tokens for the HTTP endpoint, as last read or written.
-    tokens: Arc<crate::tokens::TokenTable>,
+    tokens: Arc<crate::auth::tokens::TokenTable>,
     /// Why the tokens file could not be read, when it could not.
     tokens_error: Option<String>,
     /// The API tokens in force came from the shared store (else, with one,
@@ -125,8 +126,8 @@ pub struct Supervisor {
 
 /// The semantic search stage the Supervisor configures and sessions read.
 pub struct SearchStage {
-    pub embedder: Addr<crate::embedder::Embedder>,
-    pub view: Arc<ArcSwap<crate::embedder::SemanticView>>,
+    pub embedder: Addr<crate::search::embedder::Embedder>,
+    pub view: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
 }
 
 impl Supervisor {
@@ -139,7 +140,7 @@ impl Supervisor {
             .unwrap_or(std::path::Path::new("."));
         let settings = self.config.search.clone();
         let model_dir = settings.model_dir(config_dir, &self.opts.cache_dir);
-        self.embedder.do_send(crate::embedder::Configure {
+        self.embedder.do_send(crate::search::embedder::Configure {
             settings,
             model_dir,
         });
@@ -148,7 +149,7 @@ impl Supervisor {
     pub fn new(
         opts: DaemonOptions,
         catalog: Addr<Catalog>,
-        refresher: Addr<crate::refresher::Refresher>,
+        refresher: Addr<crate::catalog::refresher::Refresher>,
         snapshot: Arc<ArcSwap<Snapshot>>,
         search: SearchStage,
         stop: StopSignal,
@@ -159,7 +160,7 @@ impl Supervisor {
         } else {
             (
                 load_named_sessions(&named_sessions_path(&opts)),
-                load_saved_profiles(&opts.cache_dir.join(crate::profiles::PROFILES_FILE)),
+                load_saved_profiles(&opts.cache_dir.join(crate::policy::profiles::PROFILES_FILE)),
             )
         };
         Supervisor {
@@ -223,7 +224,7 @@ impl Supervisor {
 
     fn load_tokens_file(&mut self) {
         let path = self.tokens_path();
-        match crate::tokens::TokenTable::load(&path) {
+        match crate::auth::tokens::TokenTable::load(&path) {
             Ok(table) => {
                 self.tokens_error = None;
                 if table != *self.tokens {
@@ -239,7 +240,7 @@ impl Supervisor {
 
     /// Puts `table` in force: the front accepts its tokens from the next
     /// request on, and the sessions of tokens it lacks end.
-    fn set_tokens(&mut self, table: crate::tokens::TokenTable) {
+    fn set_tokens(&mut self, table: crate::auth::tokens::TokenTable) {
         let table = Arc::new(table);
         if let Some(front) = &self.front {
             front.set_tokens(table.clone());
@@ -272,8 +273,8 @@ impl Supervisor {
     /// force, and at start, when none are, denies every tool until it is
     /// fixed. Returns whether they changed.
     fn load_permissions(&mut self) -> Result<bool, String> {
-        let env = crate::permissions::PermissionEnv::from_process();
-        match crate::permissions::Permissions::load(&self.opts.permissions_path, &env) {
+        let env = crate::policy::permissions::PermissionEnv::from_process();
+        match crate::policy::permissions::Permissions::load(&self.opts.permissions_path, &env) {
             Ok(p) => {
                 for w in p.warnings() {
                     tracing::warn!(permissions = %self.opts.permissions_path.display(), "{w}");
@@ -294,7 +295,8 @@ impl Supervisor {
                 self.permissions_error = Some(msg.clone());
                 if !self.permissions_loaded {
                     tracing::error!("{msg}; denying every tool until the file is fixed");
-                    self.permissions = Arc::new(crate::permissions::Permissions::unusable(&msg));
+                    self.permissions =
+                        Arc::new(crate::policy::permissions::Permissions::unusable(&msg));
                     self.catalog
                         .do_send(crate::catalog::SetPermissions(self.permissions.clone()));
                     return Err(format!("{msg}; every tool is denied until it is fixed"));
@@ -309,7 +311,7 @@ impl Supervisor {
     /// matching config hash is listed from the cache at once and its child
     /// is not spawned until a call needs it (lazy start); a stale entry is
     /// re-discovered in the background.
-    fn start_children(&mut self, mut cache: HashMap<String, crate::cache::CachedServer>) {
+    fn start_children(&mut self, mut cache: HashMap<String, crate::catalog::cache::CachedServer>) {
         let max_age = self.config.cache.max_age();
         let around = self.surroundings(&self.config.limits);
         let mut cached = HashMap::new();
@@ -343,7 +345,8 @@ impl Supervisor {
         }
         self.send_servers(cached, HashMap::new());
         if !stale.is_empty() {
-            self.refresher.do_send(crate::refresher::Revalidate(stale));
+            self.refresher
+                .do_send(crate::catalog::refresher::Revalidate(stale));
         }
     }
 
@@ -586,7 +589,7 @@ impl Supervisor {
             return;
         }
         self.watcher = None;
-        match crate::watch::watch(files.clone(), ctx.address().recipient()) {
+        match crate::supervisor::watch::watch(files.clone(), ctx.address().recipient()) {
             Ok(w) => {
                 self.watcher = Some(w);
                 self.watched = files;
@@ -601,7 +604,8 @@ impl Supervisor {
     /// which resolves them into every snapshot (sessions using a changed
     /// one hear list_changed).
     fn apply_profiles(&mut self) {
-        let book = crate::profiles::ProfileBook::new(&self.config.profiles, &self.saved_profiles);
+        let book =
+            crate::policy::profiles::ProfileBook::new(&self.config.profiles, &self.saved_profiles);
         if book != self.profiles {
             self.profiles = book;
             self.catalog
@@ -642,9 +646,10 @@ impl Supervisor {
             });
             return;
         }
-        self.refresher.do_send(crate::refresher::PersistProfiles(
-            self.saved_profiles.clone(),
-        ));
+        self.refresher
+            .do_send(crate::catalog::refresher::PersistProfiles(
+                self.saved_profiles.clone(),
+            ));
     }
 
     /// Live sessions using `profile`.
@@ -709,7 +714,7 @@ impl Supervisor {
             return;
         };
         let names = std::mem::take(&mut self.unsynced.profiles);
-        let changes: Vec<(String, Option<crate::profiles::Changes>)> = names
+        let changes: Vec<(String, Option<crate::policy::profiles::Changes>)> = names
             .into_iter()
             .map(|n| {
                 let c = self.saved_profiles.profiles.get(&n).cloned();
@@ -792,7 +797,7 @@ impl Supervisor {
     fn apply_shared_tokens(&mut self, got: Result<Vec<String>, crate::store::StoreError>) {
         let table = got
             .map_err(|e| e.to_string())
-            .and_then(|records| crate::tokens::TokenTable::from_records(&records));
+            .and_then(|records| crate::auth::tokens::TokenTable::from_records(&records));
         match table {
             Ok(table) => {
                 self.tokens_error = None;
@@ -850,7 +855,7 @@ impl Supervisor {
 
     fn save_named(&self) {
         self.refresher
-            .do_send(crate::refresher::PersistNamed(self.named.clone()));
+            .do_send(crate::catalog::refresher::PersistNamed(self.named.clone()));
     }
 }
 
@@ -869,7 +874,7 @@ fn load_named_sessions(path: &std::path::Path) -> BTreeMap<String, ActivationSet
     }
 }
 
-fn load_saved_profiles(path: &std::path::Path) -> crate::profiles::SavedProfiles {
+fn load_saved_profiles(path: &std::path::Path) -> crate::policy::profiles::SavedProfiles {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
             tracing::warn!(path = %path.display(), error = %e, "saved profile changes are unreadable; starting from the config's profiles (the file is replaced at the next change)");
@@ -899,7 +904,7 @@ impl Actor for Supervisor {
         self.configure_search();
         let _ = self.load_permissions();
         self.reload_tokens();
-        let file = crate::cache::load_cache(&self.opts.cache_dir);
+        let file = crate::catalog::cache::load_cache(&self.opts.cache_dir);
         let Some(shared) = self.opts.store.shared().cloned() else {
             self.start_children(file);
             self.watch_files(ctx);
@@ -1160,7 +1165,7 @@ pub struct OpenedSession {
     pub addr: Addr<Session>,
     pub view: session::SessionView,
     pub search_limit: usize,
-    pub semantic: Arc<ArcSwap<crate::embedder::SemanticView>>,
+    pub semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
     pub instructions_budget: usize,
     pub max_message_bytes: usize,
     /// The permissions role of its HTTP identity (`None`: `active_role`).
@@ -1382,7 +1387,7 @@ impl Handler<ShareSession> for Supervisor {
 /// A session's call needs a person's approval: consult the book (this
 /// instance's, in memory; the shared store's is asked by the session).
 #[derive(Message)]
-#[rtype(result = "crate::approvals::Gate")]
+#[rtype(result = "crate::policy::approvals::Gate")]
 pub struct CheckApproval {
     pub tool: String,
     pub key: u64,
@@ -1408,9 +1413,9 @@ impl Handler<CheckApproval> for Supervisor {
 }
 
 /// Logs a held call and tells open consoles the approvals changed.
-pub(crate) fn log_held(msg: &CheckApproval, gate: &crate::approvals::Gate) {
+pub(crate) fn log_held(msg: &CheckApproval, gate: &crate::policy::approvals::Gate) {
     crate::console::events::changed(crate::console::events::Topic::Approvals);
-    if let crate::approvals::Gate::Pending(id) = gate {
+    if let crate::policy::approvals::Gate::Pending(id) = gate {
         tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }
 }
@@ -1458,7 +1463,7 @@ impl Handler<Shutdown> for Supervisor {
         Box::pin(
             async move {
                 futures::future::join_all(stops).await;
-                let _ = refresher.send(crate::refresher::FlushNow).await;
+                let _ = refresher.send(crate::catalog::refresher::FlushNow).await;
                 // Let answers to calls that failed with the children reach
                 // their sessions, then end the sessions (each says goodbye).
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -83,7 +83,7 @@ impl Supervisor {
             return refused;
         }
         let mut table = (*self.tokens).clone();
-        let created = crate::tokens::rfc3339(SystemTime::now());
+        let created = crate::auth::tokens::rfc3339(SystemTime::now());
         let token = match table.create(name, role.clone(), profile.clone(), created.clone()) {
             Ok(t) => t,
             Err(e) => return CtlReply::error(ErrorKind::InvalidRequest, e),
@@ -142,11 +142,11 @@ impl Supervisor {
             } => {
                 // The checks and the token of the file path, on a scratch
                 // table: the store decides whether the name is free.
-                let mut scratch = crate::tokens::TokenTable::default();
+                let mut scratch = crate::auth::tokens::TokenTable::default();
                 if let Some(refused) = self.token_checks(&role, &profile) {
                     return Box::pin(std::future::ready(refused));
                 }
-                let created = crate::tokens::rfc3339(SystemTime::now());
+                let created = crate::auth::tokens::rfc3339(SystemTime::now());
                 let token =
                     match scratch.create(&name, role.clone(), profile.clone(), created.clone()) {
                         Ok(t) => t,
@@ -334,7 +334,7 @@ impl Supervisor {
     /// `evoctl approvals`: the held calls of this instance, or of every
     /// instance (from the shared store).
     fn pending_approvals(&mut self) -> ResponseFuture<CtlReply> {
-        let row = |a: crate::approvals::Approval, age_s: u64| ctl::PendingApproval {
+        let row = |a: crate::policy::approvals::Approval, age_s: u64| ctl::PendingApproval {
             age_s,
             id: a.id,
             tool: a.tool,
@@ -697,7 +697,7 @@ impl Supervisor {
             socket: self.opts.socket_path.display().to_string(),
             uptime_s: self.started.elapsed().as_secs(),
             tools: snapshot.tools.len(),
-            guard_error: crate::guard::problem(),
+            guard_error: crate::runtime::guard::problem(),
         };
         Box::pin(async move {
             // Children first, then the catalog: a child is ready only once
@@ -863,7 +863,7 @@ impl Supervisor {
                     format!("session {} closed", target.label()),
                 );
             };
-            let mut tools: Vec<ctl::ToolLine> = crate::native::tools()
+            let mut tools: Vec<ctl::ToolLine> = crate::session::native_tools::tools()
                 .iter()
                 .map(|t| ctl::ToolLine {
                     name: t.name.to_string(),
@@ -1033,9 +1033,11 @@ impl Handler<Ctl> for Supervisor {
                         input_schema: (*e.tool.input_schema).clone(),
                         example: ctl::ExampleCall {
                             name: e.name.clone(),
-                            arguments: crate::example::example_arguments(&e.tool.input_schema),
+                            arguments: crate::schema::example::example_arguments(
+                                &e.tool.input_schema,
+                            ),
                         },
-                        text: crate::disclosure::describe_tool(e),
+                        text: crate::session::disclosure::describe_tool(e),
                     })),
                     None => CtlReply::error(
                         ErrorKind::UnknownTool,
@@ -1053,9 +1055,9 @@ impl Handler<Ctl> for Supervisor {
             }
             CtlRequest::Docs => {
                 let snapshot = self.snapshot.load_full();
-                ready(CtlReply::data(Reply::Docs(crate::disclosure::docs(
-                    &snapshot,
-                ))))
+                ready(CtlReply::data(Reply::Docs(
+                    crate::session::disclosure::docs(&snapshot),
+                )))
             }
             CtlRequest::Sessions => {
                 let sessions = self.session_infos();
@@ -1237,7 +1239,8 @@ impl Supervisor {
             .clamp(1, search::MAX_LIMIT);
         Box::pin(async move {
             let started = Instant::now();
-            let outcome = crate::embedder::search(&semantic, &snapshot, &query, limit, None).await;
+            let outcome =
+                crate::search::embedder::search(&semantic, &snapshot, &query, limit, None).await;
             crate::metrics::metrics().search(started.elapsed());
             let round = |x: f32| (x as f64 * 1000.0).round() / 1000.0;
             CtlReply::data(Reply::Search(ctl::SearchResults {
@@ -1307,8 +1310,8 @@ async fn remote_set_active(
     })
 }
 
-fn search_status(view: &crate::embedder::SemanticView) -> ctl::SearchStatus {
-    use crate::embedder::StageState;
+fn search_status(view: &crate::search::embedder::SemanticView) -> ctl::SearchStatus {
+    use crate::search::embedder::StageState;
     let (state, embedded, tools, error) = match &view.state {
         StageState::Off => ("off", 0, 0, None),
         StageState::Loading => ("loading", 0, 0, None),

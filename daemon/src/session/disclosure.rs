@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
-use crate::example;
+use crate::schema::example;
 
 /// Tools of `snapshot` grouped by domain, domains in name order, tools in
 /// catalog order.
@@ -260,7 +260,7 @@ pub fn docs(snapshot: &Snapshot) -> String {
 }
 
 /// The reference's prompts and resource templates sections.
-fn docs_offers(offers: &crate::offers::Offers, out: &mut String) {
+fn docs_offers(offers: &crate::catalog::resources::Offers, out: &mut String) {
     if !offers.prompts.is_empty() {
         let _ = write!(out, "\n## Prompts\n");
         for p in &offers.prompts {

@@ -48,7 +48,7 @@ pub fn describe(name: &str) -> Option<String> {
     Some(format!(
         "{name} [native: evo's own, always listed]\n\n{}\n\nInput schema:\n{schema}\n\nExample call:\n{}\n",
         tool.description.as_deref().unwrap_or_default(),
-        crate::example::example_call(name, &tool.input_schema)
+        crate::schema::example::example_call(name, &tool.input_schema)
     ))
 }
 

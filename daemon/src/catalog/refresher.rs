@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::cache::{CACHE_FORMAT, CacheFile, CachedServer, write_atomically};
+use crate::catalog::cache::{CACHE_FORMAT, CacheFile, CachedServer, write_atomically};
 
 /// Changes arriving within this window are written once.
 const WRITE_DEBOUNCE: Duration = Duration::from_millis(300);
@@ -20,8 +20,8 @@ const WRITE_DEBOUNCE: Duration = Duration::from_millis(300);
 enum Payload {
     Catalog(Vec<CachedServer>),
     Named(BTreeMap<String, BTreeSet<String>>),
-    Pins(crate::integrity::PinFile),
-    Profiles(crate::profiles::SavedProfiles),
+    Pins(crate::policy::integrity::PinFile),
+    Profiles(crate::policy::profiles::SavedProfiles),
 }
 
 impl Payload {
@@ -60,8 +60,8 @@ impl Refresher {
         Refresher {
             catalog_path: cache_dir.join("catalog.json"),
             sessions_path: cache_dir.join("sessions.json"),
-            pins_path: cache_dir.join(crate::integrity::PINS_FILE),
-            profiles_path: cache_dir.join(crate::profiles::PROFILES_FILE),
+            pins_path: cache_dir.join(crate::policy::integrity::PINS_FILE),
+            profiles_path: cache_dir.join(crate::policy::profiles::PROFILES_FILE),
             pending: HashMap::new(),
             in_flight: HashSet::new(),
             scheduled: false,
@@ -182,7 +182,7 @@ impl Handler<PersistNamed> for Refresher {
 /// The tool pins, to persist.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PersistPins(pub crate::integrity::PinFile);
+pub struct PersistPins(pub crate::policy::integrity::PinFile);
 
 impl Handler<PersistPins> for Refresher {
     type Result = ();
@@ -198,7 +198,7 @@ impl Handler<PersistPins> for Refresher {
 /// Run-time changes to profiles, to persist.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PersistProfiles(pub crate::profiles::SavedProfiles);
+pub struct PersistProfiles(pub crate::policy::profiles::SavedProfiles);
 
 impl Handler<PersistProfiles> for Refresher {
     type Result = ();

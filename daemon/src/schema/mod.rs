@@ -1,5 +1,8 @@
 //! Normalising what children send: input schemas clients would reject, and the
-//! one-line summaries that instructions and search results show.
+//! one-line summaries that instructions and search results show. [`example`] makes
+//! worked example arguments from a schema.
+
+pub mod example;
 
 use std::sync::Arc;
 

@@ -26,7 +26,7 @@ pub struct CachedServer {
     /// Its resources, templates and prompts (absent in files of older
     /// releases: none known until the child lists them).
     #[serde(default)]
-    pub offered: crate::offers::Offered,
+    pub offered: crate::catalog::resources::Offered,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

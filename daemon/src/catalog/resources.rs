@@ -136,9 +136,9 @@ impl Offers {
     /// that changed).
     pub fn build<'a>(
         servers: impl Iterator<Item = (&'a ServerSpec, &'a Arc<ServerLink>, &'a Offered, &'a Held)>,
-        permissions: &crate::permissions::Permissions,
+        permissions: &crate::policy::permissions::Permissions,
     ) -> Offers {
-        use crate::integrity::OfferKind;
+        use crate::policy::integrity::OfferKind;
         let mut offers = Offers::default();
         let mut template_seen = std::collections::HashSet::new();
         for (spec, link, offered, held) in servers {
@@ -168,7 +168,7 @@ impl Offers {
                     continue;
                 }
                 let decision = permissions.decide(&name);
-                if decision.permission == crate::permissions::Permission::Deny {
+                if decision.permission == crate::policy::permissions::Permission::Deny {
                     offers.denied.insert(name, decision.source);
                     continue;
                 }
@@ -308,7 +308,7 @@ pub type Held = std::collections::BTreeMap<String, Vec<String>>;
 fn refusal(
     shown: &str,
     server: &str,
-    kind: crate::integrity::OfferKind,
+    kind: crate::policy::integrity::OfferKind,
     id: &str,
     key: &str,
     fields: &[String],

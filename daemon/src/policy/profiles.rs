@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::snapshot::ToolEntry;
-use crate::permissions::glob_matches;
+use crate::policy::permissions::glob_matches;
 
 /// The file in the cache directory that holds run-time changes to profiles.
 pub const PROFILES_FILE: &str = "profiles.json";

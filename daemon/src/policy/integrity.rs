@@ -97,7 +97,9 @@ impl OfferKind {
 
 /// Every prompt, resource and template of `offered` under its pin key, with
 /// its definition; each key once (its first listing).
-pub fn offer_definitions(offered: &crate::offers::Offered) -> Vec<(String, Definition)> {
+pub fn offer_definitions(
+    offered: &crate::catalog::resources::Offered,
+) -> Vec<(String, Definition)> {
     fn of(kind: OfferKind, id: &str, listed: &impl Serialize) -> (String, Definition) {
         let value = serde_json::to_value(listed).unwrap_or_default();
         (kind.key(id), Definition::picked(&value, &OFFER_FIELDS))
@@ -708,8 +710,8 @@ mod tests {
         assert_eq!(PinBook::load(&dir).count(), 0);
     }
 
-    fn offered(prompt_description: &str) -> crate::offers::Offered {
-        crate::offers::Offered {
+    fn offered(prompt_description: &str) -> crate::catalog::resources::Offered {
+        crate::catalog::resources::Offered {
             prompts: vec![rmcp::model::Prompt::new(
                 "greet",
                 Some(prompt_description),

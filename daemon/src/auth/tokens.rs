@@ -125,7 +125,7 @@ impl TokenTable {
         };
         let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
         text.push(b'\n');
-        crate::private_file::write(path, &text).map_err(fail)?;
+        crate::runtime::atomic_file::write(path, &text).map_err(fail)?;
         Ok(())
     }
 

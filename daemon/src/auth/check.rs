@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::jwt::{JwtValidator, Refusal};
-use crate::tokens::{TOKEN_PREFIX, TokenTable};
+use crate::auth::jwt::{JwtValidator, Refusal};
+use crate::auth::tokens::{TOKEN_PREFIX, TokenTable};
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
