@@ -5,8 +5,11 @@
 use std::collections::BTreeSet;
 
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md"))
-        .expect("docs/configuration.md")
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/configuration.md"
+    ))
+    .expect("docs/configuration.md")
 }
 
 #[test]
