@@ -1,12 +1,15 @@
-//! The README's configuration reference is checked against the loader: every
+//! The configuration reference (docs/configuration.md) is checked against the loader: every
 //! key the loader accepts is documented, and nothing documented is unknown
 //! to it.
 
 use std::collections::BTreeSet;
 
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README.md")
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/configuration.md"
+    ))
+    .expect("docs/configuration.md")
 }
 
 #[test]
@@ -32,6 +35,6 @@ fn every_config_key_is_documented() {
     }
     assert!(
         missing.is_empty(),
-        "README's configuration reference lacks {missing:?}"
+        "docs/configuration.md lacks {missing:?}"
     );
 }
