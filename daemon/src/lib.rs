@@ -17,6 +17,7 @@ pub mod config;
 pub mod console;
 pub mod control;
 pub mod envfile;
+pub mod error_text;
 pub mod http;
 pub mod jsonkeys;
 pub mod metrics;

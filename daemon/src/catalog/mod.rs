@@ -663,7 +663,7 @@ fn log_offer_event(
         }
         return;
     };
-    let Some((kind, id)) = crate::policy::integrity::OfferKind::of_key(key) else {
+    let Some((kind, id)) = crate::catalog::resources::OfferKind::of_key(key) else {
         return;
     };
     let (noun, name, changed) = (kind.noun(), exposed(key), fields.join(", "));
@@ -681,8 +681,8 @@ fn log_offer_event(
 /// How sessions see the offer under pin `key`: a prompt by its exposed
 /// name, a resource or template as listed.
 fn offer_shown(prefix: &str, key: &str) -> String {
-    match crate::policy::integrity::OfferKind::of_key(key) {
-        Some((crate::policy::integrity::OfferKind::Prompt, name)) => {
+    match crate::catalog::resources::OfferKind::of_key(key) {
+        Some((crate::catalog::resources::OfferKind::Prompt, name)) => {
             crate::names::exposed_name(prefix, name)
         }
         Some((_, id)) => id.to_owned(),
@@ -705,7 +705,7 @@ fn resolve_tool(pins: &PinBook, spec: &ServerSpec, wanted: &str) -> Option<Strin
             pins.offer_keys(&spec.id).find(|key| {
                 *key == wanted
                     || offer_shown(&spec.prefix, key) == wanted
-                    || crate::policy::integrity::OfferKind::of_key(key)
+                    || crate::catalog::resources::OfferKind::of_key(key)
                         .is_some_and(|(_, id)| id == wanted)
             })
         })

@@ -65,6 +65,50 @@ impl OfferCaps {
     }
 }
 
+/// What a pinned offer is. Its pin's key is the kind and the offer's own
+/// identity (a prompt's upstream name, a resource's URI, a template), so
+/// kinds never collide and tool names stay a namespace of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfferKind {
+    Prompt,
+    Resource,
+    Template,
+}
+
+impl OfferKind {
+    const ALL: [OfferKind; 3] = [OfferKind::Prompt, OfferKind::Resource, OfferKind::Template];
+
+    fn prefix(self) -> &'static str {
+        match self {
+            OfferKind::Prompt => "prompt:",
+            OfferKind::Resource => "resource:",
+            OfferKind::Template => "template:",
+        }
+    }
+
+    /// What messages call it.
+    pub fn noun(self) -> &'static str {
+        match self {
+            OfferKind::Prompt => "prompt",
+            OfferKind::Resource => "resource",
+            OfferKind::Template => "resource template",
+        }
+    }
+
+    /// The pin key of the offer `id` of this kind: `prompt:greet`,
+    /// `resource:fx://readme`, `template:fx://echo/{text}`.
+    pub fn key(self, id: &str) -> String {
+        format!("{}{id}", self.prefix())
+    }
+
+    /// The kind and the id a pin key names.
+    pub fn of_key(key: &str) -> Option<(OfferKind, &str)> {
+        OfferKind::ALL
+            .into_iter()
+            .find_map(|k| key.strip_prefix(k.prefix()).map(|id| (k, id)))
+    }
+}
+
 /// One server's resources, templates and prompts, every page of each.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Offered {
@@ -138,7 +182,6 @@ impl Offers {
         servers: impl Iterator<Item = (&'a ServerSpec, &'a Arc<ServerLink>, &'a Offered, &'a Held)>,
         permissions: &crate::policy::permissions::Permissions,
     ) -> Offers {
-        use crate::policy::integrity::OfferKind;
         let mut offers = Offers::default();
         let mut template_seen = std::collections::HashSet::new();
         for (spec, link, offered, held) in servers {
@@ -308,7 +351,7 @@ pub type Held = std::collections::BTreeMap<String, Vec<String>>;
 fn refusal(
     shown: &str,
     server: &str,
-    kind: crate::policy::integrity::OfferKind,
+    kind: OfferKind,
     id: &str,
     key: &str,
     fields: &[String],

@@ -161,7 +161,7 @@ impl Snapshot {
 
     /// This snapshot with `book`'s profiles resolved against its tools.
     pub fn with_profiles(mut self, book: &crate::policy::profiles::ProfileBook) -> Snapshot {
-        self.profiles = book.resolve(&self.tools, &self.index, &self.denied);
+        self.profiles = book.resolve(&self.tool_names(), &self.index, &self.denied);
         self
     }
 
@@ -171,7 +171,17 @@ impl Snapshot {
         &self,
         profile: &crate::policy::profiles::Profile,
     ) -> crate::policy::profiles::Resolved {
-        crate::policy::profiles::Resolved::of(profile, &self.tools, &self.index, &self.denied)
+        crate::policy::profiles::Resolved::of(
+            profile,
+            &self.tool_names(),
+            &self.index,
+            &self.denied,
+        )
+    }
+
+    /// The listed tools' exposed names, in snapshot order.
+    fn tool_names(&self) -> Vec<&str> {
+        self.tools.iter().map(|e| e.name.as_str()).collect()
     }
 
     /// The position of a listed tool in `tools`.

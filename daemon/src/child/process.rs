@@ -12,6 +12,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
 use crate::config::{ServerSpec, TransportSpec};
+use crate::runtime::guard;
 
 /// Child stderr lines logged per second at most; the rest are counted.
 const STDERR_LINES_PER_SEC: u32 = 50;
@@ -86,7 +87,7 @@ struct Group {
 
 impl Group {
     fn new(pgid: u32) -> Group {
-        crate::runtime::guard::register(pgid);
+        guard::register(pgid);
         Group {
             pgid,
             ended: Mutex::new(false),
@@ -107,7 +108,7 @@ impl Group {
         let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
         if !*ended {
             signal_group(self.pgid, libc::SIGKILL);
-            crate::runtime::guard::unregister(self.pgid);
+            guard::unregister(self.pgid);
             *ended = true;
         }
     }
@@ -195,7 +196,7 @@ pub fn spawn(
             let daemon_pid = unsafe { libc::getpid() };
             unsafe {
                 cmd.pre_exec(move || {
-                    stdio_only_after_exec();
+                    guard::stdio_only_after_exec();
                     // Die with the daemon, even when it is SIGKILLed.
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                         return Err(std::io::Error::last_os_error());
@@ -325,43 +326,6 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrT
         }
         report(dropped);
     });
-}
-
-/// Highest descriptor marked close-on-exec one by one where close_range
-/// cannot do it (kernels before 5.11, other Unixes).
-const FD_SWEEP_LIMIT: i32 = 4096;
-
-/// For a `pre_exec` hook: marks every descriptor above stderr close-on-exec,
-/// so the new program starts with its stdio and nothing else. evod opens its
-/// own descriptors close-on-exec, but it may have inherited some that are
-/// not from whoever started it (a terminal's, a test runner's pipes), and
-/// those would reach every child and the guard. Only async-signal-safe
-/// calls.
-#[cfg(unix)]
-pub(crate) fn stdio_only_after_exec() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on
-        // descriptors; it touches no memory of ours.
-        let marked = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_long,
-                libc::c_long::from(u32::MAX),
-                libc::c_long::from(libc::CLOSE_RANGE_CLOEXEC),
-            )
-        };
-        if marked == 0 {
-            return;
-        }
-    }
-    for fd in 3..FD_SWEEP_LIMIT {
-        // SAFETY: fcntl F_SETFD only sets the descriptor's flags; on a
-        // descriptor that is not open it fails with EBADF.
-        unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
-    }
 }
 
 /// Waits until the leader `pid` has exited without reaping it (a pidfd turns

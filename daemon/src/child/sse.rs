@@ -63,7 +63,7 @@ impl Poster {
                     "server '{}': POST to {} failed: {}",
                     self.server,
                     self.endpoint,
-                    super::readable_error(&e)
+                    crate::error_text::readable_error(&e)
                 ))
             })?;
             let status = response.status();
@@ -148,7 +148,7 @@ impl SseTransport {
             let response = request.send().await.map_err(|e| {
                 StartError::Other(format!(
                     "GET {url} (the SSE stream) failed: {}",
-                    super::readable_error(&e)
+                    crate::error_text::readable_error(&e)
                 ))
             })?;
             if response.status() != StatusCode::UNAUTHORIZED {

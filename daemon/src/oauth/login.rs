@@ -341,7 +341,7 @@ async fn revoke(endpoint: &str, file: &store::TokenFile) -> Result<(), String> {
             .body(body)
             .send()
             .await
-            .map_err(|e| crate::child::readable_error(&e))?;
+            .map_err(|e| crate::error_text::readable_error(&e))?;
         let status = answer.status();
         if status.is_success() {
             continue;

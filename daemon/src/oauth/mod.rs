@@ -499,7 +499,7 @@ enum Failure {
 
 /// An rmcp auth error as a person reads it.
 pub fn auth_error(e: &AuthError) -> String {
-    crate::child::readable_error(e)
+    crate::error_text::readable_error(e)
 }
 
 /// An authorization manager with the server's authorization server's

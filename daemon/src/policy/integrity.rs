@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::catalog::resources::{OfferKind, Offered};
+
 pub use evo_proto::ctl::IntegrityMode;
 
 /// The pins file in the cache directory.
@@ -51,55 +53,9 @@ pub const OFFER_FIELDS: [&str; 8] = [
     "annotations",
 ];
 
-/// What a pinned offer is. Its pin's key is the kind and the offer's own
-/// identity (a prompt's upstream name, a resource's URI, a template), so
-/// kinds never collide and tool names stay a namespace of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OfferKind {
-    Prompt,
-    Resource,
-    Template,
-}
-
-impl OfferKind {
-    const ALL: [OfferKind; 3] = [OfferKind::Prompt, OfferKind::Resource, OfferKind::Template];
-
-    fn prefix(self) -> &'static str {
-        match self {
-            OfferKind::Prompt => "prompt:",
-            OfferKind::Resource => "resource:",
-            OfferKind::Template => "template:",
-        }
-    }
-
-    /// What messages call it.
-    pub fn noun(self) -> &'static str {
-        match self {
-            OfferKind::Prompt => "prompt",
-            OfferKind::Resource => "resource",
-            OfferKind::Template => "resource template",
-        }
-    }
-
-    /// The pin key of the offer `id` of this kind: `prompt:greet`,
-    /// `resource:fx://readme`, `template:fx://echo/{text}`.
-    pub fn key(self, id: &str) -> String {
-        format!("{}{id}", self.prefix())
-    }
-
-    /// The kind and the id a pin key names.
-    pub fn of_key(key: &str) -> Option<(OfferKind, &str)> {
-        OfferKind::ALL
-            .into_iter()
-            .find_map(|k| key.strip_prefix(k.prefix()).map(|id| (k, id)))
-    }
-}
-
 /// Every prompt, resource and template of `offered` under its pin key, with
 /// its definition; each key once (its first listing).
-pub fn offer_definitions(
-    offered: &crate::catalog::resources::Offered,
-) -> Vec<(String, Definition)> {
+pub fn offer_definitions(offered: &Offered) -> Vec<(String, Definition)> {
     fn of(kind: OfferKind, id: &str, listed: &impl Serialize) -> (String, Definition) {
         let value = serde_json::to_value(listed).unwrap_or_default();
         (kind.key(id), Definition::picked(&value, &OFFER_FIELDS))

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::snapshot::ToolEntry;
 use crate::policy::permissions::glob_matches;
 
 /// The file in the cache directory that holds run-time changes to profiles.
@@ -199,11 +198,11 @@ impl ProfileBook {
         }
     }
 
-    /// Every profile resolved against a snapshot's listed tools (in
-    /// snapshot order) and its denied ones.
+    /// Every profile resolved against the names of a snapshot's listed tools
+    /// (in snapshot order) and its denied ones.
     pub fn resolve(
         &self,
-        tools: &[Arc<ToolEntry>],
+        tools: &[&str],
         index: &HashMap<String, usize>,
         denied: &HashMap<String, String>,
     ) -> HashMap<String, Arc<Resolved>> {
@@ -234,11 +233,11 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// `profile` against a snapshot's listed tools, their index by name
-    /// and the denied names.
+    /// `profile` against the names of a snapshot's listed tools, their index
+    /// by name and the denied names.
     pub fn of(
         profile: &Profile,
-        tools: &[Arc<ToolEntry>],
+        tools: &[&str],
         index: &HashMap<String, usize>,
         denied: &HashMap<String, String>,
     ) -> Resolved {
@@ -249,9 +248,8 @@ impl Resolved {
         for pattern in wanted {
             let mut hit = false;
             if is_glob(pattern) {
-                for (i, e) in tools.iter().enumerate() {
-                    if glob_matches(pattern, &e.name) && !profile.changes.removed.contains(&e.name)
-                    {
+                for (i, name) in tools.iter().enumerate() {
+                    if glob_matches(pattern, name) && !profile.changes.removed.contains(*name) {
                         members.insert(i);
                         hit = true;
                     }

@@ -111,7 +111,7 @@ fn spawn_guard() -> std::io::Result<(Child, ChildStdin)> {
     unsafe {
         cmd.pre_exec(|| {
             // It holds nothing of evod's: no socket, no child's pipe.
-            crate::child::process::stdio_only_after_exec();
+            stdio_only_after_exec();
             // Ignored dispositions survive exec, so the guard is deaf to
             // these from its first instruction: a terminal's Ctrl-C, Ctrl-\,
             // Ctrl-Z, hangup, and a service manager's SIGTERM (it exits by
@@ -357,6 +357,43 @@ fn signal_group(pgid: i32, signal: i32) -> bool {
     // names exactly one process group.
     let sent = unsafe { libc::kill(-pgid, signal) } == 0;
     sent || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Highest descriptor marked close-on-exec one by one where close_range
+/// cannot do it (kernels before 5.11, other Unixes).
+const FD_SWEEP_LIMIT: i32 = 4096;
+
+/// For a `pre_exec` hook: marks every descriptor above stderr close-on-exec,
+/// so the new program starts with its stdio and nothing else. evod opens its
+/// own descriptors close-on-exec, but it may have inherited some that are
+/// not from whoever started it (a terminal's, a test runner's pipes), and
+/// those would reach every child and the guard. Only async-signal-safe
+/// calls.
+#[cfg(unix)]
+pub(crate) fn stdio_only_after_exec() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on
+        // descriptors; it touches no memory of ours.
+        let marked = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_long,
+                libc::c_long::from(u32::MAX),
+                libc::c_long::from(libc::CLOSE_RANGE_CLOEXEC),
+            )
+        };
+        if marked == 0 {
+            return;
+        }
+    }
+    for fd in 3..FD_SWEEP_LIMIT {
+        // SAFETY: fcntl F_SETFD only sets the descriptor's flags; on a
+        // descriptor that is not open it fails with EBADF.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
 }
 
 #[cfg(test)]

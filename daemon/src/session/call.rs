@@ -227,7 +227,7 @@ impl SessionServer {
         e: rmcp::ServiceError,
         peer: &Arc<Peer<RoleClient>>,
     ) -> CallToolResponse {
-        let reason = crate::child::readable_error(&e);
+        let reason = crate::error_text::readable_error(&e);
         if matches!(
             e,
             rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed

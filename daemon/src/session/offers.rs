@@ -64,7 +64,7 @@ fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData
             format!(
                 "server '{}' failed {method}: {}; `evoctl status` shows its state",
                 server.id,
-                crate::child::readable_error(&other)
+                crate::error_text::readable_error(&other)
             ),
             Some(serde_json::json!({"server": server.id})),
         ),

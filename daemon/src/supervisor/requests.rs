@@ -572,7 +572,7 @@ impl Supervisor {
                         format!(
                             "server '{}' could not read '{uri}': {}",
                             server.id,
-                            crate::child::readable_error(&e)
+                            crate::error_text::readable_error(&e)
                         ),
                     );
                 }
