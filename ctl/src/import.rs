@@ -13,9 +13,10 @@ use evo_proto::ctl::{ServerState, StatusReport};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::client_config::{JsonFile, runs_evo_shim, same_file};
+use crate::connection::ask;
 use crate::output::pretty;
-use crate::setup::{JsonFile, runs_evo_shim, same_file};
-use crate::{ask, config_home};
+use crate::user_dirs::config_home;
 
 /// Why a server was left out, or written disabled.
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

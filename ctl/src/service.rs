@@ -12,7 +12,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::output::pretty;
-use crate::{config_home, home_dir};
+use crate::user_dirs::{config_home, home_dir};
 
 const SERVICE_TEMPLATE: &str = include_str!("../../systemd/evod.service");
 const SOCKET_TEMPLATE: &str = include_str!("../../systemd/evod.socket");

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use evo_proto::{Hello, Welcome};
 use interprocess::local_socket::Stream;
 
-use crate::{EXIT_NO_DAEMON, EXIT_REFUSED, EXIT_USAGE, no_daemon_message};
+use crate::connection::no_daemon_message;
+use crate::exit_codes::{EXIT_NO_DAEMON, EXIT_REFUSED, EXIT_USAGE};
 
 /// How long to wait for an autostarted evod to listen.
 const AUTOSTART_WAIT: Duration = Duration::from_secs(15);
