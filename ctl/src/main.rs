@@ -13,14 +13,18 @@ mod setup;
 mod shim;
 mod user_dirs;
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::env;
+use std::io::{self, IsTerminal, Write};
+use std::path::{self, Path, PathBuf};
+use std::process::{self, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use evo_proto::ctl::ServerState;
-use evo_proto::{CtlRequest, Reply};
+use evo_proto::{CtlRequest, Reply, paths};
+use serde_json::{Value, json};
+use tokio::runtime::{Builder, Runtime};
+use tokio::time::sleep;
 
 use connection::{exchange, status};
 use exit_codes::{EXIT_NO_DAEMON, EXIT_REFUSED};
@@ -300,7 +304,7 @@ fn quiet_on_closed_pipe() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let socket = evo_proto::paths::socket_path(cli.socket.as_deref());
+    let socket = paths::socket_path(cli.socket.as_deref());
     let json = cli.json;
     if !matches!(cli.command, Command::Shim { .. }) {
         quiet_on_closed_pipe();
@@ -310,7 +314,7 @@ fn main() -> ExitCode {
     let explicit = cli
         .socket
         .as_deref()
-        .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.to_path_buf()));
+        .map(|s| path::absolute(s).unwrap_or_else(|_| s.to_path_buf()));
     // Commands that never talk to the daemon.
     let command = match cli.command {
         Command::Shim {
@@ -364,7 +368,7 @@ fn main() -> ExitCode {
             return runtime.block_on(login(&socket, server, no_browser, json));
         }
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut io::stdout());
             return ExitCode::SUCCESS;
         }
         other => other,
@@ -386,7 +390,7 @@ fn local(result: Result<(), String>, json: bool) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if json {
-                println!("{}", serde_json::json!({"ok": false, "error": e}));
+                println!("{}", json!({"ok": false, "error": e}));
             } else {
                 eprintln!("evoctl: {e}");
             }
@@ -501,14 +505,14 @@ async fn login(socket: &Path, server: String, no_browser: bool, json: bool) -> E
     if json {
         println!(
             "{}",
-            serde_json::json!({"server": server, "url": url, "browser": opened})
+            json!({"server": server, "url": url, "browser": opened})
         );
     } else if opened {
         println!("Opened a browser to log in to {server}; if it did not appear, open:\n  {url}");
     } else {
         println!("Open this URL in a browser to log in to {server}:\n  {url}");
     }
-    let _ = std::io::stdout().flush();
+    let _ = io::stdout().flush();
     let wait = CtlRequest::Login { server, wait: true };
     match exchange(socket, &wait).await {
         Err(e) => {
@@ -551,7 +555,7 @@ async fn control(
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"ok": false, "kind": "no_daemon", "error": e.to_string()})
+                    json!({"ok": false, "kind": "no_daemon", "error": e.to_string()})
                 );
             }
             eprintln!("evoctl: {e}");
@@ -569,7 +573,7 @@ async fn control(
         }
         return ExitCode::from(EXIT_REFUSED);
     }
-    let data = reply.data.unwrap_or(serde_json::Value::Null);
+    let data = reply.data.unwrap_or(Value::Null);
     let reply = match Reply::decode(&request, data) {
         Ok(r) => r,
         Err(e) => {
@@ -591,7 +595,7 @@ async fn control(
     // outcome (scripts and logs learn what happened, not only what was
     // asked). `--json` gets the reply alone, one stable shape.
     if !json {
-        let terminal = std::io::stdout().is_terminal();
+        let terminal = io::stdout().is_terminal();
         let ids = match (&request, reply) {
             (CtlRequest::Refresh { .. }, Reply::Action(r)) => r.restarted,
             // A daemon still discovering its servers (first start of many):
@@ -611,8 +615,8 @@ async fn control(
 
 /// The single-threaded runtime a command that talks to the daemon runs on,
 /// or the exit code for a machine that cannot give one.
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Result<Runtime, ExitCode> {
+    Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| {
@@ -629,8 +633,7 @@ fn open_browser(url: &str) -> Result<(), String> {
         Some("open")
     } else if cfg!(windows) {
         None
-    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
-    {
+    } else if env::var_os("DISPLAY").is_some() || env::var_os("WAYLAND_DISPLAY").is_some() {
         Some("xdg-open")
     } else {
         None
@@ -638,11 +641,11 @@ fn open_browser(url: &str) -> Result<(), String> {
     let Some(opener) = opener else {
         return Err("no browser to open here".into());
     };
-    std::process::Command::new(opener)
+    process::Command::new(opener)
         .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdin(process::Stdio::null())
+        .stdout(process::Stdio::null())
+        .stderr(process::Stdio::null())
         .spawn()
         .map(drop)
         .map_err(|e| format!("could not start a browser ({opener}: {e})"))
@@ -662,7 +665,7 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
         return;
     }
     let started = Instant::now();
-    let mut stdout = std::io::stdout();
+    let mut stdout = io::stdout();
     loop {
         let Some(status) = status(socket).await else {
             // The daemon went away or answered oddly: the reply already said
@@ -696,6 +699,6 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
             );
             return;
         }
-        tokio::time::sleep(REFRESH_POLL).await;
+        sleep(REFRESH_POLL).await;
     }
 }

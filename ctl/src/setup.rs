@@ -2,6 +2,7 @@
 //! and with `--move` the client's other servers moved into evo's config
 //! (through [`crate::import`]), each file edited as a [`JsonFile`].
 
+use std::env;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -87,7 +88,7 @@ fn app_config_dir() -> Result<PathBuf, String> {
     if cfg!(target_os = "macos") {
         Ok(home_dir()?.join("Library").join("Application Support"))
     } else if cfg!(windows) {
-        std::env::var_os("APPDATA")
+        env::var_os("APPDATA")
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .ok_or_else(|| "APPDATA is not set; pass the client's config with --file".into())
@@ -99,7 +100,7 @@ fn app_config_dir() -> Result<PathBuf, String> {
 /// The absolute path of this evoctl, for the `command` of a client entry:
 /// clients do not all search PATH, and GUI apps rarely share the shell's.
 fn this_evoctl() -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| {
+    let exe = env::current_exe().map_err(|e| {
         format!("cannot tell where this evoctl is ({e}); run `evoctl setup --print` and fill in its path by hand")
     })?;
     exe.to_str().map(str::to_string).ok_or_else(|| {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// The user's home directory: `$HOME`, which tests and sandboxes point
 /// elsewhere, else what the OS says.
 pub fn home_dir() -> Result<PathBuf, String> {
-    std::env::var_os("HOME")
+    env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
         .or_else(env::home_dir)
@@ -17,7 +17,7 @@ pub fn home_dir() -> Result<PathBuf, String> {
 /// `$XDG_CONFIG_HOME`, else `~/.config`: the rule evod uses to find its
 /// config, so `evoctl import` writes the file evod reads.
 pub fn config_home() -> Result<PathBuf, String> {
-    match std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+    match env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
         Some(p) => Ok(PathBuf::from(p)),
         None => Ok(home_dir()?.join(".config")),
     }
