@@ -4,18 +4,19 @@
 //! cannot run them, and what a running evod made of them reported as it
 //! happened (its reload), not as a promise.
 
-use evo_proto::entry::{TransportKind, has_http_scheme};
-use std::path::{Path, PathBuf};
+use std::env;
+use std::path::{self, Path, PathBuf};
 
-use evo_proto::CtlRequest;
-use evo_proto::Reply;
 use evo_proto::ctl::{ServerState, StatusReport};
+use evo_proto::entry::{TransportKind, has_http_scheme};
+use evo_proto::{CtlRequest, Reply};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
+use crate::client_config::{JsonFile, runs_evo_shim, same_file};
+use crate::connection::ask;
 use crate::output::pretty;
-use crate::setup::{JsonFile, runs_evo_shim, same_file};
-use crate::{ask, config_home};
+use crate::user_dirs::config_home;
 
 /// Why a server was left out, or written disabled.
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -69,7 +70,7 @@ impl EvoConfig {
             }
         }
         // Named absolute in messages: they are read far from this cwd.
-        let env_file = std::path::absolute(&file.path)
+        let env_file = path::absolute(&file.path)
             .unwrap_or_else(|_| file.path.clone())
             .with_file_name("env");
         Ok(EvoConfig {
@@ -260,7 +261,7 @@ fn is_var_name(name: &str) -> bool {
 
 /// evo's config file, resolved as evod resolves it.
 fn evo_config_path() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("EVO_CONFIG").filter(|p| !p.is_empty()) {
+    if let Some(p) = env::var_os("EVO_CONFIG").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
     Ok(config_home()?.join("evo").join("mcp.config.json"))
@@ -316,7 +317,7 @@ pub fn import(
     let pickup = (!target.added.is_empty()).then(|| pick_up(socket, &target));
 
     if json {
-        let report = serde_json::json!({
+        let report = json!({
             "config": target.path(),
             "added": target.added,
             "disabled": target.disabled,

@@ -11,7 +11,9 @@
 //! the file's indentation and line endings, and the result is always checked
 //! to read back as exactly the edited document.
 
+use evo_proto::json_kind;
 use serde::Serialize;
+use serde_json::ser::PrettyFormatter;
 use serde_json::{Map, Value};
 
 /// Why a text cannot be edited.
@@ -75,7 +77,7 @@ impl Document {
         })?;
         let Value::Object(root) = value else {
             return Err(ParseError::NotAnObject {
-                found: evo_proto::json_kind(&value),
+                found: json_kind(&value),
             });
         };
         Ok(Document {
@@ -93,7 +95,7 @@ impl Document {
             None => Ok(None),
             Some(Value::Object(object)) => Ok(Some(object)),
             Some(other) => Err(NotAnObject {
-                found: evo_proto::json_kind(other),
+                found: json_kind(other),
             }),
         }
     }
@@ -235,7 +237,7 @@ impl Layout {
         let _ = match &self.indent {
             None => serde_json::to_writer(&mut out, doc),
             Some(indent) => {
-                let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+                let formatter = PrettyFormatter::with_indent(indent.as_bytes());
                 let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
                 doc.serialize(&mut ser)
             }
@@ -263,7 +265,9 @@ impl Layout {
 /// scanner over text serde_json already accepted, and gives up (`None`) on
 /// anything it does not expect, leaving the caller to re-serialise instead.
 mod splice {
-    use serde_json::{Value, json};
+    use serde::Serialize;
+    use serde_json::ser::PrettyFormatter;
+    use serde_json::{Serializer, Value, json};
 
     /// Where one member of an object sits in the text (byte offsets).
     struct Member {
@@ -362,10 +366,9 @@ mod splice {
 
     /// `value` pretty-printed for a spot indented by `indent`.
     fn render(value: &Value, indent: &str, unit: &str, nl: &str) -> Option<String> {
-        use serde::Serialize;
         let mut out = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+        let formatter = PrettyFormatter::with_indent(unit.as_bytes());
+        let mut ser = Serializer::with_formatter(&mut out, formatter);
         value.serialize(&mut ser).ok()?;
         // Raw newlines only occur between tokens: strings escape theirs.
         Some(

@@ -1,6 +1,9 @@
 //! `evoctl`: evo's control CLI, and `evoctl shim`, the stdio entry every MCP
 //! client launches.
 
+mod client_config;
+mod connection;
+mod exit_codes;
 mod import;
 mod jsonedit;
 mod model;
@@ -8,22 +11,23 @@ mod output;
 mod service;
 mod setup;
 mod shim;
+mod user_dirs;
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::env;
+use std::io::{self, IsTerminal, Write};
+use std::path::{self, Path, PathBuf};
+use std::process::{self, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand};
-use evo_proto::ctl::{ServerState, StatusReport};
-use evo_proto::{CtlReply, CtlRequest, Hello, Reply, Welcome, frame};
-use tokio::io::BufReader;
+use evo_proto::ctl::ServerState;
+use evo_proto::{CtlRequest, Reply, paths};
+use serde_json::{Value, json};
+use tokio::runtime::{Builder, Runtime};
+use tokio::time::sleep;
 
-/// Exit codes (DESIGN.md): 0 ok, 1 refused (by the daemon, or a local command
-/// such as `setup` that could not do its job safely), 2 usage, 3 no daemon.
-pub const EXIT_REFUSED: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_NO_DAEMON: u8 = 3;
+use connection::{exchange, status};
+use exit_codes::{EXIT_NO_DAEMON, EXIT_REFUSED};
 
 /// evoctl: control the evo daemon, and connect MCP clients to it.
 ///
@@ -300,7 +304,7 @@ fn quiet_on_closed_pipe() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let socket = evo_proto::paths::socket_path(cli.socket.as_deref());
+    let socket = paths::socket_path(cli.socket.as_deref());
     let json = cli.json;
     if !matches!(cli.command, Command::Shim { .. }) {
         quiet_on_closed_pipe();
@@ -310,7 +314,7 @@ fn main() -> ExitCode {
     let explicit = cli
         .socket
         .as_deref()
-        .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.to_path_buf()));
+        .map(|s| path::absolute(s).unwrap_or_else(|_| s.to_path_buf()));
     // Commands that never talk to the daemon.
     let command = match cli.command {
         Command::Shim {
@@ -364,7 +368,7 @@ fn main() -> ExitCode {
             return runtime.block_on(login(&socket, server, no_browser, json));
         }
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut Cli::command(), "evoctl", &mut io::stdout());
             return ExitCode::SUCCESS;
         }
         other => other,
@@ -386,31 +390,12 @@ fn local(result: Result<(), String>, json: bool) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if json {
-                println!("{}", serde_json::json!({"ok": false, "error": e}));
+                println!("{}", json!({"ok": false, "error": e}));
             } else {
                 eprintln!("evoctl: {e}");
             }
             ExitCode::from(EXIT_REFUSED)
         }
-    }
-}
-
-/// The user's home directory: `$HOME`, which tests and sandboxes point
-/// elsewhere, else what the OS says.
-pub fn home_dir() -> Result<PathBuf, String> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(std::env::home_dir)
-        .ok_or_else(|| "cannot tell your home directory: set HOME".to_string())
-}
-
-/// `$XDG_CONFIG_HOME`, else `~/.config`: the rule evod uses to find its
-/// config, so `evoctl import` writes the file evod reads.
-pub fn config_home() -> Result<PathBuf, String> {
-    match std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
-        Some(p) => Ok(PathBuf::from(p)),
-        None => Ok(home_dir()?.join(".config")),
     }
 }
 
@@ -520,14 +505,14 @@ async fn login(socket: &Path, server: String, no_browser: bool, json: bool) -> E
     if json {
         println!(
             "{}",
-            serde_json::json!({"server": server, "url": url, "browser": opened})
+            json!({"server": server, "url": url, "browser": opened})
         );
     } else if opened {
         println!("Opened a browser to log in to {server}; if it did not appear, open:\n  {url}");
     } else {
         println!("Open this URL in a browser to log in to {server}:\n  {url}");
     }
-    let _ = std::io::stdout().flush();
+    let _ = io::stdout().flush();
     let wait = CtlRequest::Login { server, wait: true };
     match exchange(socket, &wait).await {
         Err(e) => {
@@ -556,84 +541,6 @@ async fn login(socket: &Path, server: String, no_browser: bool, json: bool) -> E
     }
 }
 
-pub fn no_daemon_message(socket: &std::path::Path, err: &std::io::Error) -> String {
-    format!(
-        "no daemon at {} ({err}): start it with `evod` or `systemctl --user start evod.socket`",
-        socket.display()
-    )
-}
-
-/// Why a request got no reply (exit 3 for a command that needs one).
-#[derive(Debug)]
-enum Unanswered {
-    /// Nothing accepted the connection at the socket.
-    NoDaemon(String),
-    /// Something accepted it, but the exchange broke off.
-    Broken(String),
-}
-
-impl std::fmt::Display for Unanswered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unanswered::NoDaemon(e) | Unanswered::Broken(e) => f.write_str(e),
-        }
-    }
-}
-
-/// One request on a fresh control connection: handshake, request, reply.
-async fn exchange(socket: &Path, request: &CtlRequest) -> Result<CtlReply, Unanswered> {
-    let conn = evo_proto::paths::connect(socket)
-        .await
-        .map_err(|e| Unanswered::NoDaemon(no_daemon_message(socket, &e)))?;
-    exchange_on(conn, request).await.map_err(Unanswered::Broken)
-}
-
-async fn exchange_on(
-    conn: interprocess::local_socket::tokio::Stream,
-    request: &CtlRequest,
-) -> Result<CtlReply, String> {
-    #[allow(deprecated)] // owned halves are what we want here
-    let (r, mut w) = interprocess::local_socket::traits::tokio::Stream::split(conn);
-    let mut reader = BufReader::new(r);
-    frame::write_json(&mut w, &Hello::ctl())
-        .await
-        .map_err(|e| e.to_string())?;
-    let welcome = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the daemon closed the connection")?;
-    let welcome: Welcome = serde_json::from_slice(&welcome).map_err(|e| e.to_string())?;
-    if !welcome.ok {
-        return Err(welcome.error.unwrap_or_else(|| "handshake refused".into()));
-    }
-    frame::write_json(&mut w, request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let line = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the daemon closed the connection without answering")?;
-    let reply: CtlReply =
-        serde_json::from_slice(&line).map_err(|e| format!("unreadable reply: {e}"))?;
-    // `evoctl stop` returns once evod has exited (its end closes this
-    // connection), so `evoctl stop && evod` finds the socket free.
-    if matches!(request, CtlRequest::Stop) && reply.ok {
-        let gone = async {
-            while let Ok(Some(_)) = frame::read_line(&mut reader, frame::DEFAULT_MAX_LINE).await {}
-        };
-        if tokio::time::timeout(STOP_WAIT, gone).await.is_err() {
-            eprintln!(
-                "evoctl: evod is still shutting down after {} s",
-                STOP_WAIT.as_secs()
-            );
-        }
-    }
-    Ok(reply)
-}
-
-/// How long `evoctl stop` waits for evod to exit.
-const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
 async fn control(
     socket: &Path,
     request: CtlRequest,
@@ -648,7 +555,7 @@ async fn control(
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"ok": false, "kind": "no_daemon", "error": e.to_string()})
+                    json!({"ok": false, "kind": "no_daemon", "error": e.to_string()})
                 );
             }
             eprintln!("evoctl: {e}");
@@ -666,7 +573,7 @@ async fn control(
         }
         return ExitCode::from(EXIT_REFUSED);
     }
-    let data = reply.data.unwrap_or(serde_json::Value::Null);
+    let data = reply.data.unwrap_or(Value::Null);
     let reply = match Reply::decode(&request, data) {
         Ok(r) => r,
         Err(e) => {
@@ -688,7 +595,7 @@ async fn control(
     // outcome (scripts and logs learn what happened, not only what was
     // asked). `--json` gets the reply alone, one stable shape.
     if !json {
-        let terminal = std::io::stdout().is_terminal();
+        let terminal = io::stdout().is_terminal();
         let ids = match (&request, reply) {
             (CtlRequest::Refresh { .. }, Reply::Action(r)) => r.restarted,
             // A daemon still discovering its servers (first start of many):
@@ -708,8 +615,8 @@ async fn control(
 
 /// The single-threaded runtime a command that talks to the daemon runs on,
 /// or the exit code for a machine that cannot give one.
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Result<Runtime, ExitCode> {
+    Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| {
@@ -726,8 +633,7 @@ fn open_browser(url: &str) -> Result<(), String> {
         Some("open")
     } else if cfg!(windows) {
         None
-    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
-    {
+    } else if env::var_os("DISPLAY").is_some() || env::var_os("WAYLAND_DISPLAY").is_some() {
         Some("xdg-open")
     } else {
         None
@@ -735,55 +641,14 @@ fn open_browser(url: &str) -> Result<(), String> {
     let Some(opener) = opener else {
         return Err("no browser to open here".into());
     };
-    std::process::Command::new(opener)
+    process::Command::new(opener)
         .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdin(process::Stdio::null())
+        .stdout(process::Stdio::null())
+        .stderr(process::Stdio::null())
         .spawn()
         .map(drop)
         .map_err(|e| format!("could not start a browser ({opener}: {e})"))
-}
-
-/// Sends `request` to the daemon at `socket`, if one runs, and waits for its
-/// reply; for commands that otherwise work on files alone (`import`,
-/// `setup --move`). `Ok(None)`: no daemon listens there. `Err`: it refused
-/// the request, or the exchange broke off, and why.
-pub fn ask(socket: &Path, request: &CtlRequest) -> Result<Option<Reply>, String> {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return Err(format!("cannot start evoctl's runtime: {e}")),
-    };
-    match runtime.block_on(exchange(socket, request)) {
-        Err(Unanswered::NoDaemon(_)) => Ok(None),
-        Err(Unanswered::Broken(e)) => Err(e),
-        Ok(reply) if !reply.ok => Err(reply
-            .error
-            .unwrap_or_else(|| "the request was refused".into())),
-        Ok(reply) => match Reply::decode(request, reply.data.unwrap_or_default()) {
-            Ok(r) => Ok(Some(r)),
-            Err(e) => Err(format!("unexpected reply from evod: {e}")),
-        },
-    }
-}
-
-/// The daemon's status, or `None` when it did not answer with one.
-async fn status(socket: &Path) -> Option<StatusReport> {
-    let request = CtlRequest::Status;
-    match exchange(socket, &request).await {
-        Ok(CtlReply {
-            ok: true,
-            data: Some(data),
-            ..
-        }) => match Reply::decode(&request, data) {
-            Ok(Reply::Status(s)) => Some(s),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// How often, and how long, `evoctl refresh` polls status on a terminal.
@@ -800,7 +665,7 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
         return;
     }
     let started = Instant::now();
-    let mut stdout = std::io::stdout();
+    let mut stdout = io::stdout();
     loop {
         let Some(status) = status(socket).await else {
             // The daemon went away or answered oddly: the reply already said
@@ -834,6 +699,6 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
             );
             return;
         }
-        tokio::time::sleep(REFRESH_POLL).await;
+        sleep(REFRESH_POLL).await;
     }
 }

@@ -6,10 +6,17 @@
 //! names its SHA-256 (the hub's `X-Linked-Etag` for large files) is checked
 //! against it before it takes its name.
 
-use std::io::{IsTerminal, Read, Write};
+use std::env;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
+use evo_proto::paths;
+use reqwest::redirect::Policy;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use tokio::runtime::Builder;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Action {
@@ -47,16 +54,16 @@ pub fn run(action: Action, json: bool) -> Result<(), String> {
             revision,
             cache_dir,
         } => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
+            let runtime = Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| format!("cannot start: {e}"))?;
-            let cache = evo_proto::paths::cache_dir(cache_dir.as_deref());
+            let cache = paths::cache_dir(cache_dir.as_deref());
             let pulled = runtime.block_on(pull(&id, &revision, &cache, json))?;
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({
+                    json!({
                         "ok": true,
                         "id": id,
                         "dir": pulled.dir,
@@ -76,7 +83,7 @@ pub fn run(action: Action, json: bool) -> Result<(), String> {
 
 struct Pulled {
     dir: PathBuf,
-    files: Vec<serde_json::Value>,
+    files: Vec<Value>,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -96,20 +103,20 @@ async fn pull(id: &str, revision: &str, cache: &Path, json: bool) -> Result<Pull
             "'{id}' is not a model id: write it as on the hub, ORG/NAME (letters, digits, '.', '_', '-'), e.g. sentence-transformers/all-MiniLM-L6-v2"
         ));
     }
-    let endpoint = std::env::var("EVO_HF_ENDPOINT")
-        .or_else(|_| std::env::var("HF_ENDPOINT"))
+    let endpoint = env::var("EVO_HF_ENDPOINT")
+        .or_else(|_| env::var("HF_ENDPOINT"))
         .ok()
         .filter(|e| !e.is_empty())
         .unwrap_or_else(|| DEFAULT_ENDPOINT.into());
     let endpoint = endpoint.trim_end_matches('/');
-    let dir = evo_proto::paths::model_dir(cache, id);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dir = paths::model_dir(cache, id);
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
+        .redirect(Policy::none())
         .user_agent(concat!("evoctl/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
-    let progress = !json && std::io::stderr().is_terminal();
+    let progress = !json && io::stderr().is_terminal();
     let mut files = Vec::new();
     for (file, required) in REQUIRED
         .iter()
@@ -118,7 +125,7 @@ async fn pull(id: &str, revision: &str, cache: &Path, json: bool) -> Result<Pull
     {
         let url = format!("{endpoint}/{id}/resolve/{revision}/{file}");
         match fetch(&client, &url, &dir.join(file), file, progress).await? {
-            Some((sha, size, checked)) => files.push(serde_json::json!({
+            Some((sha, size, checked)) => files.push(json!({
                 "file": file, "sha256": sha, "bytes": size, "checked": checked,
             })),
             None if required => {
@@ -153,7 +160,7 @@ async fn fetch(
     progress: bool,
 ) -> Result<Option<(String, u64, bool)>, String> {
     if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent)
+        fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     let part = dest.with_file_name(format!(
@@ -161,7 +168,7 @@ async fn fetch(
         dest.file_name()
             .map_or("file".into(), |n| n.to_string_lossy())
     ));
-    let mut offset = std::fs::metadata(&part).map_or(0, |m| m.len());
+    let mut offset = fs::metadata(&part).map_or(0, |m| m.len());
     let mut target = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
     let mut expected: Option<String> = None;
     let mut expected_size: Option<u64> = None;
@@ -200,7 +207,7 @@ async fn fetch(
         404 => return Ok(None),
         // The part is whole already (or longer than the file): start over.
         416 => {
-            let _ = std::fs::remove_file(&part);
+            let _ = fs::remove_file(&part);
             return Box::pin(fetch(client, url, dest, name, progress)).await;
         }
         200 => offset = 0,
@@ -218,7 +225,7 @@ async fn fetch(
         expected = header(&r, "etag").and_then(sha_in);
     }
     let total = expected_size.or_else(|| r.content_length().map(|n| n + offset));
-    let mut out = std::fs::OpenOptions::new()
+    let mut out = OpenOptions::new()
         .create(true)
         .append(offset > 0)
         .write(true)
@@ -226,13 +233,13 @@ async fn fetch(
         .open(&part)
         .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
     let mut done = offset;
-    let mut shown = std::time::Instant::now();
+    let mut shown = Instant::now();
     while let Some(chunk) = r.chunk().await.map_err(failed)? {
         out.write_all(&chunk)
             .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
         done += chunk.len() as u64;
         if progress && shown.elapsed().as_millis() >= 100 {
-            shown = std::time::Instant::now();
+            shown = Instant::now();
             show(name, done, total);
         }
     }
@@ -254,12 +261,12 @@ async fn fetch(
     if let Some(want) = &expected
         && *want != sha
     {
-        let _ = std::fs::remove_file(&part);
+        let _ = fs::remove_file(&part);
         return Err(format!(
             "{name}: checksum mismatch (the server says SHA-256 {want}, the download is {sha}); the partial file was removed, run the command again"
         ));
     }
-    std::fs::rename(&part, dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+    fs::rename(&part, dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
     Ok(Some((sha, done, expected.is_some())))
 }
 
@@ -277,8 +284,7 @@ fn show(name: &str, done: u64, total: Option<u64>) {
 }
 
 fn sha256_file(path: &Path) -> Result<String, String> {
-    let mut f =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut f = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {

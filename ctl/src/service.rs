@@ -6,13 +6,16 @@
 //! evoctl only writes and removes files; enabling or stopping the units is
 //! one command it prints, because it changes the user's session.
 
+use std::env;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
+use evo_proto::paths;
 use serde_json::json;
 
 use crate::output::pretty;
-use crate::{config_home, home_dir};
+use crate::user_dirs::{config_home, home_dir};
 
 const SERVICE_TEMPLATE: &str = include_str!("../../systemd/evod.service");
 const SOCKET_TEMPLATE: &str = include_str!("../../systemd/evod.socket");
@@ -147,7 +150,7 @@ fn uninstall(manager: Manager, print: bool, json: bool) -> Result<(), String> {
     };
     if !print {
         for p in &targets {
-            std::fs::remove_file(p).map_err(|e| {
+            fs::remove_file(p).map_err(|e| {
                 format!(
                     "cannot remove {}: {e}; remove it by hand, then run `{command}`",
                     p.display()
@@ -180,8 +183,8 @@ fn running_daemon(manager: Manager, explicit: Option<&Path>) -> Option<PathBuf> 
         return None;
     }
     // The unit's default path (%t/evo/evod.sock) is evod's: EVO_SOCKET aside.
-    let env = |k: &str| (k != "EVO_SOCKET").then(|| std::env::var_os(k)).flatten();
-    let socket = evo_proto::paths::socket_path_with(explicit, &env);
+    let env = |k: &str| (k != "EVO_SOCKET").then(|| env::var_os(k)).flatten();
+    let socket = paths::socket_path_with(explicit, &env);
     #[cfg(unix)]
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         return Some(socket);
@@ -193,19 +196,19 @@ fn running_daemon(manager: Manager, explicit: Option<&Path>) -> Option<PathBuf> 
 /// installed together), else the first on PATH. Absolute, because neither
 /// systemd nor launchd searches the user's PATH.
 fn find_evod() -> Result<PathBuf, String> {
-    let name = format!("evod{}", std::env::consts::EXE_SUFFIX);
-    let beside = std::env::current_exe()
+    let name = format!("evod{}", env::consts::EXE_SUFFIX);
+    let beside = env::current_exe()
         .ok()
         .and_then(|exe| Some(exe.parent()?.join(&name)));
     if let Some(p) = beside.filter(|p| p.is_file()) {
         return Ok(p);
     }
-    let on_path = std::env::var_os("PATH")
+    let on_path = env::var_os("PATH")
         .iter()
-        .flat_map(std::env::split_paths)
+        .flat_map(env::split_paths)
         .map(|dir| dir.join(&name))
         .find(|p| p.is_file())
-        .and_then(|p| std::fs::canonicalize(p).ok());
+        .and_then(|p| fs::canonicalize(p).ok());
     on_path.ok_or_else(|| {
         "cannot find evod beside this evoctl or on PATH: install it (`cargo install --path \
          daemon`) and run this again"
@@ -259,7 +262,7 @@ fn unit_files(
         }
         Manager::Launchd => {
             let home = home_dir()?;
-            let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+            let path = env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
             vec![launchd_plist(
                 evod,
                 socket,
@@ -300,7 +303,7 @@ fn enablement_links(manager: Manager) -> Result<Vec<PathBuf>, String> {
         return Ok(Vec::new());
     }
     let dir = systemd_user_dir()?;
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let Ok(entries) = fs::read_dir(&dir) else {
         return Ok(Vec::new());
     };
     let mut links = Vec::new();
@@ -323,10 +326,9 @@ fn enablement_links(manager: Manager) -> Result<Vec<PathBuf>, String> {
 
 fn write_unit(f: &UnitFile) -> Result<(), String> {
     if let Some(dir) = f.path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    std::fs::write(&f.path, &f.content).map_err(|e| {
+    fs::write(&f.path, &f.content).map_err(|e| {
         format!(
             "cannot write {}: {e}; check that you own the directory, or use --print and copy the files by hand",
             f.path.display()

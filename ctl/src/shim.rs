@@ -10,15 +10,21 @@
 //!   bytes both ways on two plain threads with blocking I/O: MCP never passes
 //!   through a parser or a runtime here.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{ExitCode, Stdio};
+use std::env;
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::Shutdown;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
-use evo_proto::{Hello, Welcome};
+use evo_proto::{Hello, Welcome, paths};
 use interprocess::local_socket::Stream;
 
-use crate::{EXIT_NO_DAEMON, EXIT_REFUSED, EXIT_USAGE, no_daemon_message};
+use crate::connection::no_daemon_message;
+use crate::exit_codes::{EXIT_NO_DAEMON, EXIT_REFUSED, EXIT_USAGE};
 
 /// How long to wait for an autostarted evod to listen.
 const AUTOSTART_WAIT: Duration = Duration::from_secs(15);
@@ -46,11 +52,11 @@ pub fn run(socket: &Path, explicit_socket: bool, opts: ShimOptions) -> ExitCode 
     let (profile, profile_from) = match profile {
         Some(p) => (Some(p), "--profile"),
         None => (
-            std::env::var("EVO_PROFILE").ok().filter(|p| !p.is_empty()),
+            env::var("EVO_PROFILE").ok().filter(|p| !p.is_empty()),
             "EVO_PROFILE",
         ),
     };
-    let conn = match evo_proto::paths::connect_blocking(socket) {
+    let conn = match paths::connect_blocking(socket) {
         Ok(c) => c,
         Err(e) if !autostart => {
             eprintln!("evoctl shim: {}", no_daemon_message(socket, &e));
@@ -66,7 +72,7 @@ pub fn run(socket: &Path, explicit_socket: bool, opts: ShimOptions) -> ExitCode 
     };
     let mut hello = Hello::mcp(mode, session);
     hello.profile = profile;
-    hello.env_mode = std::env::var("EVO_DISCOVERY_MODE")
+    hello.env_mode = env::var("EVO_DISCOVERY_MODE")
         .ok()
         .filter(|m| !m.is_empty());
     hello.stdio = handoff::possible();
@@ -135,16 +141,27 @@ pub fn run(socket: &Path, explicit_socket: bool, opts: ShimOptions) -> ExitCode 
 
 /// Handing stdin and stdout to the daemon (see the module docs).
 mod handoff {
+    #[cfg(unix)]
+    use std::io;
+
+    #[cfg(unix)]
+    use interprocess::local_socket::Stream;
+
     /// Set to `1` to make the shim copy bytes even where it could hand its
     /// stdio over (diagnostics and benchmarks).
     pub const COPY_ENV: &str = "EVO_SHIM_COPY";
 
     #[cfg(unix)]
     pub fn possible() -> bool {
+        use std::env;
+        use std::io;
         use std::os::fd::AsFd;
-        std::env::var_os(COPY_ENV).is_none_or(|v| v != "1")
-            && evo_proto::fdpass::pollable(std::io::stdin().as_fd())
-            && evo_proto::fdpass::pollable(std::io::stdout().as_fd())
+
+        use evo_proto::fdpass;
+
+        env::var_os(COPY_ENV).is_none_or(|v| v != "1")
+            && fdpass::pollable(io::stdin().as_fd())
+            && fdpass::pollable(io::stdout().as_fd())
     }
 
     #[cfg(not(unix))]
@@ -161,17 +178,17 @@ mod handoff {
     ///
     /// [`SESSION_END`]: evo_proto::handshake::SESSION_END
     #[cfg(unix)]
-    pub fn run(conn: &interprocess::local_socket::Stream) -> std::io::Result<bool> {
+    pub fn run(conn: &Stream) -> io::Result<bool> {
         use std::io::Read;
         use std::os::fd::AsFd;
 
         use evo_proto::fdpass;
-        use interprocess::local_socket::Stream;
+        use evo_proto::handshake::SESSION_END;
 
         #[allow(irrefutable_let_patterns)] // a Unix local socket is always a UdSocket
         let Stream::UdSocket(sock) = conn;
-        let stdin = std::io::stdin();
-        let stdout = std::io::stdout();
+        let stdin = io::stdin();
+        let stdout = io::stdout();
         let before = [
             fdpass::is_nonblocking(stdin.as_fd())?,
             fdpass::is_nonblocking(stdout.as_fd())?,
@@ -188,7 +205,7 @@ mod handoff {
         }
         let _ = fdpass::set_nonblocking(stdin.as_fd(), before[0]);
         let _ = fdpass::set_nonblocking(stdout.as_fd(), before[1]);
-        Ok(said.starts_with(evo_proto::handshake::SESSION_END))
+        Ok(said.starts_with(SESSION_END))
     }
 }
 
@@ -196,10 +213,10 @@ mod handoff {
 /// closes the session. When the client closes stdin, the daemon is told
 /// (write side shut down) and its last answers still reach stdout.
 fn pump(conn: Stream) {
-    let conn = std::sync::Arc::new(conn);
+    let conn = Arc::new(conn);
     let up = conn.clone();
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
+    thread::spawn(move || {
+        let mut stdin = io::stdin().lock();
         let mut buf = vec![0u8; PUMP_BUFFER];
         loop {
             match stdin.read(&mut buf) {
@@ -213,7 +230,7 @@ fn pump(conn: Stream) {
         }
         shutdown_write(&up);
     });
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = io::stdout().lock();
     let mut buf = vec![0u8; PUMP_BUFFER];
     loop {
         match (&*conn).read(&mut buf) {
@@ -235,7 +252,7 @@ fn pump(conn: Stream) {
 fn shutdown_write(conn: &Stream) {
     #[allow(irrefutable_let_patterns)] // a Unix local socket is always a UdSocket
     if let Stream::UdSocket(s) = conn {
-        let _ = s.inner().shutdown(std::net::Shutdown::Write);
+        let _ = s.inner().shutdown(Shutdown::Write);
     }
 }
 
@@ -243,8 +260,8 @@ fn shutdown_write(conn: &Stream) {
 fn shutdown_write(_conn: &Stream) {}
 
 /// The evod next to this evoctl, else the one on PATH.
-fn evod_path() -> std::path::PathBuf {
-    if let Ok(me) = std::env::current_exe()
+fn evod_path() -> PathBuf {
+    if let Ok(me) = env::current_exe()
         && let Some(dir) = me.parent()
     {
         let sibling = dir.join(if cfg!(windows) { "evod.exe" } else { "evod" });
@@ -259,7 +276,7 @@ fn evod_path() -> std::path::PathBuf {
 /// environment) and waits for its socket.
 fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, String> {
     let evod = evod_path();
-    let mut cmd = std::process::Command::new(&evod);
+    let mut cmd = Command::new(&evod);
     if explicit_socket {
         cmd.arg("--socket").arg(socket);
     }
@@ -281,12 +298,12 @@ fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, String> 
     })?;
     let deadline = Instant::now() + AUTOSTART_WAIT;
     loop {
-        match evo_proto::paths::connect_blocking(socket) {
+        match paths::connect_blocking(socket) {
             Ok(c) => return Ok(c),
             Err(e) => {
                 if let Ok(Some(status)) = child.try_wait() {
                     // It may have lost a race with another evod that is now up.
-                    if let Ok(c) = evo_proto::paths::connect_blocking(socket) {
+                    if let Ok(c) = paths::connect_blocking(socket) {
                         return Ok(c);
                     }
                     return Err(format!(
@@ -299,20 +316,20 @@ fn start_daemon(socket: &Path, explicit_socket: bool) -> Result<Stream, String> 
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(25));
+        thread::sleep(Duration::from_millis(25));
     }
 }
 
 /// Where an autostarted daemon logs: `$XDG_STATE_HOME/evo/evod.log`.
 fn log_file() -> Stdio {
-    let dir = std::env::var_os("XDG_STATE_HOME")
+    let dir = env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))
         .map(|d| d.join("evo"));
     if let Some(dir) = dir
-        && std::fs::create_dir_all(&dir).is_ok()
-        && let Ok(f) = std::fs::OpenOptions::new()
+        && fs::create_dir_all(&dir).is_ok()
+        && let Ok(f) = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.join("evod.log"))

@@ -18,6 +18,8 @@ pub mod paths;
 pub use ctl::{CtlReply, CtlRequest, Reply};
 pub use handshake::{ConnKind, Hello, Welcome};
 
+use serde_json::Value;
+
 /// Version of the handshake and ctl protocol. Bumped on incompatible change; a
 /// daemon refuses a handshake with another version, naming both.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -26,7 +28,6 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// "a string"): the daemon's config loader and evoctl's config editor refuse
 /// a file in the same words.
 pub fn json_kind(value: &serde_json::Value) -> &'static str {
-    use serde_json::Value;
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -7,7 +7,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use interprocess::local_socket::Stream as BlockingStream;
 use interprocess::local_socket::tokio::{Listener, Stream};
+use interprocess::local_socket::traits::Stream as _;
 use interprocess::local_socket::traits::tokio::Stream as _;
 use interprocess::local_socket::{ListenerOptions, Name};
 
@@ -118,9 +120,8 @@ pub async fn connect(path: &Path) -> io::Result<Stream> {
 
 /// Connects to the daemon at `path` with blocking I/O (the shim's byte pump
 /// runs on plain threads: no runtime between the client and the socket).
-pub fn connect_blocking(path: &Path) -> io::Result<interprocess::local_socket::Stream> {
-    use interprocess::local_socket::traits::Stream as _;
-    interprocess::local_socket::Stream::connect(socket_name(path)?)
+pub fn connect_blocking(path: &Path) -> io::Result<BlockingStream> {
+    BlockingStream::connect(socket_name(path)?)
 }
 
 /// Binds the control socket at `path`: a missing directory is created 0700
