@@ -22,13 +22,12 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::redis::{Event, Shared, StoreError};
+use super::breaker_mirror::{Counts, Mirror};
+use super::published::Event;
+use super::redis::{Shared, StoreError};
 
 /// How long a session's counts outlive its last failure.
 const TTL_S: u64 = 3600;
-/// Sessions mirrored at most; past that the mirror starts over (each
-/// session reads its hash again on its next call).
-const MIRRORED: usize = 20_000;
 
 /// Counts a failure and announces the new count (ARGV: tool, arguments
 /// key, TTL, channel, this instance, session).
@@ -58,68 +57,6 @@ pub struct Prior {
     pub failures: u32,
     /// The tool has a count at all (a success must clear it).
     pub counted: bool,
-}
-
-/// One session's counts: tool → (arguments key, failures).
-type Counts = HashMap<String, (u64, u32)>;
-
-/// The counts of the sessions this instance serves, as the store has them
-/// (see the module docs). A session's entry holds the events generation it
-/// was read in; one from an earlier generation is read again.
-#[derive(Default)]
-pub struct Mirror {
-    sessions: HashMap<String, (u64, Counts)>,
-}
-
-impl Mirror {
-    fn insert(&mut self, session: &str, generation: u64, counts: Counts) {
-        if self.sessions.len() >= MIRRORED && !self.sessions.contains_key(session) {
-            self.sessions.clear();
-        }
-        self.sessions
-            .insert(session.to_string(), (generation, counts));
-    }
-
-    /// The session's counts, if read in `generation`.
-    fn current(&self, session: &str, generation: u64) -> Option<&Counts> {
-        match self.sessions.get(session) {
-            Some((g, counts)) if *g == generation => Some(counts),
-            _ => None,
-        }
-    }
-
-    /// A count changed (here or, through its event, elsewhere); sessions
-    /// not mirrored read it when they need it.
-    fn set(&mut self, session: &str, tool: &str, count: Option<(u64, u32)>) {
-        if let Some((_, counts)) = self.sessions.get_mut(session) {
-            match count {
-                Some(c) => {
-                    counts.insert(tool.to_string(), c);
-                }
-                None => {
-                    counts.remove(tool);
-                }
-            }
-        }
-    }
-
-    pub fn forget(&mut self, session: &str) {
-        self.sessions.remove(session);
-    }
-
-    /// Another instance's event, as the subscriber received it.
-    pub fn note(&mut self, event: &Event) {
-        match event {
-            Event::Breaker { name, tool, key, n } => {
-                let count = (*n > 0)
-                    .then(|| u64::from_str_radix(key, 16).ok().map(|k| (k, *n)))
-                    .flatten();
-                self.set(name, tool, count);
-            }
-            Event::SessionEnded { id } => self.forget(id),
-            _ => {}
-        }
-    }
 }
 
 /// A hash field's value (`<key hex>:<failures>`).
@@ -285,7 +222,7 @@ mod tests {
         // The script's cjson encodes this shape; the subscriber must read it.
         let text =
             r#"{"from":"a","kind":"breaker","name":"s","tool":"t","key":"00000000000000ff","n":2}"#;
-        let env: super::super::redis::Envelope = serde_json::from_str(text).unwrap();
+        let env: super::super::published::Envelope = serde_json::from_str(text).unwrap();
         assert_eq!(env.event, breaker("s", "t", 255, 2));
     }
 }

@@ -15,8 +15,10 @@
 
 pub mod approvals;
 pub mod breaker;
+mod breaker_mirror;
 pub mod events;
 pub mod instances;
+pub mod published;
 pub mod redis;
 pub mod sessions;
 pub mod state;
@@ -25,7 +27,8 @@ use std::sync::Arc;
 
 use crate::config::StoreSettings;
 
-pub use self::redis::{Delivery, Event, Shared, StoreError};
+pub use self::published::Event;
+pub use self::redis::{Delivery, Shared, StoreError};
 
 /// The store in force; cheap to clone. See the module docs.
 #[derive(Clone, Default)]

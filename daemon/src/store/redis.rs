@@ -18,6 +18,9 @@ use futures::StreamExt;
 use redis::aio::ConnectionManager;
 use redis::{Client, FromRedisValue};
 
+use super::breaker_mirror::Mirror;
+use super::published::{Envelope, Event};
+
 /// How long one Redis operation may take before it counts as failed.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often the connection is checked (and, until the first connection,
@@ -29,40 +32,6 @@ const HEALTH_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
 pub struct StoreError(pub String);
-
-/// An event one instance publishes for the others (channel
-/// `<prefix>events`). Never carries a secret.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Event {
-    /// A session's activations changed (its store name).
-    Activations { name: String },
-    /// A profile's run-time changes changed.
-    Profiles,
-    /// An approval was decided.
-    Approval { id: String },
-    /// API tokens were created or revoked.
-    Tokens,
-    /// An HTTP session was ended (DELETE) on some instance.
-    SessionEnded { id: String },
-    /// A session's retry-loop count of a tool changed: `n` identical
-    /// failures of the arguments `key` (hex), or none (`n` 0). Published
-    /// by the script that counts a failure, so its shape is written there
-    /// too ([`super::breaker`]).
-    Breaker {
-        name: String,
-        tool: String,
-        key: String,
-        n: u32,
-    },
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(super) struct Envelope {
-    from: String,
-    #[serde(flatten)]
-    pub(super) event: Event,
-}
 
 /// What the subscriber delivers: an event from another instance, or word
 /// that the subscription (re)started, after which state read from Redis may
@@ -90,7 +59,7 @@ pub struct Shared {
     ops: AtomicU64,
     /// The retry-loop counts of the sessions served here, kept by the
     /// subscriber itself (no actor hop: a call right after must see it).
-    pub(super) breakers: Mutex<super::breaker::Mirror>,
+    pub(super) breakers: Mutex<Mirror>,
     /// Subscriptions made after the first: events published meanwhile
     /// may be lost, so what was decided on their absence before is void.
     generation: AtomicU64,

@@ -1,0 +1,37 @@
+//! The events one instance publishes for the others on the channel
+//! `<prefix>events` ([`super::Shared::publish`]), and the envelope that says
+//! which instance sent one (its own are not delivered back to it).
+
+/// An event one instance publishes for the others (channel
+/// `<prefix>events`). Never carries a secret.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A session's activations changed (its store name).
+    Activations { name: String },
+    /// A profile's run-time changes changed.
+    Profiles,
+    /// An approval was decided.
+    Approval { id: String },
+    /// API tokens were created or revoked.
+    Tokens,
+    /// An HTTP session was ended (DELETE) on some instance.
+    SessionEnded { id: String },
+    /// A session's retry-loop count of a tool changed: `n` identical
+    /// failures of the arguments `key` (hex), or none (`n` 0). Published
+    /// by the script that counts a failure, so its shape is written there
+    /// too ([`super::breaker`]).
+    Breaker {
+        name: String,
+        tool: String,
+        key: String,
+        n: u32,
+    },
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Envelope {
+    pub(super) from: String,
+    #[serde(flatten)]
+    pub(super) event: Event,
+}
