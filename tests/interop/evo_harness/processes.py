@@ -253,7 +253,7 @@ def leftover_processes() -> dict[int, str]:
         if any(d in cmdline or cwd.startswith(d) for d in dirs):
             why.append("working or named in a temp dir of the run")
         if why:
-            found[pid] = f"pid {pid} ({cmdline[:160]}): " + "; ".join(why)
+            found[pid] = f"pid {pid} ({cmdline[:240]}): " + "; ".join(why)
     return found
 
 
