@@ -24,7 +24,6 @@ import os
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -33,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness import clean_env, evoctl_bin, evod_bin, fixture_bin, make_tmp  # noqa: E402
+from evo_harness import Evo, fixture_bin, make_tmp  # noqa: E402
 
 
 def rss_kib(pid: int) -> int:
@@ -102,14 +101,12 @@ def main() -> None:
     from selenium.webdriver.chrome.service import Service
 
     tmp = make_tmp()
-    config = tmp / "mcp.config.json"
-    config.write_text(json.dumps({"mcpServers": {"fx": {"command": fixture_bin(), "args": []}}, "profiles": {"maths": ["fx_add"]}}))
-    sock = tmp / "evod.sock"
-    with (tmp / "evod.log").open("wb") as log:
-        evod = subprocess.Popen(
-            [evod_bin(), "--config", str(config), "--socket", str(sock), "--cache-dir", str(tmp / "cache")],
-            stdout=log, stderr=subprocess.STDOUT, env=clean_env() | {"NO_COLOR": "1"}, cwd=tmp,
-        )
+    evo = Evo(tmp=tmp)
+    evo.write_config({"mcpServers": {"fx": {"command": fixture_bin(), "args": []}}, "profiles": {"maths": ["fx_add"]}})
+    sock = evo.socket
+    evo.start()
+    assert evo.proc is not None
+    evod = evo.proc
     driver = None
     streams: list[socket.socket] = []
     try:
@@ -215,11 +212,7 @@ def main() -> None:
             s.close()
         if driver is not None:
             driver.quit()
-        subprocess.run([evoctl_bin(), "--socket", str(sock), "stop"], capture_output=True, env=clean_env(), timeout=30)
-        try:
-            evod.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            evod.kill()
+        evo.stop()
         if not os.environ.get("EVO_INTEROP_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
 

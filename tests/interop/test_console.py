@@ -27,10 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import READY_TIMEOUT_S, Evo, fixture_bin, make_tmp, tail
+from evo_harness import READY_TIMEOUT_S, Evo, fixture_bin, free_port, make_tmp, text, unwrapped
 from mcp.client.client import Client
-from test_discovery import text
-from test_interop import unwrapped
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -59,24 +57,8 @@ class ConsoleEvo(Evo):
 
     rug: Path = Path()
 
-    def diagnostics(self) -> str:
-        return f"--- evod log ({self.log}) ---\n{tail(self.log)}"
-
-    def wait_ready(self, ids: tuple[str, ...] = ("fx",)) -> dict[str, Any]:  # type: ignore[override]
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            status = self.status()
-            if status and all(any(s.get("id") == i and s.get("state") == "ready" for s in status["servers"]) for i in ids):
-                return status
-            time.sleep(0.1)
-        pytest.fail(f"{ids} not ready\n{self.diagnostics()}", pytrace=False)
-
-    def wait_answering(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while self.status() is None:
-            if time.monotonic() > deadline:
-                pytest.fail(f"evod does not answer\n{self.diagnostics()}", pytrace=False)
-            time.sleep(0.1)
+    def wait_ready(self, ids: tuple[str, ...] = ("fx",)) -> dict[str, Any]:
+        return super().wait_ready(ids)
 
     def ui_url(self) -> str:
         done = self.ctl("ui", "--no-browser")
@@ -100,14 +82,7 @@ def fx_entry(rug: Path | None = None) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def cevo() -> Iterator[ConsoleEvo]:
     tmp = make_tmp()
-    daemon = ConsoleEvo(
-        tmp=tmp,
-        socket=tmp / "evod.sock",
-        config=tmp / "mcp.config.json",
-        log=tmp / "evod.log",
-        http=None,  # type: ignore[arg-type]
-        rug=tmp / "rug.txt",
-    )
+    daemon = ConsoleEvo(tmp=tmp, rug=tmp / "rug.txt")
     daemon.write({"fx": fx_entry(daemon.rug)})
     (tmp / "permissions.yml").write_text("rules:\n  fx_cwd: require_approval\n")
     try:
@@ -464,14 +439,7 @@ def test_a_phone_sized_screen_and_the_keyboard(cevo: ConsoleEvo, shots: Path) ->
 def lone_evo() -> Iterator[ConsoleEvo]:
     """An evod of its own (one fixture child), for tests that restart it or serve HTTP."""
     tmp = make_tmp()
-    daemon = ConsoleEvo(
-        tmp=tmp,
-        socket=tmp / "evod.sock",
-        config=tmp / "mcp.config.json",
-        log=tmp / "evod.log",
-        http=None,  # type: ignore[arg-type]
-        rug=tmp / "rug.txt",
-    )
+    daemon = ConsoleEvo(tmp=tmp, rug=tmp / "rug.txt")
     daemon.write({"fx": fx_entry()})
     try:
         yield daemon
@@ -506,8 +474,6 @@ def test_an_open_page_reconnects_when_evod_restarts(lone_evo: ConsoleEvo) -> Non
 
 
 def test_on_the_http_listener_tokens_sign_in_to_read(lone_evo: ConsoleEvo) -> None:
-    from harness import free_port
-
     port = free_port()
     config = json.loads(lone_evo.config.read_text())
     config["serve"] = {"http": {"listen": f"127.0.0.1:{port}", "auth": {"tokens_file": "tokens.json"}}}

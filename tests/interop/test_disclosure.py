@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import Evo
-from test_discovery import dynamic, names, text
+from evo_harness import Evo, dynamic, names, text
 
 pytestmark = pytest.mark.anyio
 

@@ -9,52 +9,13 @@ their exact name or through ``call_tool`` (test_profiles.py covers what does cha
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
-
 import anyio
 import pytest
-from harness import Evo
-from mcp.client.client import Client
-from test_interop import unwrapped
+from evo_harness import NATIVE_TOOLS, Evo, ListChanged, dynamic, names, text
 
 pytestmark = pytest.mark.anyio
 
-NATIVE = {"discover_tools", "describe_capability", "describe_tool", "call_tool"}
-
-
-class ListChanged:
-    """Counts tools/list_changed notifications seen by a handshake-era client."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.event = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        root = getattr(message, "root", message)
-        method = getattr(root, "method", None)
-        if method == "notifications/tools/list_changed" or type(root).__name__ == "ToolListChangedNotification":
-            self.count += 1
-            self.event.set()
-
-
-@asynccontextmanager
-async def dynamic(evo: Evo, mode: str, on_message: ListChanged | None = None) -> AsyncIterator[Client]:
-    async with unwrapped(), Client(evo.shim_params("dynamic"), mode=mode, message_handler=on_message) as client:
-        yield client
-
-
-async def names(client: Client) -> set[str]:
-    kwargs: dict[str, Any] = {}
-    if client.protocol_version >= "2026-07-28":
-        kwargs["cache_mode"] = "refresh"  # the SDK caches lists on modern sessions
-    page = await client.list_tools(**kwargs)
-    return {t.name for t in page.tools}
-
-
-def text(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
+NATIVE = NATIVE_TOOLS
 
 
 async def test_discover_activates_and_notifies(evo: Evo) -> None:

@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-from http_harness import EvoHttp, http_client, start_fixture
-from test_discovery import ListChanged, text
+from evo_harness import Evo, ListChanged, http_client, http_evo_fixture, text
 
 pytestmark = pytest.mark.anyio
 
@@ -23,16 +22,16 @@ TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def evo_http() -> Iterator[EvoHttp]:
-    yield from start_fixture(permissions="rules:\n  fx_cwd: require_approval\n")
+def evo_http() -> Iterator[Evo]:
+    yield from http_evo_fixture(permissions="rules:\n  fx_cwd: require_approval\n")
 
 
 @pytest.fixture(scope="module")
-def token(evo_http: EvoHttp) -> str:
+def token(evo_http: Evo) -> str:
     return evo_http.token("sdk")
 
 
-def wait_for_log(evo: EvoHttp, pattern: str, within: float = 10.0) -> None:
+def wait_for_log(evo: Evo, pattern: str, within: float = 10.0) -> None:
     deadline = time.monotonic() + within
     while not re.search(pattern, evo.log.read_text(errors="replace")):
         assert time.monotonic() < deadline, f"no {pattern!r} in the log\n{evo.diagnostics()}"
@@ -40,7 +39,7 @@ def wait_for_log(evo: EvoHttp, pattern: str, within: float = 10.0) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_list_discover_and_call(evo_http: EvoHttp, token: str, mode: str) -> None:
+async def test_list_discover_and_call(evo_http: Evo, token: str, mode: str) -> None:
     with anyio.fail_after(TIMEOUT_S):
         async with http_client(evo_http, token, mode) as c:
             assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
@@ -57,7 +56,7 @@ async def test_list_discover_and_call(evo_http: EvoHttp, token: str, mode: str) 
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_progress_reaches_the_caller(evo_http: EvoHttp, token: str, mode: str) -> None:
+async def test_progress_reaches_the_caller(evo_http: Evo, token: str, mode: str) -> None:
     seen: list[float] = []
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -71,7 +70,7 @@ async def test_progress_reaches_the_caller(evo_http: EvoHttp, token: str, mode: 
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_cancellation_reaches_the_child(evo_http: EvoHttp, token: str, mode: str) -> None:
+async def test_cancellation_reaches_the_child(evo_http: Evo, token: str, mode: str) -> None:
     ms = 30_000 + MODES.index(mode)  # one sleep per era, told apart in the log
     with anyio.fail_after(TIMEOUT_S):
         async with http_client(evo_http, token, mode) as c:
@@ -99,7 +98,7 @@ def answering(action: str, seen: list[str]) -> Any:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("action", ["accept", "decline"])
-async def test_approval_by_elicitation(evo_http: EvoHttp, token: str, mode: str, action: str) -> None:
+async def test_approval_by_elicitation(evo_http: Evo, token: str, mode: str, action: str) -> None:
     seen: list[str] = []
     with anyio.fail_after(TIMEOUT_S):
         async with http_client(evo_http, token, mode, elicitation_callback=answering(action, seen)) as c:
@@ -111,7 +110,7 @@ async def test_approval_by_elicitation(evo_http: EvoHttp, token: str, mode: str,
                 assert r.is_error and "declined" in text(r), text(r)
 
 
-async def test_without_elicitation_a_person_approves_for_that_identity(evo_http: EvoHttp, token: str) -> None:
+async def test_without_elicitation_a_person_approves_for_that_identity(evo_http: Evo, token: str) -> None:
     other = evo_http.token("sdk-other")
     with anyio.fail_after(TIMEOUT_S):
         async with http_client(evo_http, token, "auto") as c, http_client(evo_http, other, "auto") as o:
@@ -132,7 +131,7 @@ async def test_without_elicitation_a_person_approves_for_that_identity(evo_http:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_list_changed_reaches_the_client(evo_http: EvoHttp, token: str, mode: str) -> None:
+async def test_list_changed_reaches_the_client(evo_http: Evo, token: str, mode: str) -> None:
     seen = ListChanged()
     name = f"added_{mode}"
     with anyio.fail_after(TIMEOUT_S):
@@ -152,7 +151,7 @@ async def test_list_changed_reaches_the_client(evo_http: EvoHttp, token: str, mo
             assert f"fx_{name}" in tools, tools
 
 
-async def test_sessions_show_http_sessions_with_their_identity(evo_http: EvoHttp, token: str) -> None:
+async def test_sessions_show_http_sessions_with_their_identity(evo_http: Evo, token: str) -> None:
     with anyio.fail_after(TIMEOUT_S):
         async with http_client(evo_http, token, "legacy") as c:
             await c.call_tool("fx_echo", {"text": "here"})

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from http_harness import EvoHttp, http_client, start_fixture
-from test_discovery import text
+from evo_harness import Evo, http_client, http_evo_fixture, text
 
 pytestmark = pytest.mark.anyio
 
@@ -29,8 +28,8 @@ PERMISSIONS = """roles:
 
 
 @pytest.fixture(scope="module")
-def evo_http() -> Iterator[EvoHttp]:
-    yield from start_fixture(permissions=PERMISSIONS)
+def evo_http() -> Iterator[Evo]:
+    yield from http_evo_fixture(permissions=PERMISSIONS)
 
 
 def challenge(headers: dict[str, str]) -> str:
@@ -39,7 +38,7 @@ def challenge(headers: dict[str, str]) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kid", ["rsa1", "ec1"])
-async def test_valid_tokens_work_and_name_the_identity(evo_http: EvoHttp, mode: str, kid: str) -> None:
+async def test_valid_tokens_work_and_name_the_identity(evo_http: Evo, mode: str, kid: str) -> None:
     sub = f"user-{kid}-{mode}"
     token = evo_http.issuer.token(evo_http.url, kid=kid, sub=sub, evo_role="readonly", evo_profile="support")
     with anyio.fail_after(TIMEOUT_S):
@@ -56,7 +55,7 @@ async def test_valid_tokens_work_and_name_the_identity(evo_http: EvoHttp, mode: 
             assert {(s["io"], s["profile"], s["role"]) for s in sessions} == {("http", "support", "readonly")}
 
 
-async def test_a_request_without_a_credential_is_told_where_to_get_one(evo_http: EvoHttp) -> None:
+async def test_a_request_without_a_credential_is_told_where_to_get_one(evo_http: Evo) -> None:
     status, headers, body = evo_http.post(LIST, None)
     assert status == 401, body
     www = challenge(headers)
@@ -84,7 +83,7 @@ async def test_a_request_without_a_credential_is_told_where_to_get_one(evo_http:
     ],
 )
 async def test_bad_tokens_are_refused_with_the_challenge(
-    evo_http: EvoHttp, case: str, claims: dict[str, object], says: str
+    evo_http: Evo, case: str, claims: dict[str, object], says: str
 ) -> None:
     now = int(time.time())
     fixed = {k: (now + v if k in ("exp", "nbf") and isinstance(v, int) else v) for k, v in claims.items()}
@@ -98,7 +97,7 @@ async def test_bad_tokens_are_refused_with_the_challenge(
     assert token not in evo_http.log.read_text(errors="replace"), "a token reached the log"
 
 
-async def test_a_token_signed_by_a_key_outside_the_set_is_refused(evo_http: EvoHttp) -> None:
+async def test_a_token_signed_by_a_key_outside_the_set_is_refused(evo_http: Evo) -> None:
     issuer = evo_http.issuer
     issuer.add_key("stranger", "RS256", publish=False)
     fetches = issuer.fetches
@@ -116,7 +115,7 @@ async def test_a_token_signed_by_a_key_outside_the_set_is_refused(evo_http: EvoH
     assert issuer.fetches <= fetches + 1, (fetches, issuer.fetches)
 
 
-async def test_a_revoked_api_token_is_refused_beside_oauth(evo_http: EvoHttp) -> None:
+async def test_a_revoked_api_token_is_refused_beside_oauth(evo_http: Evo) -> None:
     token = evo_http.token("temp")
     assert evo_http.post(LIST, token)[0] == 200
     done = evo_http.ctl("token", "revoke", "temp")
@@ -125,14 +124,14 @@ async def test_a_revoked_api_token_is_refused_beside_oauth(evo_http: EvoHttp) ->
     assert status == 401 and 'error="invalid_token"' in challenge(headers)
 
 
-async def test_a_role_permissions_yml_lacks_is_refused(evo_http: EvoHttp) -> None:
+async def test_a_role_permissions_yml_lacks_is_refused(evo_http: Evo) -> None:
     token = evo_http.issuer.token(evo_http.url, sub="mallory", evo_role="root")
     status, _, body = evo_http.post(LIST, token)
     assert status == 403 and b"root" in body, body
 
 
 async def test_scopes_are_required_when_configured() -> None:
-    for evo in start_fixture(required_scopes=["mcp:tools"]):
+    for evo in http_evo_fixture(required_scopes=["mcp:tools"]):
         without = evo.issuer.token(evo.url, scope="profile")
         status, headers, _ = evo.post(LIST, without)
         assert status == 403, headers
@@ -146,7 +145,7 @@ async def test_scopes_are_required_when_configured() -> None:
         assert doc["scopes_supported"] == ["mcp:tools"], doc
 
 
-async def test_a_new_signing_key_is_fetched_at_most_once_a_minute(evo_http: EvoHttp) -> None:
+async def test_a_new_signing_key_is_fetched_at_most_once_a_minute(evo_http: Evo) -> None:
     """Last in the module: it waits out the minute since the key set was last fetched. A key that
     leaves the set takes the tokens it signed with it, though evod had verified them before."""
     issuer = evo_http.issuer

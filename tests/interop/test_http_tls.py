@@ -4,7 +4,6 @@ restart."""
 
 from __future__ import annotations
 
-import datetime
 import socket
 import ssl
 import time
@@ -13,46 +12,15 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from http_harness import EvoHttp, http_client, start_fixture
-from test_discovery import text
+from evo_harness import Evo, certificate, http_client, http_evo_fixture, text
 
 pytestmark = pytest.mark.anyio
 
 
-def certificate(common_name: str) -> tuple[bytes, bytes]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    import ipaddress
-
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        cert.public_bytes(serialization.Encoding.PEM),
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
-
-
 @pytest.fixture(scope="module")
-def evo_tls() -> Iterator[EvoHttp]:
-    yield from start_fixture(tls=certificate("evo-first"))
+def evo_tls() -> Iterator[Evo]:
+    yield from http_evo_fixture(tls=certificate("evo-first"))
 
 
 def served_common_name(port: int) -> str:
@@ -67,7 +35,7 @@ def served_common_name(port: int) -> str:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_the_sdk_speaks_mcp_over_https(evo_tls: EvoHttp, mode: str) -> None:
+async def test_the_sdk_speaks_mcp_over_https(evo_tls: Evo, mode: str) -> None:
     token = evo_tls.token(f"tls-{mode}")
     with anyio.fail_after(60):
         async with http_client(evo_tls, token, mode) as c:
@@ -76,7 +44,7 @@ async def test_the_sdk_speaks_mcp_over_https(evo_tls: EvoHttp, mode: str) -> Non
     assert evo_tls.ctl_json("status")["http"]["tls"] is True
 
 
-async def test_plain_http_on_the_tls_port_gets_no_mcp(evo_tls: EvoHttp) -> None:
+async def test_plain_http_on_the_tls_port_gets_no_mcp(evo_tls: Evo) -> None:
     with socket.create_connection(("127.0.0.1", evo_tls.port), timeout=5) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         s.settimeout(5)
@@ -87,7 +55,7 @@ async def test_plain_http_on_the_tls_port_gets_no_mcp(evo_tls: EvoHttp) -> None:
     assert not answer.startswith(b"HTTP/1.1 200"), answer
 
 
-async def test_a_renewed_certificate_is_served_without_a_restart(evo_tls: EvoHttp) -> None:
+async def test_a_renewed_certificate_is_served_without_a_restart(evo_tls: Evo) -> None:
     assert served_common_name(evo_tls.port) == "evo-first"
     cert, key = certificate("evo-renewed")
     # Written as a renewal tool writes them: key first, then the certificate.

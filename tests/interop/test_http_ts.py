@@ -11,21 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import HERE, clean_env, node_bin
-from http_harness import EvoHttp, start_fixture
+from evo_harness import HERE, Evo, clean_env, http_evo_fixture, node_bin
 
 SCRIPT = HERE / "ts" / "http_client.mjs"
 SDK = HERE / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
 
 
 @pytest.fixture(scope="module")
-def evo_http() -> Iterator[EvoHttp]:
+def evo_http() -> Iterator[Evo]:
     if not SDK.is_file():
         pytest.fail(f"missing {SDK}: run tests/run (or `npm ci` in {HERE})", pytrace=False)
-    yield from start_fixture(permissions="rules:\n  fx_cwd: require_approval\n")
+    yield from http_evo_fixture(permissions="rules:\n  fx_cwd: require_approval\n")
 
 
-def run_ts(evo: EvoHttp, token: str, tag: int) -> dict:
+def run_ts(evo: Evo, token: str, tag: int) -> dict:
     done = subprocess.run(
         [node_bin(), str(SCRIPT), evo.url, token, str(tag)],
         capture_output=True,
@@ -38,7 +37,7 @@ def run_ts(evo: EvoHttp, token: str, tag: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def check(evo: EvoHttp, report: dict, tag: int) -> None:
+def check(evo: Evo, report: dict, tag: int) -> None:
     assert report["protocolVersion"] == "2025-11-25", report
     assert report["sessionId"], "an initialize-era session has an id"
     assert {"discover_tools", "fx_add", "fx_echo"} <= set(report["tools"]), report["tools"]
@@ -55,12 +54,12 @@ def check(evo: EvoHttp, report: dict, tag: int) -> None:
     assert f"fx_from_ts_{tag}" in report["toolsAfter"], report["toolsAfter"]
 
 
-def test_typescript_client_with_an_api_token(evo_http: EvoHttp) -> None:
+def test_typescript_client_with_an_api_token(evo_http: Evo) -> None:
     report = run_ts(evo_http, evo_http.token("ts"), 1)
     check(evo_http, report, 1)
 
 
-def test_typescript_client_with_an_oauth_access_token(evo_http: EvoHttp) -> None:
+def test_typescript_client_with_an_oauth_access_token(evo_http: Evo) -> None:
     token = evo_http.issuer.token(evo_http.url, kid="ec1", sub="ts-user")
     report = run_ts(evo_http, token, 2)
     check(evo_http, report, 2)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +18,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import READY_TIMEOUT_S, Evo, fixture_bin, make_tmp, tail
+from evo_harness import Evo, ListChanged, fixture_bin, make_tmp, names, text, unwrapped
 from mcp.client.client import Client
-from test_discovery import ListChanged, names, text
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 
@@ -35,18 +32,6 @@ class FxEvo(Evo):
 
     rug: Path = Path()
 
-    def diagnostics(self) -> str:
-        return f"--- evod log ({self.log}) ---\n{tail(self.log)}"
-
-    def wait_ready(self) -> dict[str, Any]:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            status = self.status()
-            if status and any(s.get("id") == "fx" and s.get("state") == "ready" for s in status["servers"]):
-                return status
-            time.sleep(0.1)
-        pytest.fail(f"fx not ready\n{self.diagnostics()}", pytrace=False)
-
 
 @pytest.fixture
 def fx_evo() -> Iterator[FxEvo]:
@@ -54,17 +39,10 @@ def fx_evo() -> Iterator[FxEvo]:
     rug = tmp / "rug.txt"
     config = {"mcpServers": {"fx": {"command": fixture_bin(), "args": ["--describe-from", str(rug)]}}}
     (tmp / "mcp.config.json").write_text(json.dumps(config))
-    daemon = FxEvo(
-        tmp=tmp,
-        socket=tmp / "evod.sock",
-        config=tmp / "mcp.config.json",
-        log=tmp / "evod.log",
-        http=None,  # type: ignore[arg-type]
-        rug=rug,
-    )
+    daemon = FxEvo(tmp=tmp, rug=rug)
     try:
         daemon.start()
-        daemon.wait_ready()
+        daemon.wait_ready(("fx",))
         yield daemon
     finally:
         daemon.stop()

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import SERVER_IDS, Evo, everything_js, fixture_bin, node_bin
+from evo_harness import NATIVE_TOOLS, SERVER_IDS, Evo, everything_js, fixture_bin, node_bin, unwrapped
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, Tool
@@ -24,7 +24,6 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "auto"]
-NATIVE_TOOLS = {"discover_tools", "describe_capability", "describe_tool", "call_tool"}
 TEST_TIMEOUT_S = 90.0  # per test: a hang fails with a message instead of stalling CI
 LIST_PAGE_CAP = 100
 
@@ -40,28 +39,6 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def expected_version(mode: str) -> tuple[str, ...]:
     return HANDSHAKE_PROTOCOL_VERSIONS if mode == "legacy" else MODERN_PROTOCOL_VERSIONS
-
-
-@asynccontextmanager
-async def unwrapped() -> AsyncIterator[None]:
-    """The SDK's task groups wrap a failing assertion in an ExceptionGroup; re-raise a lone
-    exception as itself so pytest shows the plain assertion message."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        leaves = []
-
-        def collect(e: BaseException) -> None:
-            if isinstance(e, BaseExceptionGroup):
-                for inner in e.exceptions:
-                    collect(inner)
-            else:
-                leaves.append(e)
-
-        collect(group)
-        if len(leaves) == 1:
-            raise leaves[0] from None
-        raise
 
 
 @asynccontextmanager

@@ -40,23 +40,26 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlparse, urlunparse
 import anyio
 import httpx2
 import pytest
-from harness import (
+import mcp.types as types
+from evo_harness import (
     HERE,
-    _stop_process,
+    Evo,
+    LoggedProcess,
     clean_env,
     evoctl_bin,
-    evod_bin,
     fixture_bin,
     free_port,
     make_tmp,
     node_bin,
+    spawn,
     tail,
+    text,
+    unwrapped,
+    wait_for,
+    write_certificate,
 )
-import mcp.types as types
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
-from test_discovery import text
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 
@@ -65,26 +68,7 @@ SCOPES = ["openid", "offline_access", "mcp"]
 TIMEOUT_S = 120.0
 
 
-def wait_for(what: str, check: Any, within: float = 30.0, diagnostics: Any = lambda: "") -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}\n{diagnostics()}"
-        time.sleep(0.1)
-
-
-@dataclass
-class Proc:
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def stop(self) -> None:
-        _stop_process(self.proc, 15, 10.0, group=False)
-
-
-def start_as(tmp: Path, resource: str, port: int | None = None, env: dict[str, str] | None = None) -> tuple[Proc, int]:
+def start_as(tmp: Path, resource: str, port: int | None = None, env: dict[str, str] | None = None) -> tuple[LoggedProcess, int]:
     """oidc-provider for `resource` (comma-separated for several), with `env` added."""
     port = port or free_port()
     log = tmp / f"as-{port}.log"
@@ -95,53 +79,33 @@ def start_as(tmp: Path, resource: str, port: int | None = None, env: dict[str, s
         "CC_CLIENT_ID": "headless",
         "CC_CLIENT_SECRET": "headless-secret",
     } | (env or {})
-    out = log.open("wb")
-    proc = subprocess.Popen(
-        [node_bin(), str(HERE / "oauth" / "as.mjs")], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=HERE
-    )
+    auth = LoggedProcess.start([node_bin(), str(HERE / "oauth" / "as.mjs")], log, env=env, cwd=HERE)
     wait_for(
         "oidc-provider did not start",
-        lambda: "authorization server on" in log.read_text(errors="replace") or proc.poll() is not None,
+        lambda: "authorization server on" in log.read_text(errors="replace") or auth.proc.poll() is not None,
         30,
     )
-    assert proc.poll() is None, tail(log)
-    return Proc(proc, log), port
+    assert auth.proc.poll() is None, tail(log)
+    return auth, port
 
 
-def start_evod(tmp: Path, name: str, config: dict[str, Any], env: dict[str, str] | None = None) -> Proc:
-    d = tmp / name
-    d.mkdir(exist_ok=True)
-    (d / "mcp.config.json").write_text(json.dumps(config))
-    log = d / "evod.log"
-    out = log.open("wb")
-    proc = subprocess.Popen(
-        [
-            evod_bin(),
-            "--config",
-            str(d / "mcp.config.json"),
-            "--socket",
-            str(d / "evod.sock"),
-            "--cache-dir",
-            str(d / "cache"),
-            "--mode",
-            "legacy",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=out,
-        env=clean_env() | {"EVO_LOG": "debug", "NO_COLOR": "1"} | (env or {}),
-    )
-    return Proc(proc, log)
+def start_evod(tmp: Path, name: str, config: dict[str, Any], env: dict[str, str] | None = None) -> Evo:
+    """An evod in TMP/NAME with `config`, logging at debug, `env` added."""
+    evo = Evo(tmp=tmp / name, mode="legacy", env={"EVO_LOG": "debug"} | (env or {}))
+    evo.tmp.mkdir(exist_ok=True)
+    evo.write_config(config)
+    evo.start()
+    return evo
 
 
 @dataclass
 class World:
     tmp: Path
-    auth: Proc
+    auth: LoggedProcess | Evo
     as_port: int
-    protected: Proc
+    protected: Evo
     rs_port: int
-    evo: Proc
+    evo: Evo
     state_dir: Path
 
     @property
@@ -154,17 +118,10 @@ class World:
 
     @property
     def socket(self) -> Path:
-        return self.tmp / "evo" / "evod.sock"
+        return self.evo.socket
 
     def ctl(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [evoctl_bin(), "--socket", str(self.socket), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=clean_env(),
-            stdin=subprocess.DEVNULL,
-        )
+        return self.evo.ctl(*args, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
         done = self.ctl("status", "--json")
@@ -175,9 +132,7 @@ class World:
         return next((s for s in self.status()["servers"] if s["id"] == sid), {})
 
     def shim(self) -> StdioServerParameters:
-        return StdioServerParameters(
-            command=evoctl_bin(), args=["--socket", str(self.socket), "shim", "--mode", "legacy", "--no-autostart"]
-        )
+        return self.evo.shim_params("legacy")
 
     def diagnostics(self) -> str:
         return (
@@ -227,7 +182,7 @@ def running_world(
     tmp = tmp or make_tmp()
     rs_port = free_port()
     rs_url = f"http://127.0.0.1:{rs_port}/mcp"
-    procs: list[Proc] = []
+    procs: list[LoggedProcess | Evo] = []
     try:
         auth, as_port = start_as(tmp, ",".join((rs_url, *more_resources)), env=as_env)
         procs.append(auth)
@@ -274,7 +229,7 @@ def _ready(port: int) -> bool:
 
 def begin_login(w: World, sid: str) -> tuple[subprocess.Popen[str], str]:
     """`evoctl login SID --no-browser --json`: the process and the URL it printed."""
-    proc = subprocess.Popen(
+    proc = spawn(
         [evoctl_bin(), "--socket", str(w.socket), "login", sid, "--no-browser", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -802,20 +757,17 @@ async def test_the_token_is_refreshed_ahead_of_expiry_by_a_timer(world: World) -
         assert refreshes(w, "web", "request") == 0, w.diagnostics()
 
 
-def start_protected_sse(tmp: Path, port: int, issuer: str, reject: Path) -> Proc:
+def start_protected_sse(tmp: Path, port: int, issuer: str, reject: Path) -> LoggedProcess:
     log = tmp / "sse-server.log"
-    out = log.open("wb")
     env = clean_env() | {"PORT": str(port), "ISSUER": issuer, "REJECT_FILE": str(reject)}
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "oauth" / "sse_server.py")], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=HERE
-    )
+    sse = LoggedProcess.start([sys.executable, str(HERE / "oauth" / "sse_server.py")], log, env=env, cwd=HERE)
     wait_for(
         "the protected SSE server did not start",
-        lambda: "protected SSE server on" in log.read_text(errors="replace") or proc.poll() is not None,
+        lambda: "protected SSE server on" in log.read_text(errors="replace") or sse.proc.poll() is not None,
         30,
     )
-    assert proc.poll() is None, tail(log)
-    return Proc(proc, log)
+    assert sse.proc.poll() is None, tail(log)
+    return sse
 
 
 async def test_an_sse_child_behind_oauth() -> None:
@@ -826,7 +778,7 @@ async def test_an_sse_child_behind_oauth() -> None:
     sse_port = free_port()
     sse_url = f"http://127.0.0.1:{sse_port}/sse"
     reject = tmp / "rejected-tokens"
-    sse: Proc | None = None
+    sse: LoggedProcess | None = None
     servers = lambda _rs: {"mcpServers": {"sse": {"type": "sse", "url": sse_url, "oauth": {"scopes": SCOPES}}}}
     try:
         with running_world(servers=servers, more_resources=(sse_url,), tmp=tmp) as w:
@@ -885,52 +837,6 @@ async def test_an_sse_child_behind_oauth() -> None:
             sse.stop()
 
 
-def make_tls(tmp: Path) -> tuple[Path, Path, Path]:
-    """A CA and a certificate for 127.0.0.1 it signed: (ca.pem, cert.pem, key.pem)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evo test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = (tmp / "ca.pem", tmp / "cert.pem", tmp / "key.pem")
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return paths
-
-
 async def test_a_client_id_metadata_document_identifies_evo() -> None:
     """oidc-provider with its client ID metadata document feature (draft-02) advertises
     `client_id_metadata_document_supported`; evo's `oauth.client_metadata_url` is then its
@@ -939,7 +845,9 @@ async def test_a_client_id_metadata_document_identifies_evo() -> None:
     import ssl
 
     tmp = make_tmp()
-    ca, cert, key = make_tls(tmp)
+    # Its own CA: the authorization server trusts the certificate itself.
+    cert, key = write_certificate(tmp, "127.0.0.1")
+    ca = cert
     fetched: list[str] = []
 
     class Document(BaseHTTPRequestHandler):

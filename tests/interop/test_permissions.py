@@ -8,10 +8,8 @@ from typing import Any
 
 import mcp.types as types
 import pytest
-from harness import Evo
+from evo_harness import Evo, text, unwrapped
 from mcp.client.client import Client
-from test_discovery import text
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 

@@ -16,10 +16,9 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Evo
+from evo_harness import NATIVE_TOOLS as NATIVE
+from evo_harness import Evo, ListChanged, text, unwrapped
 from mcp.client.client import Client
-from test_discovery import NATIVE, ListChanged, text
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 

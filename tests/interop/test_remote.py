@@ -8,10 +8,8 @@ import time
 
 import anyio
 import pytest
-from harness import Evo, HttpEverything
+from evo_harness import Evo, HttpEverything, text, unwrapped
 from mcp.client.client import Client
-from test_discovery import text
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 

@@ -17,13 +17,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from harness import HERE, Evo, HttpEverything, everything_js, fixture_bin, make_tmp, node_bin
+from evo_harness import FILESYSTEM_JS, Evo, HttpEverything, everything_js, fixture_bin, make_tmp, node_bin, unwrapped
 from mcp.client.client import Client
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 
-FILESYSTEM_JS = HERE / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 DOC = "demo://resource/static/document/architecture.md"
 
 
@@ -34,7 +32,7 @@ def offers() -> Iterator[Evo]:
     shared = tmp / "shared"
     shared.mkdir()
     (shared / "a.txt").write_text("hello from the filesystem")
-    daemon = Evo(tmp=tmp, socket=tmp / "evod.sock", config=tmp / "mcp.config.json", log=tmp / "evod.log", http=http)
+    daemon = Evo(tmp=tmp, http=http)
     config = {
         "mcpServers": {
             "everything": {"command": node_bin(), "args": [everything_js(), "stdio"]},
@@ -49,10 +47,7 @@ def offers() -> Iterator[Evo]:
         daemon.wait_ready(("everything", "web", "fs", "fx"))
         yield daemon
     finally:
-        try:
-            daemon.stop()
-        finally:
-            http.stop()
+        daemon.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

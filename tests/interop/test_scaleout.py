@@ -7,11 +7,8 @@ on on the other. Skipped without redis-server on PATH.
 from __future__ import annotations
 
 import http.client
-import json
 import shutil
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,11 +18,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from harness import _stop_process, clean_env, evod_bin, fixture_bin, free_port, make_tmp, tail
+from evo_harness import Evo, Redis, fixture_bin, free_port, make_tmp, text, unwrapped
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from test_discovery import text
-from test_interop import unwrapped
 
 TIMEOUT_S = 60.0
 
@@ -112,49 +107,19 @@ class RoundRobin:
         self.server.server_close()
 
 
-def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", ""],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+def start_evod(tmp: Path, redis: Redis) -> Evo:
+    """One instance: the fixture child, Streamable HTTP on a free port, sessions in `redis`."""
+    evo = Evo(tmp=tmp, port=free_port())
+    evo.write_config(
+        {
+            "mcpServers": {"fx": {"command": fixture_bin()}},
+            "serve": {"http": {"listen": f"127.0.0.1:{evo.port}"}},
+            "store": {"redis_url": redis.url},
+        }
     )
-    deadline = time.monotonic() + 10
-    while subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True).stdout.strip() != "PONG":
-        assert time.monotonic() < deadline, "redis-server did not start"
-        time.sleep(0.05)
-    return proc, port
-
-
-def start_evod(tmp: Path, redis_port: int) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    config = {
-        "mcpServers": {"fx": {"command": fixture_bin()}},
-        "serve": {"http": {"listen": f"127.0.0.1:{port}"}},
-        "store": {"redis_url": f"redis://127.0.0.1:{redis_port}"},
-    }
-    (tmp / "mcp.config.json").write_text(json.dumps(config))
-    log = (tmp / "evod.log").open("wb")
-    proc = subprocess.Popen(
-        [evod_bin(), "--config", str(tmp / "mcp.config.json"), "--socket", str(tmp / "evod.sock"),
-         "--cache-dir", str(tmp / "cache")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=clean_env(),
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/readyz")
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"evod not ready:\n{tail(tmp / 'evod.log')}"
-        time.sleep(0.05)
-    return proc, port
+    evo.start()
+    evo.wait_http_ready()
+    return evo
 
 
 @pytest.fixture(scope="module")
@@ -163,21 +128,22 @@ def balanced() -> Iterator[RoundRobin]:
         pytest.skip("skipped: redis-server / redis-cli not on PATH (apt-get install redis-server)")
     base = make_tmp()
     (base / "redis").mkdir()
-    redis, redis_port = start_redis(base / "redis")
-    procs = []
-    ports = []
-    for name in ("a", "b"):
-        (base / name).mkdir()
-        p, port = start_evod(base / name, redis_port)
-        procs.append(p)
-        ports.append(port)
-    proxy = RoundRobin(ports)
-    yield proxy
-    proxy.stop()
-    for p in procs:
-        _stop_process(p, __import__("signal").SIGTERM, 20, group=False)
-    redis.kill()
-    redis.wait()
+    redis = Redis.start(base / "redis")
+    instances: list[Evo] = []
+    proxy: RoundRobin | None = None
+    try:
+        for name in ("a", "b"):
+            (base / name).mkdir()
+            instances.append(start_evod(base / name, redis))
+        proxy = RoundRobin([evo.port for evo in instances if evo.port is not None])
+        yield proxy
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        for evo in instances:
+            evo.stop()
+        redis.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @asynccontextmanager

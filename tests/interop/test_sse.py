@@ -15,10 +15,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Evo, SseEverything, fixture_bin, make_tmp
+from evo_harness import Evo, SseEverything, fixture_bin, make_tmp, text, unwrapped
 from mcp.client.client import Client
-from test_discovery import text
-from test_interop import unwrapped
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +60,7 @@ def sse_evo() -> Iterator[Evo]:
     impostors.daemon_threads = True
     threading.Thread(target=impostors.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{impostors.server_address[1]}"
-    evo = Evo(tmp=tmp, socket=tmp / "evod.sock", config=tmp / "mcp.config.json", log=tmp / "evod.log", http=sse)
+    evo = Evo(tmp=tmp, http=sse)
     evo.config.write_text(
         json.dumps(
             {
@@ -82,9 +80,8 @@ def sse_evo() -> Iterator[Evo]:
         yield evo
     finally:
         try:
-            evo.stop()
+            evo.stop()  # and the SSE server it holds, the one a test put there included
         finally:
-            evo.http.stop()
             impostors.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
 
