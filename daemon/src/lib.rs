@@ -2,8 +2,7 @@
 //!
 //! Actors: [`supervisor`], [`child`], [`catalog`], [`session`], [`refresher`],
 //! [`embedder`] (the search model and the tools' vectors).
-//! Pure modules (values in, values out): [`config`], [`envfile`],
-//! [`jsonkeys`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
+//! Pure modules (values in, values out): [`config`], [`names`], [`native`], [`schema`], [`search`], [`disclosure`], [`example`], [`repair`],
 //! [`session::breaker`], [`permissions`], [`approvals`], [`integrity`], [`tokens`]. I/O glue: [`control`] serves
 //! the control socket, [`http`] the Streamable HTTP endpoint (with [`metrics`]), [`console`] the web console, [`session::transport`] frames a session's MCP lines,
 //! [`child::io`] is a stdio child's transport, [`watch`] watches the config
@@ -23,12 +22,10 @@ pub mod console;
 pub mod control;
 pub mod disclosure;
 pub mod embedder;
-pub mod envfile;
 pub mod example;
 pub mod guard;
 pub mod http;
 pub mod integrity;
-pub mod jsonkeys;
 pub mod lines;
 pub mod logtag;
 pub mod metrics;

@@ -19,7 +19,7 @@
 //!   key counts as absent.
 //! - Unknown keys are reported in [`Config::warnings`] with their line (and the known key
 //!   they are probably a misspelling of), never fatal.
-//! - `env_file` (default `env` beside the config, see [`crate::envfile`]) is read by [`load`]
+//! - `env_file` (default `env` beside the config, see [`envfile`]) is read by [`load`]
 //!   before anything is expanded: its variables win over the process environment in `${VAR}`
 //!   and are added to every stdio child's environment (under the server's own `env`), which
 //!   makes them part of each stdio server's [`ConfigHash`]. A missing default file is nothing;
@@ -41,9 +41,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::envfile;
-use crate::jsonkeys::KeyLines;
+use key_lines::KeyLines;
 
+mod envfile;
+mod key_lines;
 pub mod serve;
 
 /// Per-call timeout when a server sets no `timeout_s`.
