@@ -19,8 +19,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-pub use evo_proto::ctl::IntegrityMode;
-
 /// The pins file in the cache directory.
 pub const PINS_FILE: &str = "pins.json";
 /// Version of the pins file format; a file of another version is ignored.
