@@ -1,7 +1,7 @@
 //! The one config loader: turns `mcp.config.json` into a [`Config`].
 //!
 //! A pure module. [`parse`] takes the file's text and an environment lookup and returns values;
-//! only [`load`] touches the file system. The supervisor owns the result and diffs successive
+//! only [`load()`] touches the file system. The supervisor owns the result and diffs successive
 //! configs by [`ServerSpec::hash`] on reload.
 //!
 //! What the loader accepts (docs/configuration.md is the contract):
@@ -9,7 +9,8 @@
 //! - Servers under `mcpServers` (Claude Desktop, Cursor) and/or `servers` (VS Code, EVOKORE-MCP).
 //!   Both present: merged, `mcpServers` first; an id in both keeps the `mcpServers` entry.
 //! - `command` means stdio; `url` means Streamable HTTP. `type`/`transport` may say `stdio`,
-//!   `http`, `streamable-http` or `streamableHttp`; anything else (e.g. `sse`) fails that server.
+//!   `http`, `streamable-http`, `streamableHttp` or `sse` (the legacy HTTP+SSE transport, with
+//!   `url`); anything else fails that server.
 //! - `${VAR}` expands from the environment in `command`, `args`, `env` values, `cwd`, `url` and
 //!   `headers` values. `${VAR:-default}` uses `default` when `VAR` is unset or empty, and
 //!   `${env:VAR}` (VS Code's spelling) is the same as `${VAR}`. Nothing else is special: `$VAR`
@@ -19,7 +20,7 @@
 //!   key counts as absent.
 //! - Unknown keys are reported in [`Config::warnings`] with their line (and the known key
 //!   they are probably a misspelling of), never fatal.
-//! - `env_file` (default `env` beside the config, see `envfile.rs`) is read by [`load`]
+//! - `env_file` (default `env` beside the config, see `envfile.rs`) is read by [`load()`]
 //!   before anything is expanded: its variables win over the process environment in `${VAR}`
 //!   and are added to every stdio child's environment (under the server's own `env`), which
 //!   makes them part of each stdio server's [`ConfigHash`]. A missing default file is nothing;
