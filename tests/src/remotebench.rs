@@ -169,7 +169,7 @@ fn seed_token(state: &std::path::Path, id: &str, url: &str) {
         .unwrap()
         .as_secs();
     let file = json!({
-        "binding": evo_daemon::oauth::binding(url, None),
+        "binding": evo_daemon::config::binding(url, None),
         "client_id": "bench",
         "credentials": {
             "client_id": "bench",
@@ -178,7 +178,10 @@ fn seed_token(state: &std::path::Path, id: &str, url: &str) {
             "token_received_at": now
         }
     });
-    let name = format!("{id}-{}.json", evo_daemon::oauth::short_hash(id.as_bytes()));
+    let name = format!(
+        "{id}-{}.json",
+        evo_daemon::config::short_hash(id.as_bytes())
+    );
     std::fs::write(dir.join(name), serde_json::to_vec(&file).unwrap()).unwrap();
 }
 

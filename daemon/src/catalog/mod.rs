@@ -10,8 +10,8 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use rmcp::model::Tool;
 
-use crate::config::ServerSpec;
-use crate::policy::integrity::{Event, IntegrityMode, PinBook};
+use crate::config::{IntegrityMode, ServerSpec};
+use crate::policy::integrity::{Event, PinBook};
 
 pub mod cache;
 pub mod refresher;

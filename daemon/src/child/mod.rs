@@ -1496,7 +1496,7 @@ impl ChildServer {
             .spec
             .oauth
             .as_ref()
-            .is_some_and(|o| o.grant == crate::oauth::Grant::ClientCredentials)
+            .is_some_and(|o| o.grant == crate::config::Grant::ClientCredentials)
         {
             let e = format!(
                 "server '{id}' uses oauth.grant client_credentials: evo gets its tokens itself, no login needed"

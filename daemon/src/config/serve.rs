@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::{TypeError, Warnings, boolean, count, describe, positive, string, string_list};
+use super::load::{Warnings, section, warn_unknown_keys};
+use super::readers::{TypeError, boolean, count, describe, positive, present, string, string_list};
+use crate::http::origin::{AllowedOrigin, is_loopback_host};
 
 /// `serve.http.listen` when unset.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
@@ -179,9 +181,9 @@ pub(super) fn parse_serve(
     config_dir: &Path,
     warnings: &mut Warnings<'_>,
 ) -> Result<ServeSettings, String> {
-    let object = super::section("serve", value, SERVE_KEYS, warnings)?;
+    let object = section("serve", value, SERVE_KEYS, warnings)?;
     let mut serve = ServeSettings::default();
-    if let Some(http) = super::present(object, "http") {
+    if let Some(http) = present(object, "http") {
         serve.http = Some(parse_http(http, config_dir, warnings)?);
     }
     Ok(serve)
@@ -200,7 +202,7 @@ fn object<'a>(
             describe(value)
         ));
     };
-    super::warn_unknown_keys(object, known, at, &name, warnings);
+    warn_unknown_keys(object, known, at, &name, warnings);
     Ok(object)
 }
 
@@ -217,7 +219,7 @@ fn parse_http(
     let section = "serve.http";
     let fields = object(value, &["serve", "http"], HTTP_KEYS, warnings)?;
     let mut http = HttpSettings::default();
-    let get = |key: &str| super::present(fields, key);
+    let get = |key: &str| present(fields, key);
     if let Some(v) = get("listen") {
         let listen = string(v).map_err(at(section, "listen"))?.trim();
         if listen.is_empty() {
@@ -237,7 +239,7 @@ fn parse_http(
     if let Some(v) = get("allowed_origins") {
         http.allowed_origins = string_list(v).map_err(at(section, "allowed_origins"))?;
         for origin in &http.allowed_origins {
-            if crate::http::origin::AllowedOrigin::parse(origin).is_none() {
+            if AllowedOrigin::parse(origin).is_none() {
                 return Err(format!(
                     "serve.http.allowed_origins: {origin:?} is not an origin; write scheme://host, scheme://host:port or scheme://host:*"
                 ));
@@ -275,7 +277,7 @@ fn parse_http(
     if let Some(v) = get("tls") {
         let tls = object(v, &["serve", "http", "tls"], TLS_KEYS, warnings)?;
         let file = |key: &str| -> Result<PathBuf, String> {
-            let v = super::present(tls, key)
+            let v = present(tls, key)
                 .ok_or_else(|| format!("serve.http.tls.{key}: missing (a PEM file)"))?;
             Ok(config_dir.join(string(v).map_err(at("serve.http.tls", key))?))
         };
@@ -294,12 +296,12 @@ fn parse_auth(value: &Value, warnings: &mut Warnings<'_>) -> Result<AuthSettings
     let section = "serve.http.auth";
     let fields = object(value, &["serve", "http", "auth"], AUTH_KEYS, warnings)?;
     let mut auth = AuthSettings::default();
-    if let Some(v) = super::present(fields, "tokens_file") {
+    if let Some(v) = present(fields, "tokens_file") {
         auth.tokens_file = Some(PathBuf::from(
             string(v).map_err(at(section, "tokens_file"))?,
         ));
     }
-    if let Some(v) = super::present(fields, "oauth") {
+    if let Some(v) = present(fields, "oauth") {
         auth.oauth = Some(parse_oauth(v, warnings)?);
     }
     Ok(auth)
@@ -314,7 +316,7 @@ fn parse_oauth(value: &Value, warnings: &mut Warnings<'_>) -> Result<OAuthSettin
         warnings,
     )?;
     let required = |key: &str| -> Result<String, String> {
-        let v = super::present(fields, key).ok_or_else(|| format!("{section}.{key}: missing"))?;
+        let v = present(fields, key).ok_or_else(|| format!("{section}.{key}: missing"))?;
         let s = string(v).map_err(at(section, key))?.trim();
         if s.is_empty() {
             return Err(format!("{section}.{key}: must not be empty"));
@@ -322,7 +324,7 @@ fn parse_oauth(value: &Value, warnings: &mut Warnings<'_>) -> Result<OAuthSettin
         Ok(s.to_owned())
     };
     let optional = |key: &str| -> Result<Option<String>, String> {
-        super::present(fields, key)
+        present(fields, key)
             .map(|v| string(v).map(str::to_owned).map_err(at(section, key)))
             .transpose()
     };
@@ -332,11 +334,11 @@ fn parse_oauth(value: &Value, warnings: &mut Warnings<'_>) -> Result<OAuthSettin
         jwks_url: required("jwks_url")?,
         role_claim: optional("role_claim")?,
         profile_claim: optional("profile_claim")?,
-        required_scopes: match super::present(fields, "required_scopes") {
+        required_scopes: match present(fields, "required_scopes") {
             Some(v) => string_list(v).map_err(at(section, "required_scopes"))?,
             None => Vec::new(),
         },
-        authorization_servers: match super::present(fields, "authorization_servers") {
+        authorization_servers: match present(fields, "authorization_servers") {
             Some(v) => string_list(v).map_err(at(section, "authorization_servers"))?,
             None => Vec::new(),
         },
@@ -358,7 +360,7 @@ pub(crate) fn https_or_loopback(url: &str) -> bool {
     };
     match (uri.scheme_str(), uri.host()) {
         (Some("https"), Some(_)) => true,
-        (Some("http"), Some(host)) => crate::http::origin::is_loopback_host(host),
+        (Some("http"), Some(host)) => is_loopback_host(host),
         _ => false,
     }
 }

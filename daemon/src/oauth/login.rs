@@ -19,7 +19,8 @@ use hyper::body::Bytes;
 use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
 use tokio::sync::{Mutex, watch};
 
-use super::{OAuthSpec, auth_error, binding, store};
+use super::{auth_error, store};
+use crate::config::{OAuthSpec, binding};
 
 /// How long a login waits for the browser's redirect.
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);

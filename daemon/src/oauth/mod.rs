@@ -1,5 +1,5 @@
-//! OAuth 2.1 towards remote child servers: the `oauth` settings of a server
-//! entry ([`OAuthSpec`]), the credential a remote child's requests carry
+//! OAuth 2.1 towards remote child servers, whose `oauth` settings
+//! ([`OAuthSpec`]) the config reads: the credential a remote child's requests carry
 //! ([`Bearer`]: the current access token read without a lock, one refresh
 //! in flight at a time, a timer refreshing it ahead of its expiry), the
 //! login and logout flows (`login`), which run in evod so that a token never
@@ -21,76 +21,12 @@ use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationMetadataSource,
     ClientCredentialsConfig, OAuthClientConfig, OAuthTokenResponse, StoredCredentials,
 };
-use sha2::Digest;
+
+use crate::config::{Grant, OAuthSpec, binding};
 
 mod diagnose;
 pub mod login;
 pub mod store;
-
-/// Which grant evo uses for a server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Grant {
-    /// A person logs in with `evoctl login` (authorization code + PKCE).
-    #[default]
-    AuthorizationCode,
-    /// Headless: the configured client id and secret get tokens.
-    ClientCredentials,
-}
-
-/// A server entry's `oauth` settings (`auth: "oauth"` alone gives the
-/// defaults). `Debug` hides the secret.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct OAuthSpec {
-    pub grant: Grant,
-    pub client_id: Option<String>,
-    pub client_secret: Option<String>,
-    pub scopes: Vec<String>,
-    /// An https URL of evo's client ID metadata document, used when the
-    /// authorization server supports them.
-    pub client_metadata_url: Option<String>,
-}
-
-impl std::fmt::Debug for OAuthSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OAuthSpec")
-            .field("grant", &self.grant)
-            .field("client_id", &self.client_id)
-            .field(
-                "client_secret",
-                &self.client_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field("scopes", &self.scopes)
-            .field("client_metadata_url", &self.client_metadata_url)
-            .finish()
-    }
-}
-
-/// 12 hex digits of a SHA-256.
-pub fn short_hash(bytes: &[u8]) -> String {
-    let digest = sha2::Sha256::digest(bytes);
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// What a server's tokens are bound to: its URL and OAuth settings. A
-/// change of either makes them stale; a new id does not.
-pub fn binding(url: &str, spec: Option<&OAuthSpec>) -> String {
-    let mut text = format!("url={url}\n");
-    if let Some(s) = spec.filter(|s| **s != OAuthSpec::default()) {
-        text.push_str(&format!(
-            "grant={:?}\nclient_id={:?}\nsecret={}\nscopes={:?}\ncimd={:?}\n",
-            s.grant,
-            s.client_id,
-            s.client_secret
-                .as_deref()
-                .map(|x| short_hash(x.as_bytes()))
-                .unwrap_or_default(),
-            s.scopes,
-            s.client_metadata_url
-        ));
-    }
-    let digest = sha2::Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// A remote server's auth state, as `evoctl status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -570,48 +506,5 @@ impl DiscoveryError {
 impl std::fmt::Display for DiscoveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_bound_to_the_url_and_settings_not_the_id() {
-        let url = "https://mcp.example/mcp";
-        let spec = OAuthSpec {
-            scopes: vec!["mcp".into()],
-            ..Default::default()
-        };
-        // No id in the binding: a renamed server keeps its tokens.
-        assert_eq!(binding(url, Some(&spec)), binding(url, Some(&spec.clone())));
-        // `auth: "oauth"` alone is the same as no settings.
-        assert_eq!(
-            binding(url, None),
-            binding(url, Some(&OAuthSpec::default()))
-        );
-        assert_ne!(
-            binding(url, Some(&spec)),
-            binding("https://other/mcp", Some(&spec))
-        );
-        let secret = |s: &str| OAuthSpec {
-            client_secret: Some(s.into()),
-            ..spec.clone()
-        };
-        assert_ne!(
-            binding(url, Some(&secret("a"))),
-            binding(url, Some(&secret("b")))
-        );
-        assert_ne!(binding(url, Some(&spec)), binding(url, None));
-    }
-
-    #[test]
-    fn the_secret_is_not_in_debug_output() {
-        let spec = OAuthSpec {
-            client_secret: Some("hunter2".into()),
-            ..Default::default()
-        };
-        assert!(!format!("{spec:?}").contains("hunter2"));
     }
 }

@@ -67,7 +67,7 @@ fn path_of(id: &str) -> PathBuf {
             }
         })
         .collect();
-    let hash = crate::oauth::short_hash(id.as_bytes());
+    let hash = crate::config::short_hash(id.as_bytes());
     dir().join(format!("{safe}-{hash}.json"))
 }
 

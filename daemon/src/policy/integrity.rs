@@ -21,8 +21,6 @@ use sha2::{Digest, Sha256};
 
 use crate::catalog::resources::{OfferKind, Offered};
 
-pub use evo_proto::ctl::IntegrityMode;
-
 /// The pins file in the cache directory.
 pub const PINS_FILE: &str = "pins.json";
 /// Version of the pins file format; a file of another version is ignored.

@@ -17,12 +17,6 @@ use crate::policy::permissions::glob_matches;
 /// The file in the cache directory that holds run-time changes to profiles.
 pub const PROFILES_FILE: &str = "profiles.json";
 
-/// A profile name: 1 to 64 characters, none of them whitespace or control.
-pub fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.chars().count())
-        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
 /// A person's run-time changes to one profile: exposed names added beyond
 /// its patterns, and names taken out although a pattern matches them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -342,14 +336,5 @@ mod tests {
     fn unknown_names_the_known_profiles() {
         let b = book(&[]);
         assert_eq!(b.unknown("q"), "unknown profile 'q'; known profiles: p");
-    }
-
-    #[test]
-    fn names() {
-        assert!(valid_name("coding"));
-        assert!(valid_name("team-a.support"));
-        assert!(!valid_name(""));
-        assert!(!valid_name("a b"));
-        assert!(!valid_name(&"x".repeat(65)));
     }
 }

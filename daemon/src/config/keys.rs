@@ -1,0 +1,66 @@
+//! The keys the loader knows, by section: unknown keys are warned about (with the known key
+//! they are probably a misspelling of), and documentation is checked against the lists.
+
+use super::serve;
+
+pub(super) const TOP_LEVEL_KEYS: &[&str] = &[
+    "mcpServers",
+    "servers",
+    "discovery",
+    "cache",
+    "limits",
+    "env_file",
+    "integrity",
+    "profiles",
+    "serve",
+    "search",
+    "store",
+    "$schema",
+];
+pub(super) const SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "type",
+    "transport",
+    "headers",
+    "disabled",
+    "prefix",
+    "timeout_s",
+    "idle_timeout_s",
+    "start_timeout_s",
+    "max_result_bytes",
+    "domain",
+    "hot",
+    "aliases",
+    "description",
+    "auth",
+    "oauth",
+];
+pub(super) const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
+pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
+pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
+pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
+pub(super) const LIMITS_KEYS: &[&str] = &[
+    "max_message_bytes",
+    "max_concurrent_starts",
+    "max_result_bytes",
+];
+
+/// Every key the loader knows, by section (`""` top level, `"server"` per
+/// server), so documentation can be checked against it.
+pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
+    let mut keys = vec![
+        ("", TOP_LEVEL_KEYS),
+        ("server", SERVER_KEYS),
+        ("discovery", DISCOVERY_KEYS),
+        ("cache", CACHE_KEYS),
+        ("limits", LIMITS_KEYS),
+        ("search", SEARCH_KEYS),
+        ("store", STORE_KEYS),
+    ];
+    keys.extend(serve::known_keys());
+    keys
+}
