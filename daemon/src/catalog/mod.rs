@@ -235,7 +235,6 @@ impl Catalog {
             }
         }
         self.published.store(snapshot.clone());
-        prebuild_search_index(self.published.clone(), snapshot.version);
         for r in &self.on_change {
             r.do_send(CatalogChanged {
                 snapshot: snapshot.clone(),
@@ -249,22 +248,6 @@ impl Catalog {
 
 impl Actor for Catalog {
     type Context = Context<Self>;
-}
-
-/// Builds the search index of snapshot `version` on a blocking thread once
-/// it has stood for a moment (bursts of publishes at start-up build none), so
-/// the first `discover_tools` does not pay for it on the sessions' thread.
-fn prebuild_search_index(published: Arc<ArcSwap<Snapshot>>, version: u64) {
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let current = published.load_full();
-        if current.version == version {
-            let _ = tokio::task::spawn_blocking(move || {
-                let _ = &*current.search;
-            })
-            .await;
-        }
-    });
 }
 
 /// How long discoveries are gathered into one snapshot build.

@@ -53,8 +53,6 @@ pub struct Snapshot {
     /// Doubled names that still route ([`ToolEntry::also`]) → index.
     also: HashMap<String, usize>,
     pub duplicates: Vec<evo_proto::ctl::Duplicate>,
-    /// Built on the first search of this snapshot, then only read.
-    pub search: LazyIndex,
     /// Each server's capabilities (from env flags), in config order.
     pub capabilities: Vec<(String, Vec<String>)>,
     /// Denied tools (absent from `tools`), with the rule that denies them.
@@ -339,11 +337,6 @@ impl Snapshot {
             .filter(|s| s.entries.is_empty())
             .map(|s| s.link.clone())
             .collect();
-        let search = LazyIndex {
-            index: std::sync::OnceLock::new(),
-            tools: tools.clone(),
-            capabilities: capabilities.iter().cloned().collect(),
-        };
         // A doubled name never shadows another tool's own name.
         also.retain(|name, _| !index.contains_key(name));
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
@@ -360,7 +353,6 @@ impl Snapshot {
             index,
             also,
             duplicates,
-            search,
             capabilities,
             denied,
             decided,
@@ -428,24 +420,6 @@ impl Quarantined {
              accept it with `evoctl trust {server} {tool}`.",
             fields.join(", ")
         )
-    }
-}
-
-/// A snapshot's search index, built on first use: a burst of publishes (many
-/// children coming up) costs no index builds, and a snapshot nobody searches
-/// never builds one.
-#[derive(Default)]
-pub struct LazyIndex {
-    index: std::sync::OnceLock<crate::search::Index>,
-    tools: Vec<Arc<ToolEntry>>,
-    capabilities: HashMap<String, Vec<String>>,
-}
-
-impl std::ops::Deref for LazyIndex {
-    type Target = crate::search::Index;
-    fn deref(&self) -> &crate::search::Index {
-        self.index
-            .get_or_init(|| crate::search::Index::build(&self.tools, &self.capabilities))
     }
 }
 

@@ -26,10 +26,12 @@ use crate::search::model::{Encoder, Pool, TextKind};
 use crate::search::semantic::{
     self, DocVectors, QUERY_TOKENS, QueryCache, TOOL_TOKENS, TextKey, text_key,
 };
-use crate::search::{Outcome, Semantic, Stages};
+use crate::search::{LexicalIndexes, Outcome, Semantic, Stages};
 
 /// Query vectors remembered.
 const QUERY_CACHE: usize = 512;
+/// How long a snapshot stands before its lexical index is built ahead.
+const PREBUILD_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 /// Tools embedded between two progress reports.
 const PROGRESS_EVERY: usize = 64;
 
@@ -58,6 +60,9 @@ pub struct SemanticView {
     /// The current snapshot's vectors, once complete.
     pub docs: Option<Arc<DocVectors>>,
     pub queries: Arc<QueryCache>,
+    /// The lexical stage's index of the latest snapshot searched: kept
+    /// here, beside the vectors, as what every search reads.
+    pub lexical: Arc<LexicalIndexes>,
 }
 
 impl SemanticView {
@@ -69,6 +74,7 @@ impl SemanticView {
             pool: None,
             docs: None,
             queries: Arc::new(QueryCache::new(QUERY_CACHE)),
+            lexical: Arc::default(),
         }
     }
 
@@ -115,6 +121,8 @@ pub async fn search(
     domain: Option<&str>,
 ) -> Outcome {
     let view = view.load_full();
+    let lexical = view.lexical.for_snapshot(snapshot);
+    let index = &lexical.index;
     let trimmed = query.trim();
     if let Some(docs) = view.docs.as_ref().filter(|d| d.fits(snapshot))
         && !trimmed.is_empty()
@@ -123,12 +131,12 @@ pub async fn search(
         match view.query_vector(trimmed).await {
             Ok(v) => {
                 let stages = Stages::all(Semantic { docs, query: &v });
-                return crate::search::search_with(snapshot, query, limit, domain, &stages);
+                return crate::search::search_with(index, snapshot, query, limit, domain, &stages);
             }
             Err(e) => tracing::warn!("semantic search stage skipped for one query: {e}"),
         }
     }
-    crate::search::search(snapshot, query, limit, domain)
+    crate::search::search(index, snapshot, query, limit, domain)
 }
 
 /// The Embedder actor. See the module docs.
@@ -183,6 +191,7 @@ impl Embedder {
             } else {
                 Arc::new(QueryCache::new(QUERY_CACHE))
             },
+            lexical: old.lexical.clone(),
         }));
     }
 
@@ -448,8 +457,22 @@ impl Handler<Embedded> for Embedder {
 impl Handler<CatalogChanged> for Embedder {
     type Result = ();
     fn handle(&mut self, msg: CatalogChanged, ctx: &mut Context<Self>) {
+        let version = msg.snapshot.version;
         self.latest = Some(msg.snapshot);
         self.catch_up(ctx);
+        // The lexical index of a snapshot that has stood for a moment is
+        // built ahead, on a blocking thread (bursts of publishes at start-up
+        // build none), so the first `discover_tools` does not pay for it on
+        // the sessions' thread.
+        ctx.run_later(PREBUILD_AFTER, move |act, _| {
+            let Some(snapshot) = act.latest.clone().filter(|s| s.version == version) else {
+                return;
+            };
+            let lexical = act.view.load().lexical.clone();
+            tokio::task::spawn_blocking(move || {
+                lexical.for_snapshot(&snapshot);
+            });
+        });
     }
 }
 

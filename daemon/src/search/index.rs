@@ -122,6 +122,12 @@ pub struct Index {
 }
 
 impl Index {
+    /// Builds the index of `snapshot`'s listed tools.
+    pub fn of(snapshot: &Snapshot) -> Index {
+        let capabilities = snapshot.capabilities.iter().cloned().collect();
+        Index::build(&snapshot.tools, &capabilities)
+    }
+
     /// Builds the index of `tools`, with each server's capabilities.
     pub fn build(tools: &[Arc<ToolEntry>], capabilities: &HashMap<String, Vec<String>>) -> Index {
         let mut index = Index::default();
@@ -358,5 +364,46 @@ pub(super) fn one_edit(a: &[u8], b: &[u8]) -> bool {
         }
         1 => short[prefix..] == long[prefix + 1..],
         _ => false,
+    }
+}
+
+/// The index of the latest snapshot searched, keyed by the snapshot's
+/// version: built on the first search of a version (or ahead of it, by the
+/// Embedder once a snapshot has stood for a moment), then only read. One
+/// per daemon, beside the semantic stage's vectors, which are keyed the same
+/// way; a snapshot carries no index of its own, so the catalog does not
+/// depend on search.
+#[derive(Default)]
+pub struct LexicalIndexes {
+    latest: arc_swap::ArcSwapOption<VersionedIndex>,
+}
+
+/// An index and the snapshot it was built from.
+pub struct VersionedIndex {
+    version: u64,
+    tools: usize,
+    pub index: Index,
+}
+
+impl LexicalIndexes {
+    /// The index of `snapshot`, built now if the latest one is of another.
+    pub fn for_snapshot(&self, snapshot: &Snapshot) -> Arc<VersionedIndex> {
+        if let Some(latest) = self.latest.load_full()
+            && latest.version == snapshot.version
+            && latest.tools == snapshot.tools.len()
+        {
+            return latest;
+        }
+        let built = Arc::new(VersionedIndex {
+            version: snapshot.version,
+            tools: snapshot.tools.len(),
+            index: Index::of(snapshot),
+        });
+        // A newer snapshot's index is never replaced by an older one's.
+        self.latest.rcu(|current| match current {
+            Some(c) if c.version > built.version => Some(c.clone()),
+            _ => Some(built.clone()),
+        });
+        built
     }
 }

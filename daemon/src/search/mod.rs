@@ -280,15 +280,22 @@ fn name_like(query: &str) -> bool {
 /// best; a tenth of all fifth places score under 0.28, down to 0.03.
 const MIN_RELATIVE_SCORE: f32 = 0.15;
 
-/// Ranks the snapshot's tools for `query`.
-pub fn search(snapshot: &Snapshot, query: &str, limit: usize, domain: Option<&str>) -> Outcome {
-    search_with(snapshot, query, limit, domain, &Stages::LEXICAL)
+/// Ranks the snapshot's tools for `query`, with `index` built from it.
+pub fn search(
+    index: &Index,
+    snapshot: &Snapshot,
+    query: &str,
+    limit: usize,
+    domain: Option<&str>,
+) -> Outcome {
+    search_with(index, snapshot, query, limit, domain, &Stages::LEXICAL)
 }
 
 /// Ranks the snapshot's tools for `query` with the given stages: the lexical
 /// stage alone, or fused with the semantic one, and near-duplicates pulled
 /// together (see [`semantic`]).
 pub fn search_with(
+    index: &Index,
     snapshot: &Snapshot,
     query: &str,
     limit: usize,
@@ -331,9 +338,8 @@ pub fn search_with(
             )),
         );
     }
-    let index = &*snapshot.search;
     let mut scores = if stages.lexical {
-        lexical_scores(snapshot, query)
+        lexical_scores(index, snapshot, query)
     } else {
         vec![0.0; snapshot.tools.len()]
     };
@@ -362,8 +368,7 @@ pub fn search_with(
 /// the lexical stage ranks by and the fusion reads. Public for
 /// `evo-bench --search --model`, which studies other fusions offline.
 #[doc(hidden)]
-pub fn lexical_scores(snapshot: &Snapshot, query: &str) -> Vec<f32> {
-    let index = &*snapshot.search;
+pub fn lexical_scores(index: &Index, snapshot: &Snapshot, query: &str) -> Vec<f32> {
     let query = query.trim();
     let mut scores = index.score_words(query);
     add_name_bonuses(index, snapshot, query, &mut scores);
@@ -373,8 +378,8 @@ pub fn lexical_scores(snapshot: &Snapshot, query: &str) -> Vec<f32> {
 /// The action bits of each tool's name (see `lexicon::ACTIONS`), in the
 /// snapshot's order; for `evo-bench`, as [`lexical_scores`].
 #[doc(hidden)]
-pub fn name_actions(snapshot: &Snapshot) -> &[u64] {
-    &snapshot.search.doc_actions
+pub fn name_actions(index: &Index) -> &[u64] {
+    &index.doc_actions
 }
 
 /// The lexical stage's top `limit`, without the matches far below the best.
@@ -521,7 +526,13 @@ mod tests {
                 &[("translate_pages", "Translate wiki pages between languages.")],
             ),
         ]);
-        let outcome = search(&snapshot, "convert a time between timezones", 5, None);
+        let outcome = search(
+            &Index::of(&snapshot),
+            &snapshot,
+            "convert a time between timezones",
+            5,
+            None,
+        );
         let names: Vec<&str> = outcome.hits.iter().map(|h| h.entry.name.as_str()).collect();
         assert_eq!(names, ["time_convert_time"], "{:?}", scores(&outcome));
     }
@@ -582,7 +593,7 @@ mod tests {
     }
 
     fn top(snapshot: &Snapshot, query: &str) -> String {
-        let outcome = search(snapshot, query, 5, None);
+        let outcome = search(&Index::of(snapshot), snapshot, query, 5, None);
         outcome
             .hits
             .first()
@@ -637,6 +648,7 @@ mod tests {
         };
         let query = [1.0f32, 0.0, 0.0];
         let outcome = search_with(
+            &Index::of(&snap),
             &snap,
             "send a message to the channel",
             5,
@@ -710,7 +722,7 @@ mod tests {
         };
         let query = [1.0f32, 0.0, 0.3];
         let names = |stages: &Stages<'_>| -> Vec<String> {
-            search_with(&snap, "send a message", 5, None, stages)
+            search_with(&Index::of(&snap), &snap, "send a message", 5, None, stages)
                 .hits
                 .iter()
                 .map(|h| h.entry.name.clone())
@@ -743,6 +755,7 @@ mod tests {
         };
         let query2 = [0.6f32, 0.0, 0.8];
         let outcome = search_with(
+            &Index::of(&snap2),
             &snap2,
             "send a message",
             5,
@@ -874,7 +887,7 @@ mod tests {
             let cut: String = spans(&query).iter().map(|s| s.0).collect();
             proptest::prop_assert_eq!(&cut, &query);
             let snapshot = catalog();
-            let outcome = search(&snapshot, &query, 5, None);
+            let outcome = search(&Index::of(&snapshot), &snapshot, &query, 5, None);
             proptest::prop_assert!(outcome.hits.len() <= 5);
             proptest::prop_assert!(!outcome.hits.is_empty() || outcome.reason.is_some());
         }
@@ -1001,13 +1014,22 @@ mod tests {
             (long.as_str(), None),
             ("issues", Some("nope")),
         ] {
-            let outcome = search(&snap, query, 5, domain);
+            let outcome = search(&Index::of(&snap), &snap, query, 5, domain);
             assert!(
                 outcome.hits.is_empty() && outcome.reason.is_some(),
                 "{query:.20}"
             );
         }
-        assert!(search(&snap, "zzzz qqqq", 5, None).reason.is_some());
-        assert_eq!(search(&snap, "issues", 5, Some("github")).hits.len(), 2);
+        assert!(
+            search(&Index::of(&snap), &snap, "zzzz qqqq", 5, None)
+                .reason
+                .is_some()
+        );
+        assert_eq!(
+            search(&Index::of(&snap), &snap, "issues", 5, Some("github"))
+                .hits
+                .len(),
+            2
+        );
     }
 }
