@@ -4,289 +4,18 @@
 //! says "skipped".
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use evo_tests::harness::{
+    daemon::{Daemon, ctl_at, server},
+    http::{HttpMcp, request, result_text, wait_http},
+    instances::{APPROVE, Instance, approval_id, instance, instance_config, instance_of, store_of},
+    ports::free_port,
+    process::TempDir,
+    redis::Redis,
+    wait::eventually,
+};
 use serde_json::{Value, json};
-
-use crate::common::*;
-use crate::http::{HttpMcp, free_port, request, wait_http};
-
-/// A redis-server of this test's own.
-pub struct Redis {
-    pub port: u16,
-    pub dir: TempDir,
-    pub password: Option<String>,
-    /// `rediss://`: the CA that signed its certificate.
-    pub tls_ca: Option<PathBuf>,
-    args: Vec<String>,
-    child: Option<Child>,
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-impl Redis {
-    /// A plain redis-server, or `None` (after saying "skipped") without one.
-    pub fn start(test: &str) -> Option<Redis> {
-        Self::start_with(test, None, false)
-    }
-
-    pub fn start_with(test: &str, password: Option<&str>, tls: bool) -> Option<Redis> {
-        if !have("redis-server") || !have("redis-cli") {
-            skipped(&format!(
-                "{test}: redis-server / redis-cli not on PATH (apt-get install redis-server)"
-            ));
-            return None;
-        }
-        if tls && !have("openssl") {
-            skipped(&format!(
-                "{test}: openssl not on PATH (to make a throwaway CA)"
-            ));
-            return None;
-        }
-        let dir = TempDir::new("redis");
-        let port = free_port();
-        let mut args: Vec<String> = vec![
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--dir".into(),
-            dir.path().display().to_string(),
-            "--save".into(),
-            String::new(),
-            // Durable across a restart of Redis itself (the fault tests).
-            "--appendonly".into(),
-            "yes".into(),
-            "--appendfsync".into(),
-            "always".into(),
-            "--daemonize".into(),
-            "no".into(),
-        ];
-        if let Some(p) = password {
-            args.extend(["--requirepass".into(), p.into()]);
-        }
-        let mut tls_ca = None;
-        if tls {
-            let ca = make_certs(dir.path());
-            args.extend([
-                "--port".into(),
-                "0".into(),
-                "--tls-port".into(),
-                port.to_string(),
-                "--tls-cert-file".into(),
-                dir.path().join("server.crt").display().to_string(),
-                "--tls-key-file".into(),
-                dir.path().join("server.key").display().to_string(),
-                "--tls-ca-cert-file".into(),
-                ca.display().to_string(),
-                "--tls-auth-clients".into(),
-                "no".into(),
-            ]);
-            tls_ca = Some(ca);
-        } else {
-            args.extend(["--port".into(), port.to_string()]);
-        }
-        let mut r = Redis {
-            port,
-            dir,
-            password: password.map(str::to_owned),
-            tls_ca,
-            args,
-            child: None,
-        };
-        r.spawn();
-        Some(r)
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::File::create(self.dir.path().join("redis.log")).unwrap();
-        self.child = Some(
-            Command::new("redis-server")
-                .args(&self.args)
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server"),
-        );
-        eventually(
-            "redis-server to answer PING",
-            Duration::from_secs(10),
-            || self.cli(&["PING"]).trim() == "PONG",
-        );
-    }
-
-    /// `redis://127.0.0.1:PORT` (with the password, `rediss` with TLS).
-    pub fn url(&self) -> String {
-        let scheme = if self.tls_ca.is_some() {
-            "rediss"
-        } else {
-            "redis"
-        };
-        match &self.password {
-            Some(p) => format!("{scheme}://:{p}@127.0.0.1:{}", self.port),
-            None => format!("{scheme}://127.0.0.1:{}", self.port),
-        }
-    }
-
-    /// `redis-cli` against it: its output.
-    pub fn cli(&self, args: &[&str]) -> String {
-        let mut cmd = Command::new("redis-cli");
-        cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
-        if let Some(p) = &self.password {
-            cmd.args(["-a", p, "--no-auth-warning"]);
-        }
-        if let Some(ca) = &self.tls_ca {
-            cmd.arg("--tls").arg("--cacert").arg(ca);
-        }
-        cmd.args(args);
-        cmd.output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    }
-
-    /// Every key and its value (strings, hashes, lists, sets), as text.
-    pub fn dump(&self) -> String {
-        let mut all = String::new();
-        for key in self.cli(&["--scan"]).lines() {
-            let kind = self.cli(&["TYPE", key]);
-            let value = match kind.trim() {
-                "string" => self.cli(&["GET", key]),
-                "hash" => self.cli(&["HGETALL", key]),
-                "set" => self.cli(&["SMEMBERS", key]),
-                "list" => self.cli(&["LRANGE", key, "0", "-1"]),
-                "zset" => self.cli(&["ZRANGE", key, "0", "-1"]),
-                "stream" => self.cli(&["XRANGE", key, "-", "+"]),
-                other => format!("({other})"),
-            };
-            all.push_str(&format!("{key} = {value}\n"));
-        }
-        all
-    }
-
-    /// SIGKILL (no goodbye to clients).
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Started again on the same port and data.
-    pub fn restart(&mut self) {
-        self.kill();
-        self.spawn();
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A throwaway CA and a server certificate for 127.0.0.1 signed by it, in
-/// `dir`; returns the CA's path.
-fn make_certs(dir: &std::path::Path) -> PathBuf {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("run openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=evo test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-    ]);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "ext.cnf",
-        "-out",
-        "server.crt",
-    ]);
-    dir.join("ca.crt")
-}
-
-/// One evod instance of a group: its own socket, cache and HTTP port.
-pub struct Instance {
-    pub d: Daemon,
-    pub port: u16,
-}
-
-/// The config every instance runs: the fixture server, HTTP on `port`,
-/// the shared store.
-pub fn instance_config(port: u16, store: &Value) -> Value {
-    json!({
-        "mcpServers": {"fx": fixture_server(&[])},
-        "serve": {"http": {"listen": format!("127.0.0.1:{port}")}},
-        "store": store,
-    })
-}
-
-/// Starts an instance on `store` (with `perms` as its permissions file),
-/// its fixture server's tools listed (live, or from the shared cache).
-pub fn instance(store: &Value, perms: &str, env: &[(&str, &str)]) -> Instance {
-    let i = instance_of(&|port| instance_config(port, store), perms, env);
-    listed(&i);
-    i
-}
-
-fn listed(i: &Instance) {
-    i.d.wait_status("fx listed", |s| {
-        server(s, "fx").is_some_and(|v| v["tools"].as_u64() > Some(0))
-    });
-}
 
 /// A Redis of the test's own and two instances on it, with `perms` as
 /// their permissions; `None` (after saying "skipped") without redis-server.
@@ -298,28 +27,6 @@ fn two_instances(test: &str, perms: &str) -> Option<(Redis, Instance, Instance)>
     Some((redis, a, b))
 }
 
-/// Starts an instance of the config `config(port)` makes.
-pub fn instance_of(config: &dyn Fn(u16) -> Value, perms: &str, env: &[(&str, &str)]) -> Instance {
-    let port = free_port();
-    let dir = TempDir::new("inst");
-    let cfg = dir.path().join("mcp.config.json");
-    std::fs::write(&cfg, serde_json::to_vec_pretty(&config(port)).unwrap()).unwrap();
-    if !perms.is_empty() {
-        std::fs::write(dir.path().join("permissions.yml"), perms).unwrap();
-    }
-    let d = Daemon::start_raw(dir, cfg, &[], env);
-    wait_http(&d, port);
-    Instance { d, port }
-}
-
-pub fn store_of(r: &Redis) -> Value {
-    let mut s = json!({"redis_url": r.url(), "prefix": "evo:"});
-    if let Some(ca) = &r.tls_ca {
-        s["tls_ca"] = json!(ca.display().to_string());
-    }
-    s
-}
-
 fn readyz(port: u16) -> (u16, String) {
     let r = request(port, "GET", "/readyz", &[], b"");
     (r.status, r.text())
@@ -327,15 +34,6 @@ fn readyz(port: u16) -> (u16, String) {
 
 fn store_status(i: &Instance) -> Value {
     i.d.ctl_json(&["status"])["store"].clone()
-}
-
-/// The id in "run `evoctl approve ID`".
-pub fn approval_id(text: &str) -> String {
-    let rest = text
-        .split("evoctl approve ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("an approval id in {text}"));
-    rest.split('`').next().unwrap_or_default().to_string()
 }
 
 #[test]
@@ -444,8 +142,6 @@ fn rediss_with_a_private_ca_works() {
     assert_eq!(readyz(i.port).0, 200);
 }
 
-pub const APPROVE: &str = "rules:\n  fx_echo: require_approval\n";
-
 #[test]
 fn an_approval_held_on_a_is_decided_on_b_and_consumed_once() {
     let Some((_redis, a, b)) = two_instances("approvals", APPROVE) else {
@@ -553,7 +249,7 @@ fn a_session_opened_on_a_goes_on_on_b() {
         let c = rr.next();
         let r = c.call("fx_echo", json!({"text": format!("n{i}")}));
         assert_eq!(r["isError"], false, "request {i} on port {}: {r}", c.port);
-        assert_eq!(crate::http::result_text(&r), format!("n{i}"));
+        assert_eq!(result_text(&r), format!("n{i}"));
         let tools = rr.next().tools();
         assert!(tools.iter().any(|t| t == "discover_tools"), "{tools:?}");
     }
@@ -617,7 +313,7 @@ fn an_instance_killed_mid_session_leaves_it_to_the_others() {
     }
     c.port = b.port;
     let r = c.call("fx_echo", json!({"text": "on b"}));
-    assert_eq!(crate::http::result_text(&r), "on b", "{r}");
+    assert_eq!(result_text(&r), "on b", "{r}");
     drop(a);
 }
 
@@ -790,7 +486,7 @@ fn a_later_instance_serves_the_catalog_from_redis_without_starting_children() {
     assert!(fx["pid"].is_null(), "no child spawned: {fx}");
     let mut c = HttpMcp::initialize(b.port, None);
     assert_eq!(
-        crate::http::result_text(&c.call("fx_echo", json!({"text": "lazy"}))),
+        result_text(&c.call("fx_echo", json!({"text": "lazy"}))),
         "lazy"
     );
     assert_eq!(
@@ -845,7 +541,7 @@ fn no_secret_reaches_redis() {
     let mut c = HttpMcp::initialize(i.port, Some(&token));
     assert_eq!(c.call("fx_add", json!({"a": 1, "b": 2}))["isError"], false);
     let held = c.call("fx_echo", json!({"text": "x"}));
-    let id = approval_id(&crate::http::result_text(&held));
+    let id = approval_id(&result_text(&held));
     assert_eq!(i.d.ctl(&["approve", &id]).0, 0);
     assert_eq!(c.call("fx_echo", json!({"text": "x"}))["isError"], false);
     let mut s = i.d.session(&["--session", "named"]);
@@ -895,7 +591,7 @@ fn redis_killed_mid_traffic_degrades_clearly_and_catches_up() {
     let id = c.session.clone().unwrap();
     // A decided approval, not yet used: it must survive Redis's restart.
     let held = c.call("fx_echo", json!({"text": "keep"}));
-    let ap = approval_id(&crate::http::result_text(&held));
+    let ap = approval_id(&result_text(&held));
     assert_eq!(b.d.ctl(&["approve", &ap]).0, 0);
     redis.kill();
     // Calls to children go on.
@@ -905,7 +601,7 @@ fn redis_killed_mid_traffic_degrades_clearly_and_catches_up() {
     }
     // Cross-instance features say why they cannot serve.
     let r = c.call("fx_echo", json!({"text": "other"}));
-    let text = crate::http::result_text(&r);
+    let text = result_text(&r);
     assert!(
         r["isError"] == true
             && text.contains("approvals cannot be checked now")
@@ -1388,7 +1084,7 @@ fn retry_loop_counts_follow_the_session_across_instances() {
             c.port = ports[n % 2];
             let r = c.call("fx_fail", boom.clone());
             agent_reads();
-            let t = crate::http::result_text(&r);
+            let t = result_text(&r);
             assert!(
                 r["isError"] == true && t == "boom",
                 "{era}: failure {} on port {}: {r}",
@@ -1405,20 +1101,20 @@ fn retry_loop_counts_follow_the_session_across_instances() {
         }
         c.port = a.port;
         let r = c.call("fx_fail", boom.clone());
-        let t = crate::http::result_text(&r);
+        let t = result_text(&r);
         assert!(
             r["isError"] == true && t.starts_with("Refused"),
             "{era}: the third identical failure is refused on A: {r}"
         );
         c.port = b.port;
-        let t = crate::http::result_text(&c.call("fx_fail", boom.clone()));
+        let t = result_text(&c.call("fx_fail", boom.clone()));
         assert!(t.starts_with("Refused"), "{era}: and on B: {t}");
         // Other arguments reset the count, on every instance.
-        let t = crate::http::result_text(&c.call("fx_fail", json!({"message": "other"})));
+        let t = result_text(&c.call("fx_fail", json!({"message": "other"})));
         agent_reads();
         assert_eq!(t, "other", "{era}");
         c.port = a.port;
-        let t = crate::http::result_text(&c.call("fx_fail", boom.clone()));
+        let t = result_text(&c.call("fx_fail", boom.clone()));
         assert_eq!(t, "boom", "{era}: counted from 1 again");
     };
     let mut legacy = HttpMcp::initialize(a.port, None);
@@ -1432,7 +1128,7 @@ fn retry_loop_counts_follow_the_session_across_instances() {
     check(&mut modern, "2026-07-28");
     // Another session has its own count.
     let mut other = HttpMcp::initialize(b.port, None);
-    let t = crate::http::result_text(&other.call("fx_fail", json!({"message": "other"})));
+    let t = result_text(&other.call("fx_fail", json!({"message": "other"})));
     assert_eq!(t, "other");
 }
 
@@ -1493,7 +1189,7 @@ fn an_in_band_approval_asked_on_a_is_answered_on_b_once() {
     c.port = b.port;
     let r = asking_call(&mut c, accept.clone());
     assert_eq!(r["isError"], false, "approved on B: {r}");
-    assert_eq!(crate::http::result_text(&r), "ship it");
+    assert_eq!(result_text(&r), "ship it");
     // The same answer again, on A or B: used up, the user is asked anew.
     c.port = a.port;
     let again = asked(&asking_call(&mut c, accept.clone()));
@@ -1544,14 +1240,14 @@ fn an_in_band_approval_asked_on_a_is_answered_on_b_once() {
         }),
     );
     assert!(
-        r["isError"] == true && crate::http::result_text(&r).contains("declined"),
+        r["isError"] == true && result_text(&r).contains("declined"),
         "{r}"
     );
     // Redis down: the question cannot be asked, and the answer says so.
     drop(redis);
     c.port = a.port;
     let r = asking_call(&mut c, json!({}));
-    let t = crate::http::result_text(&r);
+    let t = result_text(&r);
     assert!(
         r["isError"] == true && t.contains("cannot be asked or checked now") && t.contains("Redis"),
         "{r}"
@@ -1771,7 +1467,7 @@ fn api_tokens_work_with_redis_down_at_start_and_catch_up() {
     wait_http(&a.d, a.port);
     let mut c = HttpMcp::initialize(a.port, Some(&token));
     let r = c.call("fx_add", json!({"a": 2, "b": 3}));
-    assert_eq!(crate::http::result_text(&r), "5", "{r}");
+    assert_eq!(result_text(&r), "5", "{r}");
     let (code, body) = readyz(a.port);
     assert!(code == 503 && body.contains("Redis"), "{code} {body}");
     let (code, _, err) = a.d.ctl(&["token", "create", "eve"]);

@@ -4,7 +4,7 @@
 //! tools.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::config::DiscoveryMode;
@@ -14,12 +14,7 @@ use evo_daemon::session::{ActivationSet, Visibility, list_tools};
 use rmcp::model::ListToolsResult;
 
 use crate::searcheval;
-use crate::us;
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+use crate::timing::{median, us};
 
 /// A profile of the first `n` tools of every fifth server, as exact names.
 fn profile_of(snapshot: &Snapshot, n: usize) -> ProfileBook {

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process;
 use std::time::{Duration, Instant};
 
 use evo_daemon::catalog::snapshot::Snapshot;
@@ -15,6 +16,7 @@ use evo_daemon::search::semantic::{self, DocVectors, QUERY_TOKENS, Tuning};
 use evo_daemon::search::{Semantic, Stages};
 
 use crate::searcheval::Query;
+use evo_tests::harness::process::rss_kib;
 
 /// Recall@k counts the relevant tools in the top k out of at most k (a query
 /// with 3 relevant tools and 2 in the top 5 scores 2/3); hit@5 counts
@@ -197,17 +199,6 @@ fn score_set(
     )
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// `EVO_BENCH_TOKENS` and `EVO_BENCH_CHARS`: the tokens of a tool's text
 /// the model reads and the description characters in it, for trying other
 /// values than the daemon's.
@@ -312,19 +303,19 @@ pub fn embed_catalog(
 /// The whole `--model` bench: costs, then the table of every set and stage.
 pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], bool)]) {
     let pool = Pool::new(1).expect("one embedding thread");
-    let before = rss_kib();
+    let before = rss_kib(process::id());
     let t = Instant::now();
     let encoder = Encoder::load(dir, None).unwrap_or_else(|e| {
         eprintln!("evo-bench: {e}");
         std::process::exit(2)
     });
     let load = t.elapsed();
-    let loaded = rss_kib();
+    let loaded = rss_kib(process::id());
     let t = Instant::now();
     let (docs, computed, embed_cpu) = embed_catalog(&encoder, &pool, snap);
     let (tool_tokens, chars) = text_limits();
     let embed = t.elapsed();
-    let with_vectors = rss_kib();
+    let with_vectors = rss_kib(process::id());
     let tokens: Vec<usize> = snap
         .tools
         .iter()
