@@ -6,7 +6,15 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{ctl_at, server},
+    http::{HttpMcp, result_text},
+    locations::bin,
+    mcp::McpClient,
+    process::TempDir,
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::json;
 
 #[test]
@@ -166,9 +174,9 @@ fn evod_serves_http_on_an_inherited_tcp_socket() {
         format!("127.0.0.1:{port}"),
         "the inherited TCP socket, not serve.http.listen: {status:#}"
     );
-    let mut mcp = crate::http::HttpMcp::initialize(port, None);
+    let mut mcp = HttpMcp::initialize(port, None);
     let r = mcp.call("fx_echo", json!({"text": "activated"}));
-    assert_eq!(crate::http::result_text(&r), "activated");
+    assert_eq!(result_text(&r), "activated");
     let (code, _, _) = ctl_at(&socket, &["stop"]);
     assert_eq!(code, 0);
     assert!(child.0.wait().unwrap().success());

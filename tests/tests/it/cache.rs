@@ -4,7 +4,13 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::fixture,
+    process::{TempDir, gone_within},
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-live-ZXhhbXBsZS1zZWNyZXQtdmFsdWU";

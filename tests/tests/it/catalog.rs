@@ -2,7 +2,10 @@
 //! are entries of the recorded catalog of real MCP servers, unchanged. The
 //! whole catalog (2,529 tools) lives outside the repository: `EVO_CATALOG`.
 
-use crate::common::*;
+use evo_tests::harness::{
+    locations::{catalog_excerpt, outside_file},
+    skipped,
+};
 use serde_json::Value;
 
 fn read_json(path: &std::path::Path) -> Value {

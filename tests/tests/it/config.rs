@@ -6,7 +6,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::fixture,
+    mcp::McpClient,
+    process::TempDir,
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
 
 /// Writes an env file as a person should: readable by them alone.

@@ -2,10 +2,13 @@
 //! (`tests/interop/test_console.py` drives headless Chromium): `evoctl ui`,
 //! the one-time link, the cookie, CSRF, the allow-list, a restart.
 
+use evo_tests::harness::{
+    daemon::Daemon,
+    http::{Reply, request},
+    servers::fixture_server,
+    wait::eventually,
+};
 use serde_json::{Value, json};
-
-use super::common::*;
-use super::http::{Reply, request};
 
 /// `evoctl ui --json`: (port, the link's path).
 fn ui(d: &Daemon) -> (u16, String, Value) {

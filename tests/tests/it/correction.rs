@@ -1,7 +1,7 @@
 //! Tiered disclosure and self-correcting calls, against a child that records
 //! exactly the arguments it receives.
 
-use crate::common::*;
+use evo_tests::harness::{daemon::Daemon, locations::fixture, process::TempDir, servers::replayed};
 use serde_json::{Value, json};
 
 struct Setup {

@@ -3,7 +3,13 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::fixture,
+    mcp::{McpClient, shim_command},
+    servers::{fixture_server, replayed},
+    wait::eventually,
+};
 use serde_json::{Value, json};
 
 /// Tools a dynamic session starts with here: 4 natives and the hot fx_echo.

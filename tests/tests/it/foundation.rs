@@ -5,7 +5,14 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, ctl_at, server},
+    locations::{bin, fixture},
+    mcp::{McpClient, NATIVE_TOOLS, shim_command},
+    process::{TempDir, alive, gone_within},
+    servers::{fixture_server, raw_server, replayed},
+    wait::eventually,
+};
 use serde_json::{Value, json};
 
 fn two_fixtures() -> Value {

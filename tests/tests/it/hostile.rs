@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{daemon::Daemon, servers::fixture_server};
 use serde_json::{Value, json};
 
 fn daemon() -> Daemon {

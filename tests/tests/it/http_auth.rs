@@ -5,10 +5,15 @@
 
 use std::time::Duration;
 
+use evo_tests::harness::{
+    daemon::Daemon,
+    http::{ACCEPT, Conn, HttpMcp, JSON, http_daemon, request, result_text},
+    locations::fixture,
+    mcp::NATIVE_TOOLS,
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
-
-use crate::common::*;
-use crate::http::*;
 
 /// A token made with `evoctl token create` (stdout holds it alone).
 fn create_token(d: &Daemon, args: &[&str]) -> String {

@@ -8,7 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    mcp::{McpClient, text_of},
+    process::TempDir,
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
 
 /// The new description a server turns to: text an agent must never see.

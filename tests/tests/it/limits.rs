@@ -3,7 +3,11 @@
 //! through rmcp's request path alike), a reload changes the limit, and
 //! invalid UTF-8 in a child's text is replaced rather than losing the call.
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::Daemon,
+    process::TempDir,
+    servers::{fixture_server, raw_server},
+};
 use serde_json::{Value, json};
 
 fn texts(r: &Value) -> Vec<String> {

@@ -1,9 +1,7 @@
 //! evo's integration tests, one test binary: real `evod`, `evoctl` and
-//! fixture processes driven through the harness in `common`. Each module is
+//! fixture processes driven through `evo_tests::harness`. Each module is
 //! one area; run one test with
 //! `cargo test -p evo-tests --test it supervision::shutdown_answers_calls_in_flight`.
-
-mod common;
 
 mod activation;
 mod cache;

@@ -4,7 +4,12 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    process::TempDir,
+    servers::fixture_server,
+    wait::eventually,
+};
 use serde_json::{Value, json};
 
 fn offering(name: &str, extra: &[&str]) -> Value {

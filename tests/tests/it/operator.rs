@@ -5,7 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::bin,
+    process::{TempDir, outcome},
+    servers::fixture_server,
+};
 use serde_json::{Value, json};
 
 /// A private home: `home/` is HOME, `config/` is XDG_CONFIG_HOME.

@@ -3,7 +3,14 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    instances::approval_id,
+    mcp::NATIVE_TOOLS,
+    process::TempDir,
+    servers::{fixture_server, raw_server},
+    wait::{eventually, with_log},
+};
 use serde_json::json;
 
 fn start(perms: &str, env: &[(&str, &str)]) -> Daemon {
@@ -22,15 +29,6 @@ fn start(perms: &str, env: &[(&str, &str)]) -> Daemon {
         server(s, "fx").is_some_and(|v| v["tools"].as_u64() > Some(0) || v["state"] == "ready")
     });
     d
-}
-
-/// The id in "run `evoctl approve ID`".
-fn approval_id(text: &str) -> String {
-    let rest = text
-        .split("evoctl approve ")
-        .nth(1)
-        .expect("an approval id");
-    rest.split('`').next().unwrap_or_default().to_string()
 }
 
 fn permissions_path(d: &Daemon) -> std::path::PathBuf {

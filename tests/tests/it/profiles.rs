@@ -4,7 +4,13 @@
 
 use std::process::Stdio;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::Daemon,
+    mcp::{McpClient, shim_command, text_of},
+    process::outcome,
+    servers::fixture_server,
+    wait::eventually,
+};
 use serde_json::{Value, json};
 
 const NATIVE: [&str; 4] = [

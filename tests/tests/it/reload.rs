@@ -4,7 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::fixture,
+    process::gone_within,
+    servers::fixture_server,
+    wait::eventually,
+};
 use serde_json::{Value, json};
 
 fn base() -> Value {

@@ -11,9 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use evo_tests::harness::{
+    daemon::Daemon,
+    locations::{bin, repo_root},
+    process::{TempDir, outcome},
+    servers::replayed,
+    skipped,
+};
 use serde_json::{Value, json};
-
-use crate::common::*;
 
 /// The unpacked test model, or None (and a "skipped" line) without it.
 fn test_model() -> Option<PathBuf> {

@@ -5,7 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::{fixture, repo_root, sdk_python},
+    servers::fixture_server,
+    skipped,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
 
 fn states(s: &Value) -> Vec<(String, String)> {

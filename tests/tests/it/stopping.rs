@@ -7,7 +7,13 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::{bin, fixture},
+    process::alive,
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
 
 /// A server whose process group leader ignores SIGTERM and, once the

@@ -5,7 +5,14 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::{Daemon, server},
+    locations::{fixture, repo_root},
+    mcp::{McpClient, text_of},
+    process::{TempDir, rss_kib},
+    servers::fixture_server,
+    wait::{eventually, with_log},
+};
 use serde_json::{Value, json};
 
 #[test]

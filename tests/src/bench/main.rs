@@ -15,37 +15,30 @@
 //! Every comparison is measured side by side in one run, alternating between
 //! the two sides in rounds, because the machines are noisy.
 
-#[path = "../tests/it/common.rs"]
-mod common;
 mod converge;
-#[path = "../tests/it/http.rs"]
-#[allow(dead_code)]
-mod http;
 mod httpbench;
 mod offerbench;
 mod profilebench;
 mod remotebench;
 mod scalebench;
-#[path = "../tests/it/scaleout.rs"]
-#[allow(dead_code, unused_imports)]
-mod scaleout;
 mod searcheval;
 mod semanticeval;
+mod timing;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::json;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
+use crate::timing::{median, percentile, us};
+use evo_tests::harness::{
+    daemon::Daemon,
+    locations::{bin, fixture, outside_file},
+    mcp::{McpClient, shim_command},
+    process::rss_kib,
+    servers::fixture_server,
+    wait::eventually,
+};
 
 /// Times `n` sequential echo calls on an initialized client.
 fn time_calls(c: &mut McpClient, tool: &str, n: usize, out: &mut Vec<Duration>) {
@@ -61,11 +54,6 @@ fn direct_client() -> McpClient {
     let mut c = McpClient::spawn_cmd(&mut Command::new(fixture()));
     c.initialize();
     c
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    percentile(v, 0.5)
 }
 
 /// Proxied-call latency against the same fixture called directly. The paths

@@ -4,7 +4,7 @@
 //! tools.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::config::DiscoveryMode;
@@ -14,12 +14,7 @@ use evo_daemon::session::{ActivationSet, Visibility, list_tools};
 use rmcp::model::ListToolsResult;
 
 use crate::searcheval;
-use crate::us;
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+use crate::timing::{median, us};
 
 /// A profile of the first `n` tools of every fifth server, as exact names.
 fn profile_of(snapshot: &Snapshot, n: usize) -> ProfileBook {
@@ -82,7 +77,13 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
     let mut abridged = 0usize;
     let mut cards = 0usize;
     for q in queries {
-        let outcome = search::search(&snapshot, &q.query, 5, None);
+        let outcome = search::search(
+            &searcheval::index_of(&snapshot).index,
+            &snapshot,
+            &q.query,
+            5,
+            None,
+        );
         let text = search::render(&outcome, true);
         for h in &outcome.hits {
             cards += 1;
@@ -137,11 +138,17 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
         }
     }
     let big = searcheval::snapshot(&big);
-    let _ = search::search(&big, "warm up the index", 5, None);
+    let _ = search::search(
+        &searcheval::index_of(&big).index,
+        &big,
+        "warm up the index",
+        5,
+        None,
+    );
     let mut times = Vec::new();
     for q in queries.iter().cycle().take(300) {
         let t = Instant::now();
-        let outcome = search::search(&big, &q.query, 8, None);
+        let outcome = search::search(&searcheval::index_of(&big).index, &big, &q.query, 8, None);
         let text = search::render(&outcome, true);
         times.push(t.elapsed());
         std::hint::black_box(text);

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process;
 use std::time::{Duration, Instant};
 
 use evo_daemon::catalog::snapshot::Snapshot;
@@ -14,7 +15,8 @@ use evo_daemon::search::model::{Encoder, Pool, TextKind};
 use evo_daemon::search::semantic::{self, DocVectors, QUERY_TOKENS, Tuning};
 use evo_daemon::search::{Semantic, Stages};
 
-use crate::searcheval::Query;
+use crate::searcheval::{Query, index_of};
+use evo_tests::harness::process::rss_kib;
 
 /// Recall@k counts the relevant tools in the top k out of at most k (a query
 /// with 3 relevant tools and 2 in the top 5 scores 2/3); hit@5 counts
@@ -167,7 +169,7 @@ fn tuning() -> Tuning {
 }
 
 fn rank(snap: &Snapshot, query: &str, stages: &Stages<'_>) -> Vec<String> {
-    evo_daemon::search::search_with(snap, query, 10, None, stages)
+    evo_daemon::search::search_with(&index_of(snap).index, snap, query, 10, None, stages)
         .hits
         .iter()
         .map(|h| h.entry.name.clone())
@@ -195,17 +197,6 @@ fn score_set(
         total.mean(),
         kinds.into_iter().map(|(k, s)| (k, s.mean())).collect(),
     )
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// `EVO_BENCH_TOKENS` and `EVO_BENCH_CHARS`: the tokens of a tool's text
@@ -312,19 +303,19 @@ pub fn embed_catalog(
 /// The whole `--model` bench: costs, then the table of every set and stage.
 pub fn model_benchmarks(dir: &Path, snap: &Snapshot, sets: &[(String, &[Query], bool)]) {
     let pool = Pool::new(1).expect("one embedding thread");
-    let before = rss_kib();
+    let before = rss_kib(process::id());
     let t = Instant::now();
     let encoder = Encoder::load(dir, None).unwrap_or_else(|e| {
         eprintln!("evo-bench: {e}");
         std::process::exit(2)
     });
     let load = t.elapsed();
-    let loaded = rss_kib();
+    let loaded = rss_kib(process::id());
     let t = Instant::now();
     let (docs, computed, embed_cpu) = embed_catalog(&encoder, &pool, snap);
     let (tool_tokens, chars) = text_limits();
     let embed = t.elapsed();
-    let with_vectors = rss_kib();
+    let with_vectors = rss_kib(process::id());
     let tokens: Vec<usize> = snap
         .tools
         .iter()
@@ -523,7 +514,15 @@ fn print_misses(snap: &Snapshot, docs: &DocVectors, set: &EncodedSet<'_>) {
             tuning().weight,
             tuning().near_similarity,
         );
-        let hits = evo_daemon::search::search_with(snap, &q.query, 8, None, &stages).hits;
+        let hits = evo_daemon::search::search_with(
+            &index_of(snap).index,
+            snap,
+            &q.query,
+            8,
+            None,
+            &stages,
+        )
+        .hits;
         let got: Vec<String> = hits.iter().map(|h| h.entry.name.clone()).collect();
         let (n, of) = found(q, &got, 5);
         if n >= of {
@@ -564,7 +563,7 @@ fn write_features(dir: &Path, snap: &Snapshot, docs: &DocVectors, sets: &[Encode
     for set in sets.iter().filter(|s| !s.blind) {
         let mut out = String::new();
         for (q, v) in set.queries.iter().zip(&set.vectors) {
-            let lex = evo_daemon::search::lexical_scores(snap, &q.query);
+            let lex = evo_daemon::search::lexical_scores(&index_of(snap).index, snap, &q.query);
             let cos = docs.cosines(v);
             let mut relevant: Vec<&String> = q.relevant.iter().collect();
             relevant.sort();
@@ -581,7 +580,7 @@ fn write_features(dir: &Path, snap: &Snapshot, docs: &DocVectors, sets: &[Encode
     let tools = serde_json::json!({
         "names": snap.tools.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
         "servers": snap.tools.iter().map(|e| e.server.id.clone()).collect::<Vec<_>>(),
-        "actions": evo_daemon::search::name_actions(snap),
+        "actions": evo_daemon::search::name_actions(&index_of(snap).index),
         "dim": docs.dim,
         "vectors": docs.data,
     });

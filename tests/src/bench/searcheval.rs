@@ -3,9 +3,12 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use evo_daemon::catalog::snapshot::Snapshot;
+use evo_daemon::search::{LexicalIndexes, VersionedIndex};
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
@@ -70,9 +73,21 @@ pub fn load_catalog(path: &Path) -> Vec<(String, Vec<Tool>)> {
         .collect()
 }
 
-/// A snapshot of `servers` built the way the Catalog builds one.
+/// A snapshot of `servers` built the way the Catalog builds one, with a
+/// version of its own, so that [`index_of`] tells it from any other.
 pub fn snapshot(servers: &[(String, Vec<Tool>)]) -> Snapshot {
-    Snapshot::of_tools(servers)
+    static VERSIONS: AtomicU64 = AtomicU64::new(1);
+    let mut snapshot = Snapshot::of_tools(servers);
+    snapshot.version = VERSIONS.fetch_add(1, Ordering::Relaxed);
+    snapshot
+}
+
+/// The lexical index of a snapshot [`snapshot`] built: one
+/// [`LexicalIndexes`] serves every snapshot of the bench, as the daemon's
+/// serves its catalog (built on first use, then only read).
+pub fn index_of(snapshot: &Snapshot) -> Arc<VersionedIndex> {
+    static INDEXES: LazyLock<LexicalIndexes> = LazyLock::new(LexicalIndexes::default);
+    INDEXES.for_snapshot(snapshot)
 }
 
 /// Recall@1, recall@5 and MRR (over the top 10) of a ranking function.
@@ -133,7 +148,7 @@ pub fn evaluate(queries: &[Query], rank: &mut dyn FnMut(&str) -> Vec<String>) ->
 
 pub fn evo_ranking(snapshot: &Snapshot) -> impl FnMut(&str) -> Vec<String> + '_ {
     move |q| {
-        evo_daemon::search::search(snapshot, q, 10, None)
+        evo_daemon::search::search(&index_of(snapshot).index, snapshot, q, 10, None)
             .hits
             .iter()
             .map(|h| h.entry.name.clone())
@@ -237,7 +252,9 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
         .filter(|q| explain.split(',').any(|id| id == q.id))
     {
         println!("  {} {}", q.id, q.query);
-        for h in evo_daemon::search::search(snapshot, &q.query, 8, None).hits {
+        for h in
+            evo_daemon::search::search(&index_of(snapshot).index, snapshot, &q.query, 8, None).hits
+        {
             let mark = if q.relevant.contains(&h.entry.name) {
                 "*"
             } else {
@@ -252,7 +269,9 @@ pub fn print_quality(title: &str, queries: &[Query], snapshot: &Snapshot, blind:
     if let Some(dir) = std::env::var_os("EVO_BENCH_DUMP") {
         let mut out = String::new();
         for q in queries {
-            let hits = evo_daemon::search::search(snapshot, &q.query, 50, None).hits;
+            let hits =
+                evo_daemon::search::search(&index_of(snapshot).index, snapshot, &q.query, 50, None)
+                    .hits;
             let got: Vec<&str> = hits.iter().map(|h| h.entry.name.as_str()).collect();
             let rank = got
                 .iter()
@@ -307,7 +326,7 @@ pub fn search_latency(
     for _ in 0..3 {
         for q in queries {
             let t = Instant::now();
-            let r = evo_daemon::search::search(&snap, &q.query, 8, None);
+            let r = evo_daemon::search::search(&index_of(&snap).index, &snap, &q.query, 8, None);
             times.push(t.elapsed());
             std::hint::black_box(r);
         }

@@ -11,16 +11,10 @@ use evo_daemon::child::link::ServerLink;
 use rmcp::model::{Prompt, PromptArgument};
 use serde_json::json;
 
-use crate::common::*;
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1e3)
-}
+use crate::timing::{median, ms};
+use evo_tests::harness::{
+    daemon::Daemon, locations::fixture, mcp::McpClient, servers::fixture_server,
+};
 
 const MIB: usize = 1 << 20;
 

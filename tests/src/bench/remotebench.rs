@@ -14,9 +14,9 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::common::*;
 use crate::httpbench::HttpFixture;
-use crate::{median, percentile, us};
+use crate::timing::{median, percentile, us};
+use evo_tests::harness::{daemon::Daemon, mcp::McpClient, ports::free_port, process::TempDir};
 
 /// server-everything in SSE mode on a free port; killed on drop.
 struct SseEverything {
@@ -35,7 +35,7 @@ impl SseEverything {
             );
             return None;
         }
-        let port = crate::http::free_port();
+        let port = free_port();
         let mut child = Command::new("node")
             .arg(&js)
             .arg("sse")

@@ -11,7 +11,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use evo_tests::harness::{
+    daemon::Daemon,
+    locations::{repo_root, sdk_python},
+};
 use serde_json::{Value, json};
 
 /// Clock ticks per second of `/proc/PID/stat`'s CPU times.

@@ -12,14 +12,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::http::{ACCEPT, Conn, JSON};
-use crate::scaleout::{APPROVE, Instance, Redis, approval_id, instance, store_of};
-use crate::us;
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+use crate::timing::{median, us};
+use evo_tests::harness::{
+    http::{ACCEPT, Conn, JSON},
+    instances::{APPROVE, Instance, approval_id, instance, store_of},
+    redis::Redis,
+};
 
 /// Commands Redis has run, health checks and this benchmark's own
 /// `INFO` left out.

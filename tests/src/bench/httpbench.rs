@@ -10,9 +10,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::*;
-use crate::http::{Conn, Reply, free_port};
-use crate::{median, percentile, us};
+use crate::timing::{median, percentile, us};
+use evo_tests::harness::{
+    daemon::Daemon,
+    http::{Conn, Reply, wait_http},
+    locations::fixture,
+    mcp::McpClient,
+    ports::free_port,
+    process::{TempDir, rss_kib},
+    servers::fixture_server,
+};
 
 /// The fixture serving Streamable HTTP on a free port; killed on drop.
 pub(crate) struct HttpFixture {
@@ -468,7 +475,7 @@ pub fn http_benchmarks(quick: bool) {
         "serve": {"http": {"listen": format!("127.0.0.1:{port}"), "auth": auth}},
     });
     let d = Daemon::start_with(&config, &["--mode", "legacy"], &[]);
-    crate::http::wait_http(&d, port);
+    wait_http(&d, port);
     d.wait_ready(&["web", "fx"]);
     let (code, out, err) = d.ctl(&["token", "create", "bench"]);
     assert_eq!(code, 0, "{err}");
