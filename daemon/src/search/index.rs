@@ -1,7 +1,19 @@
 //! Building the index of one catalog snapshot: each tool's fields as postings, and
 //! the vocabulary for typo tolerance.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use serde_json::Value;
+
+use super::lexicon::{ACTIONS, ALIASES, PACKAGING, THINGS};
+use super::text::{for_each_word, tokenize};
+use super::{
+    ABSENT_BOOST, DESCRIPTION_CHARS, FIELD_COUNT, FIELDS, Field, K1, PARAM_DESCRIPTION_CHARS,
+    SERVER_NAMED_MAX, TYPO_MIN_LEN, W_ALIAS, W_RELATED, W_TYPO, porter,
+};
+use crate::catalog::snapshot::{Snapshot, ToolEntry};
 
 /// Parameter names, enum values and descriptions of a schema's top-level
 /// properties.

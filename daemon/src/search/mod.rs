@@ -7,28 +7,23 @@
 //! query only reads it.
 
 pub mod embedder;
+mod index;
 mod lexicon;
 pub mod model;
 mod porter;
+mod rank;
 pub mod semantic;
+mod text;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use nucleo_matcher::pattern::{CaseMatching, Normalization, Pattern};
-use nucleo_matcher::{Config, Matcher, Utf32Str};
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
-use lexicon::{ACTIONS, ALIASES, PACKAGING, PHRASES, PRONOUNS, STOPWORDS, THINGS};
 
-mod text;
-pub use text::*;
-mod index;
-pub use index::*;
-mod rank;
-use rank::*;
+pub use index::{Index, LexicalIndexes, VersionedIndex};
+use rank::add_name_bonuses;
 pub use semantic::{Semantic, StageScores, Stages};
 
 /// Longest query accepted, in bytes.
@@ -488,6 +483,8 @@ mod tests {
     use rmcp::model::Tool;
     use serde_json::json;
 
+    use super::index::one_edit;
+    use super::text::{rewrite_phrases, shape_words, spans, tokenize};
     use super::*;
 
     /// A snapshot of servers given as (id, [(tool, description)]).

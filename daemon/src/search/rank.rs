@@ -1,7 +1,18 @@
 //! Scoring a query against the index: BM25F over the expanded query words, coverage
 //! and name bonuses.
 
-use super::*;
+use nucleo_matcher::pattern::{CaseMatching, Normalization, Pattern};
+use nucleo_matcher::{Config, Matcher, Utf32Str};
+
+use super::index::Index;
+use super::text::{
+    for_each_chunk, identifier, keep, product_name, rewrite_phrases, shape_words, spans, squash,
+    squashed,
+};
+use super::{
+    ACTION_MATCH, COVERAGE, NAME_COVERAGE, SERVER_NAMED, W_TYPO, W_VALUE, name_like, porter,
+};
+use crate::catalog::snapshot::Snapshot;
 
 impl Index {
     /// The words a query is looked up by, each with its weight: phrases

@@ -4,12 +4,15 @@
 //! tools doing the same thing next to a high-ranking one. All pure: the
 //! vectors come from `crate::search::embedder`, which runs the model.
 
+use super::index::Index;
+use super::model;
+use super::text::for_each_chunk;
+use crate::catalog::snapshot::{Snapshot, ToolEntry};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
-
-use super::*;
 
 /// Characters of a tool's description a model reads: past the first
 /// sentences a description lists parameters and caveats, which blur what the

@@ -1,7 +1,8 @@
 //! Reading text for search: the words of a query or a tool (phrases, product names,
 //! identifiers split, stems), and the words its shape shows (a channel, a path, a link).
 
-use super::*;
+use super::lexicon::{PHRASES, PRONOUNS, STOPWORDS};
+use super::{CLAUSE_ENDS, NEGATED_WORDS, NEGATIONS, porter};
 
 /// Top-level domains: `name.com` is a site, `name.yaml` a file.
 pub(super) const TLDS: &[&str] = &[
