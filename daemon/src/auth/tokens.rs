@@ -15,6 +15,7 @@
 
 use std::path::Path;
 
+use crate::runtime::atomic_file;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -125,7 +126,7 @@ impl TokenTable {
         };
         let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
         text.push(b'\n');
-        crate::runtime::atomic_file::write(path, &text).map_err(fail)?;
+        atomic_file::write(path, &text).map_err(fail)?;
         Ok(())
     }
 

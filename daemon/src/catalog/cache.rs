@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::catalog::resources::Offered;
 use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +27,7 @@ pub struct CachedServer {
     /// Its resources, templates and prompts (absent in files of older
     /// releases: none known until the child lists them).
     #[serde(default)]
-    pub offered: crate::catalog::resources::Offered,
+    pub offered: Offered,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -18,7 +18,18 @@ pub mod refresher;
 pub mod resources;
 pub mod snapshot;
 
+use crate::catalog::cache::CachedServer;
+use crate::catalog::refresher::Persist;
+use crate::catalog::refresher::PersistPins;
+use crate::catalog::resources::Held;
+use crate::catalog::resources::OfferKind;
+use crate::catalog::resources::Offered;
 use crate::child::link::ServerLink;
+use crate::names;
+use crate::policy::integrity;
+use crate::policy::integrity::Change;
+use crate::policy::permissions::Permissions;
+use crate::policy::profiles::ProfileBook;
 use snapshot::{ServerTools, Snapshot, ToolEntry, ToolSource, entries_for};
 
 /// The catalog's record of one configured server.
@@ -37,10 +48,10 @@ struct ServerSlot {
     /// fields that changed), as the pins had them after the last list.
     changed: BTreeMap<String, Vec<String>>,
     /// Its resources, templates and prompts (live, cached, or none yet).
-    offered: crate::catalog::resources::Offered,
+    offered: Offered,
     /// Offers whose definition changed since pinned (pin key → the fields
     /// that changed).
-    held_offers: crate::catalog::resources::Held,
+    held_offers: Held,
 }
 
 /// The Catalog actor. See the module docs.
@@ -52,18 +63,18 @@ pub struct Catalog {
     on_change: Vec<Recipient<CatalogChanged>>,
     /// Where children's log messages go (the Supervisor, to sessions).
     logs: Option<Recipient<ChildLog>>,
-    persist: Option<Recipient<crate::catalog::refresher::Persist>>,
+    persist: Option<Recipient<Persist>>,
     /// Discoveries waiting for the next publish; answered once it is out.
     acks: Vec<tokio::sync::oneshot::Sender<()>>,
     publish_scheduled: bool,
-    permissions: Arc<crate::policy::permissions::Permissions>,
+    permissions: Arc<Permissions>,
     /// Profiles as the config and a person's changes define them; resolved
     /// into every snapshot.
-    profiles: Arc<crate::policy::profiles::ProfileBook>,
+    profiles: Arc<ProfileBook>,
     /// Each server's tool pins; checked when lists arrive, never per call.
     pins: PinBook,
     integrity: IntegrityMode,
-    persist_pins: Option<Recipient<crate::catalog::refresher::PersistPins>>,
+    persist_pins: Option<Recipient<PersistPins>>,
     /// The Supervisor has said which servers there are: until then nothing
     /// is published (a catalog without its servers would answer "no such
     /// tool" for names a cached list is about to bring, as when the
@@ -96,11 +107,7 @@ impl Catalog {
     }
 
     /// The pins read from the cache directory, and where changes go.
-    pub fn with_pins(
-        mut self,
-        pins: PinBook,
-        to: Recipient<crate::catalog::refresher::PersistPins>,
-    ) -> Catalog {
+    pub fn with_pins(mut self, pins: PinBook, to: Recipient<PersistPins>) -> Catalog {
         self.pins = pins;
         self.persist_pins = Some(to);
         self
@@ -124,12 +131,12 @@ impl Catalog {
         let hash = slot.spec.hash.to_string();
         let now = crate::catalog::cache::unix_secs(SystemTime::now());
         let tool_events = self.pins.observe(&id, &hash, &slot.tools, now);
-        let offered = crate::policy::integrity::offer_definitions(&slot.offered);
+        let offered = integrity::offer_definitions(&slot.offered);
         let offer_events = self.pins.observe_offers(&id, &hash, offered, now);
         let prefix = &slot.spec.prefix;
         for event in &tool_events {
             log_integrity_event(&id, event, self.integrity, "tool", &|tool| {
-                crate::names::exposed_name(prefix, tool)
+                names::exposed_name(prefix, tool)
             });
         }
         for event in &offer_events {
@@ -146,16 +153,14 @@ impl Catalog {
     /// What `slot`'s pins hold back, as the snapshot build reads it.
     fn record_changes(pins: &PinBook, slot: &mut ServerSlot) {
         let id = &slot.spec.id;
-        let fields = |(key, c): (&str, &crate::policy::integrity::Change)| {
-            (key.to_owned(), c.fields.clone())
-        };
+        let fields = |(key, c): (&str, &Change)| (key.to_owned(), c.fields.clone());
         slot.changed = pins.changes(id).map(fields).collect();
         slot.held_offers = pins.offer_changes(id).map(fields).collect();
     }
 
     fn save_pins(&self) {
         if let Some(to) = &self.persist_pins {
-            to.do_send(crate::catalog::refresher::PersistPins(self.pins.to_file()));
+            to.do_send(PersistPins(self.pins.to_file()));
         }
     }
 
@@ -168,10 +173,7 @@ impl Catalog {
         }
     }
 
-    pub fn with_persistence(
-        mut self,
-        to: Recipient<crate::catalog::refresher::Persist>,
-    ) -> Catalog {
+    pub fn with_persistence(mut self, to: Recipient<Persist>) -> Catalog {
         self.persist = Some(to);
         self
     }
@@ -187,7 +189,7 @@ impl Catalog {
             .slots
             .iter()
             .filter(|s| !s.tools.is_empty())
-            .map(|s| crate::catalog::cache::CachedServer {
+            .map(|s| CachedServer {
                 id: s.spec.id.clone(),
                 config_hash: s.spec.hash.to_string(),
                 fetched_at: s.fetched_at.map_or(0, crate::catalog::cache::unix_secs),
@@ -196,7 +198,7 @@ impl Catalog {
                 offered: s.offered.clone(),
             })
             .collect();
-        to.do_send(crate::catalog::refresher::Persist(servers));
+        to.do_send(Persist(servers));
     }
 
     fn publish(&mut self) {
@@ -322,7 +324,7 @@ pub struct SetServers {
 /// A server's tool list as the cache file had it.
 pub struct CachedTools {
     pub tools: Vec<Tool>,
-    pub offered: crate::catalog::resources::Offered,
+    pub offered: Offered,
     pub fetched_at: SystemTime,
 }
 
@@ -418,7 +420,7 @@ impl Handler<SetServers> for Catalog {
 /// New permissions (loaded by the Supervisor): republish.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetPermissions(pub Arc<crate::policy::permissions::Permissions>);
+pub struct SetPermissions(pub Arc<Permissions>);
 
 impl Handler<SetPermissions> for Catalog {
     type Result = ();
@@ -434,7 +436,7 @@ impl Handler<SetPermissions> for Catalog {
 /// so sessions using a changed profile hear list_changed.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetProfiles(pub Arc<crate::policy::profiles::ProfileBook>);
+pub struct SetProfiles(pub Arc<ProfileBook>);
 
 impl Handler<SetProfiles> for Catalog {
     type Result = ();
@@ -456,7 +458,7 @@ pub struct ToolsDiscovered {
     pub tools: Vec<Tool>,
     /// Its resources, templates and prompts, when listed with the tools
     /// (a start); `None` keeps the ones known.
-    pub offered: Option<crate::catalog::resources::Offered>,
+    pub offered: Option<Offered>,
 }
 
 impl Handler<ToolsDiscovered> for Catalog {
@@ -508,7 +510,7 @@ impl Handler<ToolsDiscovered> for Catalog {
 #[rtype(result = "()")]
 pub struct OffersDiscovered {
     pub server: String,
-    pub offered: crate::catalog::resources::Offered,
+    pub offered: Offered,
 }
 
 impl Handler<OffersDiscovered> for Catalog {
@@ -646,7 +648,7 @@ fn log_offer_event(
         }
         return;
     };
-    let Some((kind, id)) = crate::catalog::resources::OfferKind::of_key(key) else {
+    let Some((kind, id)) = OfferKind::of_key(key) else {
         return;
     };
     let (noun, name, changed) = (kind.noun(), exposed(key), fields.join(", "));
@@ -664,10 +666,8 @@ fn log_offer_event(
 /// How sessions see the offer under pin `key`: a prompt by its exposed
 /// name, a resource or template as listed.
 fn offer_shown(prefix: &str, key: &str) -> String {
-    match crate::catalog::resources::OfferKind::of_key(key) {
-        Some((crate::catalog::resources::OfferKind::Prompt, name)) => {
-            crate::names::exposed_name(prefix, name)
-        }
+    match OfferKind::of_key(key) {
+        Some((OfferKind::Prompt, name)) => names::exposed_name(prefix, name),
         Some((_, id)) => id.to_owned(),
         None => key.to_owned(),
     }
@@ -681,15 +681,14 @@ fn resolve_tool(pins: &PinBook, spec: &ServerSpec, wanted: &str) -> Option<Strin
     pins.tools(&spec.id)
         .find(|t| {
             *t == wanted
-                || crate::names::exposed_name(&spec.prefix, t) == wanted
-                || crate::names::doubled_name(&spec.prefix, t).as_deref() == Some(wanted)
+                || names::exposed_name(&spec.prefix, t) == wanted
+                || names::doubled_name(&spec.prefix, t).as_deref() == Some(wanted)
         })
         .or_else(|| {
             pins.offer_keys(&spec.id).find(|key| {
                 *key == wanted
                     || offer_shown(&spec.prefix, key) == wanted
-                    || crate::catalog::resources::OfferKind::of_key(key)
-                        .is_some_and(|(_, id)| id == wanted)
+                    || OfferKind::of_key(key).is_some_and(|(_, id)| id == wanted)
             })
         })
         .map(str::to_owned)
@@ -739,28 +738,29 @@ impl Handler<IntegrityStatus> for Catalog {
         if self.integrity == IntegrityMode::Off {
             return MessageResult((IntegrityMode::Off, Vec::new()));
         }
-        let held =
-            self.slots
-                .iter()
-                .flat_map(|s| {
-                    let tools = self.pins.changes(&s.spec.id).map(|(tool, c)| {
-                        (crate::names::exposed_name(&s.spec.prefix, tool), tool, c)
-                    });
-                    let offers = self
-                        .pins
-                        .offer_changes(&s.spec.id)
-                        .map(|(key, c)| (offer_shown(&s.spec.prefix, key), key, c));
-                    tools
-                        .chain(offers)
-                        .map(|(name, tool, c)| evo_proto::ctl::QuarantinedTool {
-                            server: s.spec.id.clone(),
-                            tool: tool.to_owned(),
-                            name,
-                            changed: c.fields.clone(),
-                            drift: c.drift,
-                        })
-                })
-                .collect();
+        let held = self
+            .slots
+            .iter()
+            .flat_map(|s| {
+                let tools = self
+                    .pins
+                    .changes(&s.spec.id)
+                    .map(|(tool, c)| (names::exposed_name(&s.spec.prefix, tool), tool, c));
+                let offers = self
+                    .pins
+                    .offer_changes(&s.spec.id)
+                    .map(|(key, c)| (offer_shown(&s.spec.prefix, key), key, c));
+                tools
+                    .chain(offers)
+                    .map(|(name, tool, c)| evo_proto::ctl::QuarantinedTool {
+                        server: s.spec.id.clone(),
+                        tool: tool.to_owned(),
+                        name,
+                        changed: c.fields.clone(),
+                        drift: c.drift,
+                    })
+            })
+            .collect();
         MessageResult((self.integrity, held))
     }
 }
@@ -782,7 +782,7 @@ impl Handler<DiffTools> for Catalog {
         let tools = self
             .pins
             .changes(server)
-            .map(|(tool, c)| (crate::names::exposed_name(&spec.prefix, tool), tool, c));
+            .map(|(tool, c)| (names::exposed_name(&spec.prefix, tool), tool, c));
         let offers = self
             .pins
             .offer_changes(server)
@@ -799,7 +799,7 @@ impl Handler<DiffTools> for Catalog {
                     drift: change.drift,
                     old: pin.pinned.json.clone(),
                     new: change.seen.json.clone(),
-                    diff: crate::policy::integrity::unified_diff(
+                    diff: integrity::unified_diff(
                         &pin.pinned,
                         &change.seen,
                         &format!("{server} {tool} (pinned)"),

@@ -11,6 +11,13 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::catalog::cache::{CACHE_FORMAT, CacheFile, CachedServer, write_atomically};
+use crate::child::ChildServer;
+use crate::child::Discover;
+use crate::policy::integrity::PINS_FILE;
+use crate::policy::integrity::PinFile;
+use crate::policy::profiles::PROFILES_FILE;
+use crate::policy::profiles::SavedProfiles;
+use crate::store::Store;
 
 /// Changes arriving within this window are written once.
 const WRITE_DEBOUNCE: Duration = Duration::from_millis(300);
@@ -20,8 +27,8 @@ const WRITE_DEBOUNCE: Duration = Duration::from_millis(300);
 enum Payload {
     Catalog(Vec<CachedServer>),
     Named(BTreeMap<String, BTreeSet<String>>),
-    Pins(crate::policy::integrity::PinFile),
-    Profiles(crate::policy::profiles::SavedProfiles),
+    Pins(PinFile),
+    Profiles(SavedProfiles),
 }
 
 impl Payload {
@@ -60,8 +67,8 @@ impl Refresher {
         Refresher {
             catalog_path: cache_dir.join("catalog.json"),
             sessions_path: cache_dir.join("sessions.json"),
-            pins_path: cache_dir.join(crate::policy::integrity::PINS_FILE),
-            profiles_path: cache_dir.join(crate::policy::profiles::PROFILES_FILE),
+            pins_path: cache_dir.join(PINS_FILE),
+            profiles_path: cache_dir.join(PROFILES_FILE),
             pending: HashMap::new(),
             in_flight: HashSet::new(),
             scheduled: false,
@@ -71,7 +78,7 @@ impl Refresher {
 
     /// The catalog cache also goes to the shared store (where instances
     /// started later read it); the file stays as this instance's fallback.
-    pub fn with_store(mut self, store: &crate::store::Store) -> Refresher {
+    pub fn with_store(mut self, store: &Store) -> Refresher {
         let Some(shared) = store.shared().cloned() else {
             return self;
         };
@@ -182,7 +189,7 @@ impl Handler<PersistNamed> for Refresher {
 /// The tool pins, to persist.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PersistPins(pub crate::policy::integrity::PinFile);
+pub struct PersistPins(pub PinFile);
 
 impl Handler<PersistPins> for Refresher {
     type Result = ();
@@ -198,7 +205,7 @@ impl Handler<PersistPins> for Refresher {
 /// Run-time changes to profiles, to persist.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PersistProfiles(pub crate::policy::profiles::SavedProfiles);
+pub struct PersistProfiles(pub SavedProfiles);
 
 impl Handler<PersistProfiles> for Refresher {
     type Result = ();
@@ -233,14 +240,14 @@ impl Handler<Written> for Refresher {
 /// older than `cache.max_age_hours` (stale-while-revalidate).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Revalidate(pub Vec<(String, Addr<crate::child::ChildServer>)>);
+pub struct Revalidate(pub Vec<(String, Addr<ChildServer>)>);
 
 impl Handler<Revalidate> for Refresher {
     type Result = ();
     fn handle(&mut self, msg: Revalidate, _: &mut Context<Self>) {
         for (id, child) in msg.0 {
             tracing::info!(server = %id, "cached tools are stale; re-discovering in the background");
-            child.do_send(crate::child::Discover);
+            child.do_send(Discover);
         }
     }
 }

@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::link::ServerLink;
 use crate::config::ServerSpec;
+use crate::names;
+use crate::policy::permissions::Permission;
+use crate::policy::permissions::Permissions;
 
 /// What a server says it supports besides tools (its `initialize` or
 /// `server/discover` capabilities).
@@ -180,7 +183,7 @@ impl Offers {
     /// that changed).
     pub fn build<'a>(
         servers: impl Iterator<Item = (&'a ServerSpec, &'a Arc<ServerLink>, &'a Offered, &'a Held)>,
-        permissions: &crate::policy::permissions::Permissions,
+        permissions: &Permissions,
     ) -> Offers {
         let mut offers = Offers::default();
         let mut template_seen = std::collections::HashSet::new();
@@ -197,7 +200,7 @@ impl Offers {
                 true
             };
             for p in &offered.prompts {
-                let name = crate::names::exposed_name(&spec.prefix, &p.name);
+                let name = names::exposed_name(&spec.prefix, &p.name);
                 let origin = format!("{}:{}", spec.id, p.name);
                 if let Some(&i) = offers.prompt_index.get(&name) {
                     let kept = offers.prompts[i].server.id.clone();
@@ -211,7 +214,7 @@ impl Offers {
                     continue;
                 }
                 let decision = permissions.decide(&name);
-                if decision.permission == crate::policy::permissions::Permission::Deny {
+                if decision.permission == Permission::Deny {
                     offers.denied.insert(name, decision.source);
                     continue;
                 }

@@ -37,9 +37,9 @@ pub struct ToolEntry {
     /// The input validator, compiled on first use and kept with the entry
     /// (entries outlive snapshots while their tool is unchanged); `None` when
     /// the schema cannot be compiled and calls go unchecked.
-    compiled: std::sync::OnceLock<Option<crate::repair::CompiledSchema>>,
+    compiled: std::sync::OnceLock<Option<CompiledSchema>>,
     /// The input schema as a `discover_tools` card shows it, made on first use.
-    card: std::sync::OnceLock<crate::session::tool_card::CardSchema>,
+    card: std::sync::OnceLock<CardSchema>,
 }
 
 /// An immutable view of the merged catalog. A new one is published on every
@@ -73,9 +73,9 @@ pub struct Snapshot {
     /// Indices of the hot tools in `tools`, ascending.
     pub hot: Vec<usize>,
     /// Every profile resolved against `tools` ([`Snapshot::with_profiles`]).
-    pub profiles: HashMap<String, Arc<crate::policy::profiles::Resolved>>,
+    pub profiles: HashMap<String, Arc<Resolved>>,
     /// Resources, resource templates and prompts of every server.
-    pub offers: crate::catalog::resources::Offers,
+    pub offers: Offers,
     /// The same catalog decided for each other role of the permissions
     /// file, for HTTP identities that carry one ([`Snapshot::for_role`]).
     pub by_role: HashMap<String, Arc<Snapshot>>,
@@ -91,7 +91,7 @@ impl Snapshot {
             .map(|(id, _)| (id.clone(), serde_json::json!({"command": "unused"})))
             .collect();
         let text = serde_json::json!({ "mcpServers": config }).to_string();
-        let parsed = crate::config::parse(&text, std::path::Path::new("snapshot.json"), &|_| None)
+        let parsed = config::parse(&text, std::path::Path::new("snapshot.json"), &|_| None)
             .map(|c| c.servers)
             .unwrap_or_default();
         let listed = |id: &str| -> &[Tool] {
@@ -110,14 +110,14 @@ impl Snapshot {
         specs: &[ServerSpec],
         tools: &dyn Fn(&str) -> &'t [Tool],
         discovery_hot: &[String],
-        permissions: &crate::policy::permissions::Permissions,
+        permissions: &Permissions,
     ) -> Snapshot {
         let links: Vec<Arc<ServerLink>> = specs
             .iter()
             .map(|spec| Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, None)))
             .collect();
         let held = BTreeMap::new();
-        let offered = crate::catalog::resources::Offered::default();
+        let offered = Offered::default();
         let entries: Vec<Vec<Arc<ToolEntry>>> = specs
             .iter()
             .zip(&links)
@@ -158,23 +158,15 @@ impl Snapshot {
     }
 
     /// This snapshot with `book`'s profiles resolved against its tools.
-    pub fn with_profiles(mut self, book: &crate::policy::profiles::ProfileBook) -> Snapshot {
+    pub fn with_profiles(mut self, book: &ProfileBook) -> Snapshot {
         self.profiles = book.resolve(&self.tool_names(), &self.index, &self.denied);
         self
     }
 
     /// One profile resolved against this snapshot now (the published
     /// `profiles` may lag a change that is being republished).
-    pub fn resolve(
-        &self,
-        profile: &crate::policy::profiles::Profile,
-    ) -> crate::policy::profiles::Resolved {
-        crate::policy::profiles::Resolved::of(
-            profile,
-            &self.tool_names(),
-            &self.index,
-            &self.denied,
-        )
+    pub fn resolve(&self, profile: &Profile) -> Resolved {
+        Resolved::of(profile, &self.tool_names(), &self.index, &self.denied)
     }
 
     /// The listed tools' exposed names, in snapshot order.
@@ -215,7 +207,7 @@ impl Snapshot {
     /// id prefixes `name`: the tool may be one of its own.
     pub fn login_required_owner(&self, name: &str) -> Option<&Arc<ServerLink>> {
         self.unlisted.iter().find(|l| {
-            l.state() == crate::child::link::ServerState::LoginRequired
+            l.state() == ServerState::LoginRequired
                 && name.len() > l.id.len()
                 && name.starts_with(l.id.as_str())
                 && name.as_bytes()[l.id.len()] == b'_'
@@ -236,11 +228,7 @@ impl Snapshot {
     /// (a native tool's name is always taken).
     /// Entries are shared with earlier snapshots, so what they compile lazily
     /// (input validators) is compiled once.
-    pub fn build(
-        version: u64,
-        servers: &[ServerTools<'_>],
-        permissions: &crate::policy::permissions::Permissions,
-    ) -> Snapshot {
+    pub fn build(version: u64, servers: &[ServerTools<'_>], permissions: &Permissions) -> Snapshot {
         use crate::policy::permissions::Permission;
         let mut denied = HashMap::new();
         let mut decided = HashMap::new();
@@ -252,7 +240,7 @@ impl Snapshot {
         let mut quarantined: HashMap<String, Quarantined> = HashMap::new();
         for server in servers {
             for entry in server.entries {
-                let native = crate::session::native_tools::NAMES.contains(&entry.name.as_str());
+                let native = NAMES.contains(&entry.name.as_str());
                 // A quarantined tool keeps its name: a later registration
                 // never takes over the calls meant for it.
                 if native
@@ -260,10 +248,10 @@ impl Snapshot {
                     || quarantined.contains_key(&entry.name)
                 {
                     let kept = match (index.get(&entry.name), quarantined.get(&entry.name)) {
-                        _ if native => crate::session::native_tools::OWNER.to_string(),
+                        _ if native => OWNER.to_string(),
                         (Some(&i), _) => format!("{}:{}", tools[i].server.id, tools[i].upstream),
                         (None, Some(q)) => format!("{}:{}", q.server, q.tool),
-                        (None, None) => crate::session::native_tools::OWNER.to_string(),
+                        (None, None) => OWNER.to_string(),
                     };
                     let origin = format!("{}:{}", entry.server.id, entry.upstream);
                     match duplicates.iter_mut().find(|d| d.name == entry.name) {
@@ -292,7 +280,7 @@ impl Snapshot {
                 // Resolved once per snapshot, never per call. A rule written
                 // for the doubled name still applies (the stricter wins), so
                 // a shortened name never loosens a permissions file.
-                let hints = crate::policy::permissions::Hints::of_tool(&entry.tool);
+                let hints = Hints::of_tool(&entry.tool);
                 let decision = permissions.decide_either(&entry.name, entry.also.as_deref(), hints);
                 if let Some(annotation) = decision.annotation {
                     let (server, rule) = (&entry.server.id, annotation.key());
@@ -341,7 +329,7 @@ impl Snapshot {
         also.retain(|name, _| !index.contains_key(name));
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
         let hot = (0..tools.len()).filter(|&i| tools[i].hot).collect();
-        let offers = crate::catalog::resources::Offers::build(
+        let offers = Offers::build(
             servers
                 .iter()
                 .map(|s| (s.spec, s.link, s.offered, s.held_offers)),
@@ -372,8 +360,8 @@ impl Snapshot {
     pub fn build_all(
         version: u64,
         servers: &[ServerTools<'_>],
-        permissions: &crate::policy::permissions::Permissions,
-        profiles: &crate::policy::profiles::ProfileBook,
+        permissions: &Permissions,
+        profiles: &ProfileBook,
     ) -> Snapshot {
         let mut snapshot = Snapshot::build(version, servers, permissions).with_profiles(profiles);
         snapshot.by_role = permissions
@@ -507,17 +495,15 @@ impl ToolEntry {
     }
 
     /// The input schema in a card's compact form (made once, on first use).
-    pub fn card_schema(&self) -> &crate::session::tool_card::CardSchema {
+    pub fn card_schema(&self) -> &CardSchema {
         self.card
-            .get_or_init(|| crate::session::tool_card::compact(&self.tool.input_schema))
+            .get_or_init(|| tool_card::compact(&self.tool.input_schema))
     }
 
     /// The compiled input schema (compiled once, on first use).
-    pub fn compiled(&self) -> Option<&crate::repair::CompiledSchema> {
+    pub fn compiled(&self) -> Option<&CompiledSchema> {
         self.compiled
-            .get_or_init(|| {
-                crate::repair::CompiledSchema::compile(&self.name, &self.tool.input_schema)
-            })
+            .get_or_init(|| CompiledSchema::compile(&self.name, &self.tool.input_schema))
             .as_ref()
     }
 
@@ -553,12 +539,27 @@ pub struct ServerTools<'a> {
     /// Quarantined tools by upstream name, with the fields that changed.
     pub held: &'a BTreeMap<String, Vec<String>>,
     /// Its resources, templates and prompts.
-    pub offered: &'a crate::catalog::resources::Offered,
+    pub offered: &'a Offered,
     /// Its quarantined prompts, resources and templates (pin key → the
     /// fields that changed).
-    pub held_offers: &'a crate::catalog::resources::Held,
+    pub held_offers: &'a Held,
 }
 
+use crate::catalog::resources::Held;
+use crate::catalog::resources::Offered;
+use crate::catalog::resources::Offers;
+use crate::child::link::ServerState;
+use crate::config;
+use crate::policy::permissions::Hints;
+use crate::policy::permissions::Permissions;
+use crate::policy::profiles::Profile;
+use crate::policy::profiles::ProfileBook;
+use crate::policy::profiles::Resolved;
+use crate::repair::CompiledSchema;
+use crate::session::native_tools::NAMES;
+use crate::session::native_tools::OWNER;
+use crate::session::tool_card;
+use crate::session::tool_card::CardSchema;
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
 pub use evo_proto::ctl::ToolSource;
 

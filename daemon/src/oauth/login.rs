@@ -21,6 +21,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::{auth_error, store};
 use crate::config::{OAuthSpec, binding};
+use crate::error_text;
 
 /// How long a login waits for the browser's redirect.
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -342,7 +343,7 @@ async fn revoke(endpoint: &str, file: &store::TokenFile) -> Result<(), String> {
             .body(body)
             .send()
             .await
-            .map_err(|e| crate::error_text::readable_error(&e))?;
+            .map_err(|e| error_text::readable_error(&e))?;
         let status = answer.status();
         if status.is_success() {
             continue;

@@ -23,6 +23,7 @@ use rmcp::transport::auth::{
 };
 
 use crate::config::{Grant, OAuthSpec, binding};
+use crate::error_text;
 
 mod diagnose;
 pub mod login;
@@ -435,7 +436,7 @@ enum Failure {
 
 /// An rmcp auth error as a person reads it.
 pub fn auth_error(e: &AuthError) -> String {
-    crate::error_text::readable_error(e)
+    error_text::readable_error(e)
 }
 
 /// An authorization manager with the server's authorization server's

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use crate::config;
+use crate::runtime::atomic_file;
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +69,7 @@ fn path_of(id: &str) -> PathBuf {
             }
         })
         .collect();
-    let hash = crate::config::short_hash(id.as_bytes());
+    let hash = config::short_hash(id.as_bytes());
     dir().join(format!("{safe}-{hash}.json"))
 }
 
@@ -92,9 +94,9 @@ pub fn load(id: &str, binding: &str) -> Option<TokenFile> {
 
 /// Writes the server's token file (0600 in a 0700 directory, atomically).
 pub fn save(id: &str, file: &TokenFile) -> std::io::Result<()> {
-    crate::runtime::atomic_file::private_dir(&dir())?;
+    atomic_file::private_dir(&dir())?;
     let body = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-    crate::runtime::atomic_file::write(&path_of(id), &body)
+    atomic_file::write(&path_of(id), &body)
 }
 
 /// Forgets the server's tokens.

@@ -1,6 +1,8 @@
 //! Reading schemas: local `$ref`s, unions, the types and properties a schema expects.
 
 use super::*;
+use crate::schema;
+use crate::schema::RefTarget;
 
 /// A schema document, for questions asked of its subschemas.
 #[derive(Debug, Clone, Copy)]
@@ -16,9 +18,9 @@ impl<'s> SchemaDoc<'s> {
                 break;
             };
             let root = self.root.as_object();
-            schema = match root.and_then(|r| crate::schema::resolve_ref(r, reference)) {
-                Some(crate::schema::RefTarget::Root) => self.root,
-                Some(crate::schema::RefTarget::Node(target)) => target,
+            schema = match root.and_then(|r| schema::resolve_ref(r, reference)) {
+                Some(RefTarget::Root) => self.root,
+                Some(RefTarget::Node(target)) => target,
                 None => break,
             };
         }

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn check_obj(
@@ -8,6 +7,8 @@ fn check_obj(
 ) -> Checked {
     check(schema, &Value::Object(arguments.clone()), aliases)
 }
+use crate::schema::example;
+use crate::test_catalog;
 use serde_json::json;
 
 fn object(value: Value) -> JsonObject {
@@ -83,7 +84,7 @@ fn refs_resolve_with_percent_encoded_names_as_in_examples() {
         fixes.iter().any(|f| f.contains("'filter.max_depth'")),
         "{fixes:?}"
     );
-    let example = crate::schema::example::example_arguments(&std::sync::Arc::new(
+    let example = example::example_arguments(&std::sync::Arc::new(
         schema.as_object().cloned().unwrap_or_default(),
     ));
     assert!(example["filter"].is_object(), "{example}");
@@ -721,7 +722,7 @@ fn corrected_examples_reuse_the_callers_values() {
         let Checked::Invalid(teaching) = check(&compiled, &sent, &no_aliases()) else {
             panic!("{sent}: expected Invalid");
         };
-        let made_up = crate::schema::example::example_arguments(&object(schema.clone()));
+        let made_up = example::example_arguments(&object(schema.clone()));
         let example = corrected_arguments(&compiled, &teaching, made_up.clone());
         assert!(
             compiled.validator.is_valid(&example),
@@ -751,7 +752,7 @@ fn corrected_examples_reuse_the_callers_values() {
     let example = corrected_arguments(
         &compiled,
         &teaching,
-        crate::schema::example::example_arguments(&object(sorted)),
+        example::example_arguments(&object(sorted)),
     );
     assert!(
         matches!(example["order"].as_str(), Some("asc" | "desc")),
@@ -773,7 +774,7 @@ fn shown_values_are_cut() {
 /// ones compile once typed; and no odd arguments make `check` panic.
 #[test]
 fn every_catalog_schema() {
-    let Some((_, catalog)) = crate::test_catalog::load("repair::every_catalog_schema") else {
+    let Some((_, catalog)) = test_catalog::load("repair::every_catalog_schema") else {
         return;
     };
     let (mut compiled_count, mut skipped) = (0, Vec::new());
@@ -790,7 +791,7 @@ fn every_catalog_schema() {
                 continue;
             };
             compiled_count += 1;
-            let made_up = crate::schema::example::example_arguments(input);
+            let made_up = example::example_arguments(input);
             for arguments in odd_arguments(&schema) {
                 if let Checked::Invalid(teaching) = check_obj(&schema, &arguments, &no_aliases()) {
                     let example = corrected_arguments(&schema, &teaching, made_up.clone());

@@ -9,6 +9,8 @@
 
 use std::cell::Cell;
 
+use crate::schema;
+use crate::schema::RefTarget;
 use rmcp::model::JsonObject;
 use serde_json::{Map, Number, Value, json};
 
@@ -352,9 +354,9 @@ impl Generator<'_> {
 
     /// The schema a local `$ref` points to (see [`schema::resolve_ref`]).
     fn resolve(&self, reference: &str) -> Option<&Map<String, Value>> {
-        match crate::schema::resolve_ref(self.root, reference)? {
-            crate::schema::RefTarget::Root => Some(self.root),
-            crate::schema::RefTarget::Node(node) => node.as_object(),
+        match schema::resolve_ref(self.root, reference)? {
+            RefTarget::Root => Some(self.root),
+            RefTarget::Node(node) => node.as_object(),
         }
     }
 

@@ -20,8 +20,10 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 
 use crate::catalog::CatalogChanged;
+use crate::catalog::cache;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::SearchSettings;
+use crate::search::MAX_QUERY_BYTES;
 use crate::search::model::{Encoder, Pool, TextKind};
 use crate::search::semantic::{
     self, DocVectors, QUERY_TOKENS, QueryCache, TOOL_TOKENS, TextKey, text_key,
@@ -126,7 +128,7 @@ pub async fn search(
     let trimmed = query.trim();
     if let Some(docs) = view.docs.as_ref().filter(|d| d.fits(snapshot))
         && !trimmed.is_empty()
-        && trimmed.len() <= crate::search::MAX_QUERY_BYTES
+        && trimmed.len() <= MAX_QUERY_BYTES
     {
         match view.query_vector(trimmed).await {
             Ok(v) => {
@@ -296,7 +298,7 @@ impl Embedder {
         let dim = encoder.dim();
         tokio::task::spawn_blocking(move || {
             let bytes = encode_vectors(dim, &entries);
-            if let Err(e) = crate::catalog::cache::write_atomically(&path, &bytes) {
+            if let Err(e) = cache::write_atomically(&path, &bytes) {
                 tracing::warn!(
                     "cannot write the tool embeddings to {}: {e}; they are computed again at the next start",
                     path.display()

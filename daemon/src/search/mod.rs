@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 
+use crate::child::link::ServerState;
 pub use index::{Index, LexicalIndexes, VersionedIndex};
 use rank::add_name_bonuses;
 pub use semantic::{Semantic, StageScores, Stages};
@@ -218,7 +219,7 @@ fn unavailable(snapshot: &Snapshot, query: &str) -> Vec<String> {
     for link in &snapshot.unlisted {
         // A server waiting for a login is named whatever was asked: nothing
         // of it is searchable until a person logs in.
-        if link.state() == crate::child::link::ServerState::LoginRequired {
+        if link.state() == ServerState::LoginRequired {
             notes.push(login_note(&link.id));
             continue;
         }

@@ -1,4 +1,3 @@
-
 use rmcp::model::Tool;
 use serde_json::json;
 

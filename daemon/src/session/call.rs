@@ -19,12 +19,15 @@ use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::io::Direct;
 use crate::child::link::ProgressRoute;
+use crate::child::link::ServerState;
 use crate::config::DiscoveryMode;
+use crate::error_text;
 use crate::metrics::{CallOutcome, metrics};
 use crate::policy::approvals::canonical_key;
 use crate::repair::{self, Checked};
 use crate::schema::example;
 use crate::session::result_limit;
+use crate::store::Shared;
 use crate::store::breaker::Prior;
 
 /// How a forwarded call came back. An answer or a timeout is about the
@@ -227,7 +230,7 @@ impl SessionServer {
         e: rmcp::ServiceError,
         peer: &Arc<Peer<RoleClient>>,
     ) -> CallToolResponse {
-        let reason = crate::error_text::readable_error(&e);
+        let reason = error_text::readable_error(&e);
         if matches!(
             e,
             rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
@@ -235,11 +238,11 @@ impl SessionServer {
             entry.server.connection_failed(peer, reason.clone());
         }
         let text = match entry.server.state() {
-            crate::child::link::ServerState::Stopped => format!(
+            ServerState::Stopped => format!(
                 "{} was not completed: server '{}' was stopped before answering (evod is shutting down, or a reload removed it)",
                 entry.name, entry.server.id
             ),
-            crate::child::link::ServerState::LoginRequired => format!(
+            ServerState::LoginRequired => format!(
                 "{} failed: server '{}' needs a login: a person must run `evoctl login {}`",
                 entry.name, entry.server.id, entry.server.id
             ),
@@ -487,7 +490,7 @@ impl SessionServer {
 
     /// Where this session's retry-loop counts live when not only here: the
     /// shared store, under the session's store name.
-    fn shared_breaker(&self) -> Option<(&crate::store::Shared, &str)> {
+    fn shared_breaker(&self) -> Option<(&Shared, &str)> {
         let shared = self.shared.as_deref()?;
         let name = self.view.store_name.get()?;
         Some((shared, name.as_str()))

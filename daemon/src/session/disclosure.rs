@@ -27,6 +27,8 @@ fn by_domain<'a>(
 const INSTRUCTIONS_HEAD: &str = "evo connects you to many tools. Tools listed in full are ready to call. \
 The others below are one line each: call one by its exact name (or through call_tool), \
 use describe_tool NAME for its schema and an example, or discover_tools to search.";
+use crate::catalog::resources::Offers;
+use crate::schema;
 
 const MORE_TOOLS: &str = "\n\nMore tools, by domain (describe_capability DOMAIN lists them): ";
 
@@ -260,7 +262,7 @@ pub fn docs(snapshot: &Snapshot) -> String {
 }
 
 /// The reference's prompts and resource templates sections.
-fn docs_offers(offers: &crate::catalog::resources::Offers, out: &mut String) {
+fn docs_offers(offers: &Offers, out: &mut String) {
     if !offers.prompts.is_empty() {
         let _ = write!(out, "\n## Prompts\n");
         for p in &offers.prompts {
@@ -287,7 +289,7 @@ fn docs_offers(offers: &crate::catalog::resources::Offers, out: &mut String) {
     if !offers.templates.is_empty() {
         let _ = write!(out, "\n## Resource templates\n\n");
         for t in &offers.templates {
-            let desc = crate::schema::summary(t.template.description.as_deref());
+            let desc = schema::summary(t.template.description.as_deref());
             let _ = writeln!(
                 out,
                 "- `{}` (server `{}`): {desc}",

@@ -28,8 +28,13 @@ pub use approval::{Answers, Ask};
 pub use server::{Asker, SessionServer, unknown_tool_message};
 
 use crate::catalog::CatalogChanged;
+use crate::catalog::ChildLog;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
+use crate::child::link::ServerLink;
 use crate::config::DiscoveryMode;
+use crate::console::events;
+use crate::console::events::Topic;
+use crate::session::native_tools::NAMES;
 use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 
 /// The set of proxied tools a session has made visible (exposed names).
@@ -71,7 +76,7 @@ pub struct SessionView {
 }
 
 /// Resource subscriptions a session holds: (key, server) pairs.
-type Subscribed = Vec<(String, Arc<crate::child::link::ServerLink>)>;
+type Subscribed = Vec<(String, Arc<ServerLink>)>;
 /// Who opened a session over HTTP, as the HTTP front authenticated them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpCaller {
@@ -142,7 +147,7 @@ impl SessionView {
     }
 
     /// The session (under `key`) subscribed to a resource of `server`.
-    pub fn subscribed(&self, key: &str, server: &Arc<crate::child::link::ServerLink>) {
+    pub fn subscribed(&self, key: &str, server: &Arc<ServerLink>) {
         let mut held = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
         if !held.iter().any(|(k, s)| k == key && Arc::ptr_eq(s, server)) {
             held.push((key.to_string(), server.clone()));
@@ -444,7 +449,7 @@ pub fn visible_entries<'a>(snapshot: &'a Snapshot, by: Visibility<'_>) -> Vec<&'
 /// catalog order (the same catalog gives the same list, in both eras).
 pub fn list_tools(snapshot: &Snapshot, by: Visibility<'_>) -> Vec<rmcp::model::Tool> {
     let visible = visible_entries(snapshot, by);
-    let mut tools = Vec::with_capacity(crate::session::native_tools::NAMES.len() + visible.len());
+    let mut tools = Vec::with_capacity(NAMES.len() + visible.len());
     tools.extend_from_slice(crate::session::native_tools::tools());
     tools.extend(visible.into_iter().map(|e| e.tool.clone()));
     tools
@@ -542,10 +547,10 @@ impl Handler<Close> for Session {
 
 /// A child's log message goes to sessions that asked for logs at its level
 /// (`logging/setLevel`), with the server id leading its logger name.
-impl Handler<crate::catalog::ChildLog> for Session {
+impl Handler<ChildLog> for Session {
     type Result = ();
     #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
-    fn handle(&mut self, msg: crate::catalog::ChildLog, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: ChildLog, _: &mut Context<Self>) {
         let wanted = self.view.flags.log_level.load(Ordering::Relaxed);
         let modern = self.view.flags.modern.load(Ordering::Relaxed);
         if wanted == 0 || modern || level_rank(msg.params.level) + 1 < wanted {
@@ -674,7 +679,7 @@ impl Handler<SetActive> for Session {
             self.view.activated.store(Arc::new(self.activated.clone()));
             self.refresh_visible();
             self.save_if_named();
-            crate::console::events::changed(crate::console::events::Topic::Sessions);
+            events::changed(Topic::Sessions);
         }
         MessageResult(Ok(ActivationChange {
             changed,

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::schema::example;
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Value, json};
 
@@ -48,7 +49,7 @@ pub fn describe(name: &str) -> Option<String> {
     Some(format!(
         "{name} [native: evo's own, always listed]\n\n{}\n\nInput schema:\n{schema}\n\nExample call:\n{}\n",
         tool.description.as_deref().unwrap_or_default(),
-        crate::schema::example::example_call(name, &tool.input_schema)
+        example::example_call(name, &tool.input_schema)
     ))
 }
 

@@ -18,10 +18,12 @@ use super::SessionServer;
 use super::transport::RawAnswer;
 #[cfg(doc)]
 use super::transport::RawAnswers;
+use crate::catalog::resources::OfferCaps;
 use crate::catalog::resources::Offers;
 use crate::child::io::{Direct, RawResult};
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
+use crate::error_text;
 
 /// Items per page of a resources, templates or prompts list.
 pub const PAGE: usize = 500;
@@ -64,7 +66,7 @@ fn failed(server: &ServerLink, method: &str, e: rmcp::ServiceError) -> ErrorData
             format!(
                 "server '{}' failed {method}: {}; `evoctl status` shows its state",
                 server.id,
-                crate::error_text::readable_error(&other)
+                error_text::readable_error(&other)
             ),
             Some(serde_json::json!({"server": server.id})),
         ),
@@ -240,7 +242,7 @@ impl SessionServer {
         &self,
         method: &str,
         what: &str,
-        has: impl Fn(&crate::catalog::resources::OfferCaps) -> bool,
+        has: impl Fn(&OfferCaps) -> bool,
     ) -> Result<(), ErrorData> {
         if has(&self.catalog().offers.caps) {
             Ok(())

@@ -17,11 +17,17 @@ use serde_json::Value;
 use super::approval::{Answers, Ask};
 use super::breaker::RetryBreaker;
 use super::{Listener, Session, SessionView, SetActive, Visibility, level_rank, visible_entries};
+use crate::VERSION;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::config::DiscoveryMode;
+use crate::metrics;
 use crate::search;
+use crate::search::embedder;
+use crate::search::embedder::SemanticView;
 use crate::session::disclosure;
 use crate::session::native_tools;
+use crate::store::Shared;
+use crate::supervisor::OpenedSession;
 use crate::supervisor::Supervisor;
 
 /// The rmcp server of one session. Cheap to clone; all shared state is the
@@ -38,7 +44,7 @@ pub struct SessionServer {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub search_limit: usize,
     /// The semantic search stage (see `crate::search::embedder`).
-    pub semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
+    pub semantic: Arc<ArcSwap<SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
     /// Identical failing calls of this session (see [`super::breaker`]).
@@ -57,7 +63,7 @@ pub struct SessionServer {
     pub raw: Option<super::transport::RawAnswers>,
     /// The shared store: retry-loop counts and in-band approval questions
     /// live there, so any instance serving the session sees them.
-    pub shared: Option<Arc<crate::store::Shared>>,
+    pub shared: Option<Arc<Shared>>,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -91,7 +97,7 @@ pub(super) fn text_result(text: impl Into<String>, is_error: bool) -> CallToolRe
 impl SessionServer {
     /// The rmcp face of a session the Supervisor just opened.
     pub fn open(
-        opened: &crate::supervisor::OpenedSession,
+        opened: &OpenedSession,
         supervisor: Addr<Supervisor>,
         snapshot: Arc<ArcSwap<Snapshot>>,
     ) -> SessionServer {
@@ -165,8 +171,8 @@ impl SessionServer {
         if offers.completions {
             capabilities.completions = Some(Default::default());
         }
-        let mut info = ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("evo", crate::VERSION));
+        let mut info =
+            ServerConfig::new(capabilities).with_server_info(Implementation::new("evo", VERSION));
         let activated = self.view.activated.load();
         let by = Visibility {
             modern,
@@ -239,7 +245,7 @@ impl SessionServer {
         let modern = self.view.is_modern();
         let snapshot = self.catalog();
         let started = std::time::Instant::now();
-        let outcome = crate::search::embedder::search(
+        let outcome = embedder::search(
             &self.semantic,
             &snapshot,
             &params.query,
@@ -247,7 +253,7 @@ impl SessionServer {
             params.domain.as_deref(),
         )
         .await;
-        crate::metrics::metrics().search(started.elapsed());
+        metrics::metrics().search(started.elapsed());
         let mut text = search::render(&outcome, params.schemas || modern);
         if modern {
             self.view.touch();

@@ -20,6 +20,7 @@ use redis::{Client, FromRedisValue};
 
 use super::breaker_mirror::Mirror;
 use super::published::{Envelope, Event};
+use crate::metrics;
 
 /// How long one Redis operation may take before it counts as failed.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -204,7 +205,7 @@ impl Shared {
                 }
             }
             Err(why) => {
-                crate::metrics::metrics().store_error();
+                metrics::metrics().store_error();
                 let was = self.ok.swap(false, Ordering::Relaxed);
                 let mut error = self.error.lock().unwrap_or_else(|e| e.into_inner());
                 if was || error.as_deref() != Some(why.as_str()) {

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::redis::{Shared, StoreError};
 use crate::catalog::cache::{CACHE_FORMAT, CachedServer};
+use crate::policy::profiles::Changes;
 use crate::policy::profiles::SavedProfiles;
 
 impl Shared {
@@ -113,7 +114,7 @@ impl Shared {
     pub async fn profile_put(
         &self,
         name: &str,
-        changes: Option<&crate::policy::profiles::Changes>,
+        changes: Option<&Changes>,
     ) -> Result<(), StoreError> {
         let key = self.key("profiles");
         match changes.filter(|c| !c.is_empty()) {

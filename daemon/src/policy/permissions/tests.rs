@@ -1,4 +1,3 @@
-
 use super::*;
 
 const PATH: &str = "/etc/evo/permissions.yml";
