@@ -7,7 +7,7 @@
 //!   Supervisor's memory).
 //! - [`Store::Redis`]: the same state in Redis under `store.prefix`, shared
 //!   by every instance with the same URL and prefix; changes other
-//!   instances must act on are published ([`redis::Event`]).
+//!   instances must act on are published ([`Event`]).
 //!
 //! What never goes to the store: tokens, env values, header values (the
 //! catalog cache holds tool lists and config hashes; session records hold
