@@ -3,6 +3,17 @@
 //! never over a server evo already has, never written enabled when evo
 //! cannot run them, and what a running evod made of them reported as it
 //! happened (its reload), not as a promise.
+//!
+//! `evoctl import` and `setup --move` write what evod's loader would refuse (a `type`/`transport`
+//! other than stdio, Streamable HTTP or SSE, a `url` that is not http(s), a `${…}` evod does not
+//! expand such as VS Code's `${input:…}`) with `"disabled": true` and a `description` (`imported
+//! disabled: why`), keeping the person's values to finish; so does a `url` ending in `/sse` with no
+//! `type` (the loader would take it for Streamable HTTP and fail to connect). evoctl does not link
+//! the loader (only `proto` is shared), so these rules are restated here; whatever only evod can
+//! know (an unset `${VAR}`, a missing command) shows in the reload that follows: evoctl asks a
+//! running evod for `status` (does it read this file?), then `reload`, then `status` again, and
+//! reports each written server from that (`applied` with its state, `failed` with its error,
+//! `disabled`), never "will be picked up".
 
 use std::env;
 use std::path::{self, Path, PathBuf};

@@ -1,5 +1,11 @@
 //! `evoctl`: evo's control CLI, and `evoctl shim`, the stdio entry every MCP
 //! client launches.
+//!
+//! `evoctl read` prints text contents and describes blobs (MIME type, size); `--out FILE` writes
+//! text as UTF-8 and blobs decoded.
+//!
+//! evoctl dies by SIGPIPE when its reader goes away (`| head`), as Unix tools do; the shim handles
+//! its pipes itself.
 
 mod client_config;
 mod connection;

@@ -5,6 +5,11 @@
 //! an interrupted pull resumes with a range request; a file whose answer
 //! names its SHA-256 (the hub's `X-Linked-Etag` for large files) is checked
 //! against it before it takes its name.
+//!
+//! `evoctl model pull` uses reqwest (already in the tree through rmcp's HTTP client), with
+//! redirects followed by hand so the hub's `X-Linked-Etag` (the file's SHA-256) on its redirect to
+//! the CDN is read. Models land in `<cache dir>/models/ORG--NAME`, which `search.model: "ORG/NAME"`
+//! resolves to (`evo_proto::paths::model_dir`, shared by both binaries, as is `cache_dir`).
 
 use std::env;
 use std::fs::{self, File, OpenOptions};

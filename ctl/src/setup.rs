@@ -1,6 +1,16 @@
 //! `evoctl setup CLIENT [--move]`: evo's entry in an MCP client's config,
 //! and with `--move` the client's other servers moved into evo's config
 //! (through [`crate::import`]), each file edited as a [`JsonFile`].
+//!
+//! `evoctl setup` and `evoctl service install` write an explicit `--socket` (made absolute) into
+//! the client's entry and the units.
+//!
+//! `setup --move` moves a server out of the client only when evo's config then runs it: written
+//! now, or already there exactly as import writes it (a move cut short before the client was
+//! written finishes on the next run). A server evo's config holds a different entry for, and one
+//! evo cannot serve yet (copied disabled), stay in the client, each with its reason. evo's config
+//! is written before the client's, so a server is never in neither file. Other entries that run
+//! `evoctl shim` are left alone (and noted), as plain `setup` does.
 
 use std::env;
 use std::path::{Path, PathBuf};

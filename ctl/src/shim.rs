@@ -9,6 +9,12 @@
 //! - Otherwise (a terminal, a file, Windows, or `EVO_SHIM_COPY=1`) it copies
 //!   bytes both ways on two plain threads with blocking I/O: MCP never passes
 //!   through a parser or a runtime here.
+//!
+//! A daemon the shim starts logs to `$XDG_STATE_HOME/evo/evod.log`.
+//!
+//! `EVO_DISCOVERY_MODE` counts in the shim's environment too (an MCP client sets it in the `env` of
+//! its evo entry): the shim sends it in the handshake as `env_mode`; it ranks below both `--mode`
+//! flags and above evod's own `EVO_DISCOVERY_MODE`, which it is the more specific form of.
 
 use std::env;
 use std::fs;

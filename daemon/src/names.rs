@@ -2,8 +2,8 @@
 //! client sees.
 //!
 //! Exposed names match `^[a-zA-Z0-9_-]{1,64}$`, the limit common model APIs enforce
-//! (DESIGN.md, "Names"). Every character outside that set becomes `_`; a name longer than
-//! [`MAX_NAME_LEN`] is cut and ends in `_` plus 6 hex digits of the SHA-256 of the full,
+//! (docs/configuration.md, "Names"). Every character outside that set becomes `_`; a name
+//! longer than [`MAX_NAME_LEN`] is cut and ends in `_` plus 6 hex digits of the SHA-256 of the full,
 //! unsanitised name, so it is stable across runs and distinct long names stay distinct.
 //! Collisions that remain (two raw names that sanitise alike) are the catalog's to resolve.
 

@@ -1,4 +1,5 @@
-"""Benchmark of the web console (not a test: prints a table; see docs/PERFORMANCE.md).
+"""Benchmark of the web console (not a test: prints a table; see docs/performance.md,
+"The web console").
 
     EVO_BIN_DIR=$CARGO_TARGET_DIR/release tests/interop/.venv/bin/python tests/interop/bench_console.py [--rounds N]
 

@@ -2,6 +2,11 @@
 //! from the tokens file, or an OAuth access token), turned into an
 //! [`Identity`] with its role and profile. Without `serve.http.auth` every
 //! caller is the local owner.
+//!
+//! An identity is `token:NAME` or `oauth:SUB`, the kind in the name, so a token and a JWT subject
+//! never share sessions or approvals. The local owner (`None` inside, `local` in `evoctl sessions`
+//! and `approvals`) is every socket session and every HTTP client without `auth`. An identity whose
+//! role the permissions file lacks is refused (403) at the door.
 
 use std::sync::Arc;
 

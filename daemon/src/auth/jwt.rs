@@ -5,6 +5,14 @@
 //! a key id the set lacks, at most once a minute. Only asymmetric algorithms
 //! are accepted, and only with a key of their own family, so a public key can
 //! never be used as an HMAC secret.
+//!
+//! The JWK's own `alg`, when it names one, must match as well. Key fetches are single flight, and a
+//! failed fetch keeps the keys already known. The protected resource metadata's `resource` is
+//! `public_url`, else the audience when it is a URL (tokens are bound to it), else the request's
+//! own URL; it is served at the RFC 9728 path insertion of that URL and at the root well-known
+//! path. Verified JWTs are remembered by their SHA-256 until `exp` (cleared when the key set
+//! changes): a client sends the same access token on every request, and an ES256 signature costs
+//! about 100 µs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -12,6 +12,19 @@
 //! constant time ([`TokenTable::verify`]). The Supervisor owns the table
 //! (creates, revokes, reloads the file when it changes); the HTTP front
 //! reads the copy it is handed.
+//!
+//! With Redis, API token records are a hash `tokens` (name → the tokens file's entry: SHA-256,
+//! role, profile, created). `token create` adds with `HSETNX` (one name across instances) and
+//! answers once the creating instance has the new table in force; the others follow the `tokens`
+//! event. The tokens file is then this machine's copy of the hash, rewritten whenever a read
+//! changes the table, and in force from start until the first read succeeds, so an instance started
+//! while Redis is down accepts the tokens it last knew. The HTTP front holds a token presented
+//! before the Supervisor handed it the table (the Supervisor waits up to 2 s for Redis at start to
+//! read the catalog) for up to 10 s instead of refusing it as unknown.
+//!
+//! API tokens are `evo_` and 64 hex digits (32 random bytes). The Supervisor re-reads the table on
+//! `evoctl reload` and on config changes and hands the front a new copy; a name no longer in the
+//! table ends its sessions. The tokens file is not watched on its own.
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! with each catalog snapshot, so sessions route a read, a get or a
 //! completion without a round trip.
 //!
-//! The rules (DESIGN.md, Resources and prompts): prompts are exposed as
+//! The rules (docs/operating.md, "Resources and prompts"): prompts are exposed as
 //! `${prefix}_${name}` with the tools' sanitising and collision policy;
 //! resources keep their URIs, the first server in config order owning a URI
 //! two list; a URI no server lists goes to the first server (config order)

@@ -1,5 +1,27 @@
 //! The immutable view of the merged catalog that the Catalog publishes and
 //! sessions, search and disclosure read: [`Snapshot`] and its [`ToolEntry`]s.
+//!
+//! A quarantined tool keeps its exposed name: a later server's tool of the same name is still a
+//! skipped duplicate, so quarantine never reroutes a name to another server.
+//!
+//! A child tool exposed under a native tool's name (`prefix: ""` and a tool called `call_tool`) is
+//! a collision the native tool wins.
+//!
+//! A tool whose name already starts with its prefix and `_` (`git_log` of server `git`) is exposed
+//! once. The doubled form (`git_git_log`) still routes (calls, `describe`, `evoctl activate`), and
+//! a permissions rule written for it still applies: both names are decided and the stricter wins,
+//! so the shorter name never loosens a permissions file. `evoctl status` lists these names
+//! (`shortened` in `--json`).
+//!
+//! A role is decided per snapshot: the Catalog builds the snapshot for the role in force and one
+//! per other role of the permissions file (`Snapshot::by_role`, entries shared); a session reads
+//! its role's with one map lookup. A session whose role disappears on reload sees an empty catalog
+//! (fail closed).
+//!
+//! A snapshot carries no search index, so the catalog does not depend on search: search keeps the
+//! lexical index of the latest snapshot searched beside the semantic vectors, keyed by the
+//! snapshot's version, and the Embedder builds it ahead, on a blocking thread, once a snapshot has
+//! stood for 500 ms, so the first search rarely pays for it and a burst of publishes builds none.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

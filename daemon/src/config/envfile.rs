@@ -25,6 +25,14 @@
 //! - A variable set twice: the last line wins.
 //! - A malformed line is skipped with a problem naming its line; its text
 //!   is never quoted (it may hold a secret).
+//!
+//! Because `${VAR}` looks in the overlay first, the file wins over whatever the first client
+//! passed, an edit plus a reload takes effect, and a variable removed from the file falls back to
+//! the inherited one. For stdio servers the overlay is merged into the spec's `env` under the
+//! server's own entries, so it is in the config hash (an env file change restarts them on reload),
+//! in the values masked in stderr tails, and never in capabilities. The file is watched with the
+//! config. Values are never logged. A file others can read is a warning. evod's own `EVO_*`
+//! settings are not read from it.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,10 @@
 //! `${VAR}` expansion in config values: `${VAR}`, `${env:VAR}` (VS Code's spelling) and
 //! `${VAR:-default}`; nothing else is special.
+//!
+//! A server's config keeps the `${VAR}` references whose variable was unset or empty (a
+//! `${VAR:-default}` that fell back); every failure of that server (crash, exit at start, start
+//! timeout) ends with a note naming them and the env file. An unset `${VAR}` without a default,
+//! which fails the entry, names the env file too.
 
 use super::envfile::is_var_name;
 

@@ -8,6 +8,13 @@
 //! array element has no path of keys). A key given twice keeps its first
 //! line. On text that is not valid JSON the pass stops and keeps what it
 //! found so far.
+//!
+//! With these lines an unknown key is reported where it stands, and names the known one it is near
+//! (case, `-`/`_`, a unit suffix such as `_s`, an edit or two, a few synonyms like `cmd`). `status
+//! --json` has the warnings as `config.warnings` (`{file, line, message}`, `line` null when
+//! unknown); `config.ok` still means "loaded and in force". A file that failed to load shows its
+//! error and no warnings (they would be about text no longer there). Permissions warnings ride the
+//! same field, their line in the message.
 
 use std::collections::HashMap;
 

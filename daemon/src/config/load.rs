@@ -1,5 +1,8 @@
 //! Loading a config: the file, its env file, the top level and its sections, and the
 //! warnings about what was ignored, each with its file and line.
+//!
+//! Config errors carry `path:line:column`. `${VAR:-default}` and VS Code's `${env:VAR}` are
+//! accepted beside `${VAR}`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

@@ -5,6 +5,10 @@
 //! challenge or the well-known path, then the first authorization server's
 //! RFC 8414 / OpenID metadata), and names the first one that is not valid
 //! JSON or lacks a field evo needs, with its URL.
+//!
+//! This also runs when rmcp's discovery finds nothing. The fields checked are `resource`,
+//! `authorization_servers`, `issuer`, `authorization_endpoint` and `token_endpoint`; the text found
+//! is the server's error in `evoctl status` and `evoctl login`.
 
 use std::time::Duration;
 

@@ -10,6 +10,14 @@
 //!
 //! Also `evoctl logout SERVER`: the tokens are revoked (RFC 7009) where the
 //! authorization server has a revocation endpoint, then forgotten.
+//!
+//! The login runs in evod, not evoctl: evod has the server's resolved config, the HTTP client and
+//! the token files, and a token never crosses the control socket. `evoctl login` sends `login
+//! {server}`; the ChildServer (`BeginLogin`) discovers again, picks the client (configured, client
+//! ID metadata document, dynamic registration), binds `127.0.0.1:0`, builds the PKCE authorization
+//! URL (rmcp's `AuthorizationSession`) and answers with it; `login {server, wait}` (`AwaitLogin`)
+//! answers when the redirect came back (state and `iss` checked, code exchanged, tokens saved) or 5
+//! minutes passed. A successful login restarts the child.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,6 +11,38 @@
 //! `resource`, the RFC 9207 `iss` check, code exchange and refresh. evo
 //! adds the token files (`store`), the single flight and the states
 //! `evoctl status` shows.
+//!
+//! `EVO_STATE_DIR` replaces `$XDG_STATE_HOME/evo`, so token files are in `$EVO_STATE_DIR/oauth/`,
+//! one per server id (`ID-HASH.json`). A file records its binding (the SHA-256 of the URL and the
+//! `oauth` settings): a file with another binding is deleted when read, which is how a changed URL
+//! or OAuth setting forgets tokens; a reload that renames an id moves the file. `auth: "oauth"` is
+//! optional: a 401 with metadata is recognised without it.
+//!
+//! Logout revokes the refresh token (which must succeed) and then the access token (best effort:
+//! many servers cannot revoke JWTs). rmcp's `rmcp::transport::auth` log target is capped at `info`
+//! whatever `EVO_LOG` says, because it logs codes and token responses at debug.
+//!
+//! `login_required` is a server state (the STATE column of `evoctl status`) as well as
+//! `auth.state`. A login-required server with no tools listed is named by unknown-tool answers for
+//! names under `ID_` (the id, not a custom prefix).
+//!
+//! A client ID metadata document is used only when the entry names one
+//! (`oauth.client_metadata_url`) and the authorization server's metadata says
+//! `client_id_metadata_document_supported`. The document must be an https URL the authorization
+//! server can fetch, which evo cannot host for a loopback client, so evo serves none itself; its
+//! `redirect_uris` list `http://127.0.0.1/callback` and `application_type: native`, so the server
+//! accepts the login's loopback port, which varies (RFC 8252).
+//!
+//! Each run loads its `Bearer` from the token file: requests read the current token from an
+//! `ArcSwap` (no lock, no I/O). A token within a tenth of its life (at most a minute) of expiry, or
+//! one the server answered 401 to, is refreshed under the Bearer's mutex, so concurrent requests
+//! wait for one refresh and take its result. The refresh builds its `AuthorizationManager` on first
+//! use (discovery once per run, never on the call path of a valid token). A timer task per Bearer
+//! (holding a weak reference, so it ends with the run) wakes at that point and refreshes through
+//! the same single flight, so a token is renewed ahead of its expiry with no request in between; a
+//! refresh that fails because the authorization server is away is tried again 10 s later. A refused
+//! refresh (`invalid_grant`) sends `LoginLost` to the ChildServer. `client_credentials` servers get
+//! their first token the same way, without a person.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -4,6 +4,14 @@
 //! call (same tool, same arguments) then passes exactly once within the
 //! window. Nothing an agent can send approves a call: approvals arrive only
 //! over the control socket.
+//!
+//! A denial stands for the 5-minute window, then the same call is held again as a new request. On
+//! 2026-07-28 sessions (no server→client requests) a client that declares elicitation in the
+//! request's `_meta` is asked in band: the call answers `input_required` with one elicitation
+//! (`evo/approve`) and a `requestState` evo keeps for 5 minutes, bound to the tool and its
+//! canonical arguments; the retry carrying that state and an `accept` runs the call, anything else
+//! declines it, and a state evo did not issue is asked again. Other clients are held for `evoctl
+//! approve`.
 
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};

@@ -10,6 +10,46 @@
 //! the call path) and acts on the [`Event`]s; the Refresher writes
 //! [`PinFile`] as `pins.json` in the cache directory. No secrets are in it:
 //! tool definitions and config hashes only.
+//!
+//! The pinned definition is the canonical JSON (keys sorted at every level) of `name`, `title`,
+//! `description`, `inputSchema`, `outputSchema` and `annotations` as the child listed them (before
+//! evo normalises schemas); `_meta` and icons are not pinned. Pins live in their own file,
+//! `pins.json`, beside `catalog.json` (format versioned; corrupt or other-format files are set
+//! aside with a warning and servers are pinned anew), written at once rather than debounced so a
+//! quarantine is never lost to a kill while the catalog cache already holds the changed list.
+//!
+//! A quarantined tool stays quarantined until trusted, or until its server's config hash changes,
+//! whatever the server lists next, its old definition included: a tool that changed once under the
+//! same config is not let back by the server itself. `trust` accepts the definition last seen.
+//! `changed` is the union of fields that differed in any list since the pin; `drift` counts lists
+//! whose definition differed from the one before (1 at the first change). The change is logged once
+//! (warn); later drift at debug. Only field names reach an agent, never property names of a new
+//! schema, which are server text too.
+//!
+//! Pins of servers no longer configured are kept; a server added again with the same config hash is
+//! checked against them (a different hash re-pins). Tools a server stops listing keep their pins
+//! too.
+//!
+//! `integrity: off` records and checks nothing and shows nothing; pins recorded earlier stay in the
+//! file and count again when it is turned back to `pin` or `warn` (changes made meanwhile are then
+//! quarantined). A value other than `pin`, `warn`, `off` is a config warning and means `pin`.
+//!
+//! Each list that reaches the Catalog (a child's, or the cache's at start and on reload) goes
+//! through `PinBook::observe` before the snapshot is built: new servers and new tools are pinned, a
+//! changed config hash re-pins the server, a pinned tool with another definition gets a `Change`
+//! (fields, drift). The Catalog keeps each server's changed tools and, under `integrity: pin`,
+//! `Snapshot::build` leaves them out of `tools` and records them in `quarantined` (exposed name →
+//! refusal), so the call path, search, instructions and `describe_*` see only the snapshot, as with
+//! denied tools; nothing is checked per call. Pins go to the Refresher (`PersistPins`, written at
+//! once to `pins.json`). `evoctl diff`/`trust` are Catalog messages (`DiffTools`, `TrustTools`); a
+//! trust republishes.
+//!
+//! Prompts, resources and templates take the same path (`observe_offers`, pins under
+//! `prompt:`/`resource:`/`template:` keys in the server's `offers` map, so they never collide with
+//! tool names): `Offers::build` leaves held ones out and keeps their refusal in
+//! `Offers::quarantined`; a held resource URI (or a URI only a held template matches) is refused,
+//! never routed on to a later server. A changed config hash re-pins tools and offers together,
+//! whichever list comes first.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! its visibility table.
 //!
 //! The format is EVOKORE-MCP's, so existing files keep working; evo adds glob patterns
-//! (DESIGN.md, "permissions.yml", is the contract):
+//! (docs/policy.md, "Permissions", is the contract):
 //!
 //! ```yaml
 //! active_role: developer            # EVO_ROLE overrides
@@ -34,6 +34,14 @@
 //! - Unknown keys (top level or inside a role) are reported in [`Permissions::warnings`], never
 //!   fatal. A role's `description` (EVOKORE-MCP has one) is accepted and unused. Patterns naming
 //!   tools that do not exist are fine: they apply when such tools appear.
+//!
+//! A read-only tool is never destructive and always idempotent (the MCP hints mean something only
+//! for tools that are not read-only). A hint of the wrong type (`"yes"`) is dropped with a warning
+//! before rmcp reads the list (stdio children), so the MCP default applies. An unknown `@key` is a
+//! file error naming the four.
+//!
+//! A permissions file that cannot be loaded when evod starts denies every tool (fail closed), with
+//! the error in the log, `evoctl status` and each refusal; fixing the file applies it.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;

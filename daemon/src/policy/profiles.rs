@@ -6,6 +6,19 @@
 //! [`ProfileBook`] is the definition (pure data, owned by the Supervisor);
 //! [`Resolved`] is one profile resolved against a catalog snapshot (built
 //! with the snapshot, so listing a profile's tools is a walk over indices).
+//!
+//! Run-time changes are kept as `added` (exact names beyond the config's patterns) and `removed`
+//! (names taken out although a pattern matches), per profile, so a config edit to the patterns and
+//! a person's changes compose. Changes to a profile the config no longer defines stay in
+//! `profiles.json` and apply again if it comes back. A reload that renames exposed names (a new
+//! prefix or id) renames them in the saved changes too. `activate --profile` accepts names the
+//! catalog lists or denies (a denied one shows as denied, never listed); `deactivate --profile`
+//! takes any name.
+//!
+//! A profile change is a Supervisor state change (`ProfileBook`), saved through the Refresher
+//! (`PersistProfiles` → `profiles.json`) and sent to the Catalog (`SetProfiles`), which resolves
+//! every profile against the snapshot it builds (`Snapshot::profiles`) and republishes; each
+//! Session then compares its visible names and fingerprints.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -1,11 +1,15 @@
-//! Self-correcting calls (DESIGN.md, "Self-correcting calls"): a proxied call's arguments are
-//! checked against the tool's pre-compiled input schema; the mistakes models commonly make
-//! (near-miss names, `"5"` for 5, a scalar for a one-element array, …) are repaired silently
-//! when the repaired call validates, and anything else becomes a teaching error that says in
-//! plain words what was wrong.
+//! Self-correcting calls (docs/operating.md, "Self-correcting calls"): a proxied call's arguments
+//! are checked against the tool's pre-compiled input schema; the mistakes models commonly make
+//! (near-miss names, `"5"` for 5, a scalar for a one-element array, …) are repaired silently when
+//! the repaired call validates, and anything else becomes a teaching error that says in plain words
+//! what was wrong.
 //!
 //! Pure: values in, values out. The hot path is a valid call: an allocation-free size and depth
 //! walk, then one `is_valid` pass. Repair and error text are built only for invalid input.
+//!
+//! Repair also runs on calls that are valid as sent when they carry names the schema does not
+//! declare (schemas that allow extra properties): a misspelt optional parameter would otherwise
+//! reach the child and be ignored. The check is one hash lookup per argument on the valid path.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};

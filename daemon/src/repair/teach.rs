@@ -1,4 +1,15 @@
 //! Teaching: validation errors in plain words, and the closest valid names.
+//!
+//! A teaching error names every sent name the schema does not declare (at any depth), also where
+//! the schema allows extra names: the call fails anyway, and an unmentioned `tz` is the likeliest
+//! cause. Its corrected example reuses the caller's values (`corrected_arguments`): a value under a
+//! declared name where its type fits, and a value under an unknown name moved to the parameter it
+//! most plausibly meant, the nearest free name first, else the first unset required parameter in
+//! schema order, preferring one whose type the value has over one repair would convert it to; such
+//! a move is also listed under the closest names (`'tz': did you mean timezone?`). Each reused
+//! value is checked against the schema where it stands and dropped (the made-up value back) if
+//! refused; an example that then still fails where the schema's own passes is replaced by the
+//! schema's own. Top level only: nested objects keep the generated values.
 
 use super::*;
 

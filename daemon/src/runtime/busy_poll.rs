@@ -12,9 +12,12 @@
 //! event; the watch ends at the first one, including tokio's own wakeups, so
 //! nothing waits for the spin. It only follows work: an idle daemon sleeps.
 //!
-//! Measured with `evo-bench` (see ARCHITECTURE.md): a proxied call through
-//! the shim takes less than half as long, and light traffic costs less CPU
+//! Measured with `evo-bench` (see docs/performance.md, "Threads and busy-poll"): a proxied
+//! call through the shim takes less than half as long, and light traffic costs less CPU
 //! than the sleeps and wakeups did.
+//!
+//! The spin watches the first epoll instance the runtime's build created (descriptors are numbered
+//! lowest-free first; tokio holds a duplicate of it); if none is found the worker just sleeps.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};

@@ -29,8 +29,12 @@
 //! and its `+` line (the leader has just been exec'd; its parent-death
 //! signal still ends it).
 //!
-//! evod without a guard still runs; `evoctl status` and the log say what is
-//! lost (a SIGKILLed evod may then leave children's processes behind).
+//! evod without a guard (one that cannot start, stops reading or dies) still runs; `evoctl status`
+//! (`daemon.guard_error`) and the log say what is lost (a SIGKILLed evod may then leave children's
+//! processes behind).
+//!
+//! Running its own binary again means there is no second binary to install. The stop signals the
+//! guard ignores are SIGINT, SIGTERM, SIGHUP, SIGQUIT and the job-control ones.
 
 use std::collections::HashSet;
 use std::io::{BufRead, Write};

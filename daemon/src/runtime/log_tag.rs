@@ -12,6 +12,11 @@
 //! Task ids are never reused within a runtime, so a stale entry can only
 //! go unused; the table keeps the most recent `CAPACITY` tasks (a live
 //! worker is tagged again by its next request, at the latest the 10 s ping).
+//!
+//! Lines of the tasks evo does spawn get `server=ID` from their span: rmcp's service loop runs in a
+//! `child{server=ID}` span (the connect future is instrumented), as do the OAuth discovery, login,
+//! logout and refresh-timer futures. Tagging takes a lock only when the task differs from the last
+//! one it tagged.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};

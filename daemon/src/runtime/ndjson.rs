@@ -2,6 +2,9 @@
 //! transports: a cancellation-safe line reader with a size limit that can
 //! still name an oversized request's id, and a line writer for a writer that
 //! may have closed.
+//!
+//! `limits.max_message_bytes` (default 16 MiB) bounds one MCP message; an oversized line is
+//! discarded with a `-32600` error naming the limit.
 
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};

@@ -3,6 +3,10 @@
 //! binding its own, and leaves the socket file to systemd. A Unix socket is
 //! the control socket; a TCP one (a second `ListenStream=127.0.0.1:8787`)
 //! is the HTTP endpoint's.
+//!
+//! Each inherited descriptor is classified by its address family; a TCP one takes its settings from
+//! `serve.http`, or the defaults. The unit's second `ListenStream` ships commented out: a TCP port
+//! has no owner check.
 
 /// The first descriptor systemd passes.
 #[cfg(unix)]

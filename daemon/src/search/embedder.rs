@@ -11,6 +11,24 @@
 //! for `evoctl status`, the model for query vectors, and the vectors of the
 //! current snapshot once every tool has one. Until then the lexical stage
 //! answers alone.
+//!
+//! The model runs on a rayon pool of `search.threads` (1) threads owned by the Embedder, which
+//! candle's matrix products stay on. evod sets `CANDLE_NUM_THREADS=1` before any thread starts,
+//! unless set: candle's element-wise ops otherwise run on a spinning pool of their own, one thread
+//! per core, outside that bound.
+//!
+//! The query-vector LRU is the one `Mutex` searches share: a memo any session may fill, not state
+//! of an actor.
+//!
+//! `discover_tools` (a session) and `evoctl search` (the Supervisor) call `search`: it loads the
+//! `SemanticView` (one atomic load); when its vectors fit the snapshot, the query's vector comes
+//! from the LRU of query texts or one forward pass on the Embedder's pool (awaited, so the
+//! session's I/O worker never computes it), and `search::search_with` ranks the lexical scores
+//! fused with the cosines, then pulls near-duplicates up. Otherwise the lexical stage answers
+//! alone. The Embedder subscribes to `CatalogChanged`; for each snapshot it hashes every tool's
+//! text, publishes the vectors at once when all are known, else embeds the missing ones in batches
+//! (progress in `status`), writes the cache file and publishes. A new `search` setting (reload)
+//! bumps its generation: a late result of the old model is dropped.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -3,6 +3,19 @@
 //! lexical score, and the near-duplicate stage that puts other servers'
 //! tools doing the same thing next to a high-ranking one. All pure: the
 //! vectors come from `crate::search::embedder`, which runs the model.
+//!
+//! candle (candle-core/nn/transformers, default features off) and tokenizers (fancy-regex, no
+//! onig/http/progress bar) are always compiled in, but nothing is loaded or spawned without
+//! `search.model`: no weights in the binary, no thread pool, the lexical path unchanged. Tool texts
+//! are the name's words, the title and the description's first 160 characters (no server id: the
+//! same tool on two servers reads the same), cut at 40 tokens, batched by length. Fusion is a
+//! weighted sum of per-query min-max normalised lexical and cosine scores (the semantic side weighs
+//! `SEMANTIC_WEIGHT`); a tool no word matched needs a cosine of at least `MIN_COSINE`, so gibberish
+//! finds nothing. Near-duplicates: the top result pulls up to 4 tools of other servers (one per
+//! server) whose vectors are at least 0.6 alike and whose names name the same action (0.9 when
+//! neither names one) right after it, so its alternatives fill the top 5. Every constant is in
+//! `Tuning`, which `EVO_BENCH_TUNING=name=value,…` overrides in `evo-bench` without a rebuild; how
+//! each was chosen: docs/search.md and docs/notes/2026-12-05-search-tuning.md.
 
 use super::index::Index;
 use super::model;

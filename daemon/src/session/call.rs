@@ -1,6 +1,17 @@
 //! A proxied call from a session: permission, validation and repair, the
 //! retry-loop breaker, forwarding with timeout and cancellation, and the
 //! error a failure turns into.
+//!
+//! `session_id` filling applies to a parameter named exactly `session_id` (servers' own `sessionId`
+//! parameters are theirs, not ours). A caller that sends its own value under another spelling
+//! (`sessionId`) has it renamed, not replaced.
+//!
+//! A call naming a tool evo does not know waits (up to 60 s, or the client's cancellation) while a
+//! server that has listed nothing is starting: right after an autostart the first call would
+//! otherwise fail as unknown. A server waiting out a crash backoff does not hold calls up.
+//!
+//! Repaired calls record `_meta["evo/repaired"]`; filled parameters add `_meta["evo/notes"]` and a
+//! text line.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -23,6 +23,10 @@
 //! identity (`token:NAME`, `oauth:SUB`) must not choose whose account they
 //! are. The redirect goes to evod's loopback listener, so the browser that
 //! completes the login runs on evod's machine.
+//!
+//! `notifications/elicitation/complete` is sent as a custom notification: rmcp has no type for it.
+//! Sessions that are not offered a login (2026-07-28 sessions, clients without URL elicitation,
+//! HTTP identities) get the `evoctl login ID` text instead.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,6 +2,31 @@
 //! [`SessionServer`]. The actor owns the session's discovery mode, activation
 //! set and last-active time; the rmcp handler serves MCP, reads the catalog
 //! snapshot directly and sends proxied calls straight to the child.
+//!
+//! Sessions send list_changed when a visible tool's definition changes, not only when names come or
+//! go: each entry carries a fingerprint (a hash of the tool as listed), compared with the one last
+//! sent.
+//!
+//! `visible_entries` is the one rule for what a session lists: legacy lists every snapshot tool;
+//! dynamic lists the snapshot's hot indices, the session's profile's members (resolved by the
+//! Catalog when it builds the snapshot, so a list is a merge of sorted indices, never a pattern
+//! match) and, before 2026-07-28, the session's activations. Indices keep catalog order, so the
+//! same catalog lists in the same order in both eras. The era is the session's own flag, set by the
+//! first request that carries the 2026-07-28 envelope (`server/discover` included); on that era
+//! `SetActive` is refused (`MODERN_REFUSAL`), exact-name calls do not activate, and
+//! `discover_tools` renders cards.
+//!
+//! Children's log messages (`notifications/message`) go to the sessions that asked with
+//! `logging/setLevel`, at that level and above, the logger named `server/logger`; a session that
+//! never asked gets none (an agent's context is not the place for every child's chatter). evo
+//! advertises `logging`; on 2026-07-28 sessions, where MCP deprecates logging (SEP-2577), none are
+//! sent. A session's unsent child log messages are capped at 32 (then dropped) and list_changed is
+//! coalesced while one is on its way, so a client that does not read its stream is held back, not
+//! buffered.
+//!
+//! An idle socket session costs about 41 KiB, most of it rmcp's per-session channels and loop task.
+//! The session's startup future (the rmcp handshake, about 19 KiB) is boxed so that it is freed
+//! once the session is up rather than kept for its life.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -2,6 +2,18 @@
 //! the snapshot (paginated towards the client), reads, gets and completions
 //! routed to the owning child (started if idle), and subscriptions held per
 //! session at the owning server's [`Subscriptions`](crate::child::subscriptions).
+//!
+//! A URI no server lists and no template matches is `-32002` naming `evoctl resources`. Lists are
+//! paginated towards clients in pages of 500; the cursor is an offset evo gave out, and any other
+//! is invalid params. With no child offering resources, prompts or completions, those methods
+//! answer `-32601` saying none of the servers offers them. Results of initialize-era children get
+//! `resultType: complete` for 2026-07-28 clients.
+//!
+//! A session answers lists from the snapshot and routes `resources/read`, `prompts/get` and
+//! `completion/complete` to the owning server's peer (`ServerLink::peer` starts an idle child),
+//! with the server's timeout; a child's own MCP error passes through, anything else names the
+//! server. Sessions compare the offers' fingerprints on every snapshot and send
+//! `resources/list_changed` / `prompts/list_changed` when theirs moved.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,6 +9,11 @@
 //! Pure: [`limit`] takes a result and returns it, cut or not. The size of
 //! what the child sent is passed in when known (the raw line of a direct
 //! call), so a result under the limit costs one comparison.
+//!
+//! rmcp's path, which has no raw line, measures with a counting writer. A cut copies only what is
+//! kept. A `structuredContent` of at most half the limit is kept ahead of the text (it is the
+//! compact form). Text in embedded resources is cut like text, and dropped blocks are named.
+//! Invalid UTF-8 in a child's line is replaced (U+FFFD) instead of failing the message.
 
 use rmcp::model::{
     CallToolResult, ContentBlock, EmbeddedResource, MetaObject, ResourceContents, TextContent,

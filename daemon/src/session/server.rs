@@ -1,4 +1,8 @@
 //! The rmcp server of one session: its MCP methods and native tools.
+//!
+//! 2026-07-28 lists carry `ttlMs: 60000` and `cacheScope: "private"`: the catalog changes
+//! (children, reloads, profile edits, each announced on the listen streams), and the list depends
+//! on the caller's profile and role. Initialize-era results carry neither.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -13,6 +13,10 @@
 //! properties keep their type, enum, default and a short description, and
 //! nested structure is left to `describe_tool` (the card says so). Past the
 //! budget even then, only the required properties are shown.
+//!
+//! The budget is 700 bytes. Abridging goes in steps: top-level properties with type, short enum,
+//! default and description; then without descriptions; then only the required ones. Cards are
+//! compacted once per entry and kept with it (`ToolEntry::card_schema`).
 
 use serde_json::{Map, Value};
 

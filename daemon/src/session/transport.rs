@@ -4,6 +4,16 @@
 //! JSON-RPC message gets an invalid-request error (-32600) with its id when one
 //! can be read, an oversized line gets an error and is skipped; the session
 //! goes on in every case.
+//!
+//! A parse error's id is `null`; a stray response or a bad notification is dropped (nothing to
+//! answer).
+//!
+//! Oversized messages keep "one answer per request": a client request over
+//! `limits.max_message_bytes` is refused under its own id (read from the line's first 512 bytes,
+//! top level only); a child's answer over the same limit fails that call at once with the reason.
+//! Children started before a reload that changes the limit keep the one they started with. A
+//! session has at most 64 requests in flight; past that its socket is not read until an answer goes
+//! out.
 
 use std::sync::Arc;
 

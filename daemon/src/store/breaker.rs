@@ -9,7 +9,7 @@
 //! of its own to wait for).
 //!
 //! A plain call sends Redis nothing for its count: every instance keeps a
-//! [`Mirror`] of the counts of the sessions it serves, read from the hash
+//! `Mirror` of the counts of the sessions it serves, read from the hash
 //! once (or known empty, for a session opened here) and kept in step by
 //! the [`Event::Breaker`] every change publishes (from inside the script
 //! that makes it, so no change goes unannounced). Only failures, and the

@@ -7,11 +7,17 @@
 //!   Supervisor's memory).
 //! - [`Store::Redis`]: the same state in Redis under `store.prefix`, shared
 //!   by every instance with the same URL and prefix; changes other
-//!   instances must act on are published ([`redis::Event`]).
+//!   instances must act on are published ([`Event`]).
 //!
 //! What never goes to the store: tokens, env values, header values (the
 //! catalog cache holds tool lists and config hashes; session records hold
 //! the client's `initialize` parameters and the identity's name).
+//!
+//! While Redis is unreachable, calls in sessions held here go on; a call needing an approval is
+//! refused with the reason (never let through undecided); a request for a session held elsewhere is
+//! 503 with the reason (the client may retry, or initialize anew); `evoctl approve|deny|approvals`
+//! fail with it. The soak and fault tests run Redis with `appendonly yes`: decided approvals
+//! survive a restart of Redis only when Redis itself persists them.
 
 pub mod approvals;
 pub mod breaker;

@@ -9,6 +9,10 @@
 //! Once connected, the connection manager reconnects by itself and each
 //! operation is bounded by [`OP_TIMEOUT`], so a dead Redis costs a request
 //! at most that long and never a hang.
+//!
+//! Redis is checked once a second (`PING`). A URL that can never work (not `redis://`/`rediss://`,
+//! an unreadable `store.tls_ca`) does stop evod at start. Passwords are masked (`redis://:***@…`)
+//! wherever the URL is shown.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,5 +1,12 @@
 //! Tool integrity: the tools whose definition changed since evo pinned it,
 //! the `integrity` setting, and `evoctl diff`.
+//!
+//! The integrity keys: `evoctl status --json` has `integrity` (the mode) and `quarantined`
+//! (`[{server, tool, name, changed, drift}]`; under `warn` the same list, of tools left usable).
+//! `evoctl diff --json` is `{server, tools: [{tool, name, changed, drift, old, new, diff}],
+//! message}`. `trust` answers like the other actions, with `trusted: ["server:tool"]`. `diff` with
+//! nothing changed, and `trust` with nothing to trust, exit 0 and say so; an unknown server or tool
+//! exits 1.
 
 use std::fmt;
 

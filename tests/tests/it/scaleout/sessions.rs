@@ -427,7 +427,7 @@ fn retry_loop_counts_follow_the_session_across_instances() {
     // about a millisecond; an agent retries after its model has read the
     // error (seconds). The test pauses that long before it moves to the
     // other instance after a failure (a retry that beats the event is
-    // counted one short: ARCHITECTURE.md, "Life of shared state").
+    // counted one short: docs/scale-out.md, "How it works").
     let agent_reads = || std::thread::sleep(Duration::from_millis(300));
     // One failing call alternated between A and B trips the breaker at the
     // third, as on one instance (correction::… checks that one).
