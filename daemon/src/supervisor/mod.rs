@@ -19,6 +19,7 @@ use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
 use crate::runtime::shutdown::StopSignal;
 use crate::session::{self, ActivationSet, Session};
+use crate::supervisor::watch::FileChanged;
 
 mod reload;
 mod requests;
@@ -104,7 +105,7 @@ pub struct Supervisor {
     started: Instant,
     shutting_down: bool,
     /// Keeps the config, env and permissions files' watcher alive.
-    watcher: Option<crate::supervisor::watch::Watcher>,
+    watcher: Option<watch::Watcher>,
     /// The files it watches (the env file's path may change on reload).
     watched: Vec<PathBuf>,
     /// Fired when the daemon stops; sessions end with it.
@@ -589,7 +590,7 @@ impl Supervisor {
             return;
         }
         self.watcher = None;
-        match crate::supervisor::watch::watch(files.clone(), ctx.address().recipient()) {
+        match watch::watch(files.clone(), ctx.address().recipient()) {
             Ok(w) => {
                 self.watcher = Some(w);
                 self.watched = files;
@@ -1419,11 +1420,6 @@ pub(crate) fn log_held(msg: &CheckApproval, gate: &crate::policy::approvals::Gat
         tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }
 }
-
-/// A watched file changed (config or permissions): reload.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct FileChanged;
 
 impl Handler<FileChanged> for Supervisor {
     type Result = ();
