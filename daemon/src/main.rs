@@ -328,7 +328,7 @@ async fn run(
             console.clone(),
             store,
         );
-        supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
+        supervisor.do_send(evo_daemon::supervisor::AttachEndpoint(front.control()));
     }
     // After the front: without one, the console's own listener opens again
     // at once for browsers a previous run signed in.

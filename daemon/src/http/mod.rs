@@ -12,8 +12,8 @@
 //!
 //! Everything here runs on the tokio workers; the front reaches actors only
 //! by message (opening a session, readiness, metrics), and the Supervisor
-//! reaches the front through [`Front`]'s methods (tokens, revocation,
-//! status).
+//! reaches the front through the [`EndpointControl`] it is handed (tokens,
+//! revocation, status), not this module's types.
 
 pub mod origin;
 mod sessions;
@@ -40,6 +40,7 @@ use tokio::sync::Semaphore;
 
 use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
 use crate::auth::check::{self as auth, Authenticator, Denied, Identity};
+use crate::auth::endpoint::{EndpointControl, Ending};
 use crate::auth::jwt;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
@@ -540,13 +541,8 @@ fn is_json_content(headers: &HeaderMap) -> bool {
 }
 
 impl Front {
-    /// Replaces the API tokens accepted (from the next request on).
-    pub fn set_tokens(&self, table: Arc<crate::auth::tokens::TokenTable>) {
-        self.0.auth.set_tokens(table);
-    }
-
     /// Ends every session of identity `key` (a revoked token's).
-    pub fn end_identity(&self, key: &str) {
+    fn end_identity(&self, key: &str) {
         self.0.console.end_identity(key);
         let front = self.clone();
         let key = key.to_owned();
@@ -575,8 +571,9 @@ impl Front {
         kinds
     }
 
-    /// `evoctl status`'s `http`.
-    pub fn status(&self) -> evo_proto::ctl::HttpStatus {
+    /// `evoctl status`'s `http`; [`EndpointControl::status`] adds the OAuth
+    /// keys' problem when asked.
+    fn status(&self) -> evo_proto::ctl::HttpStatus {
         let i = &self.0;
         evo_proto::ctl::HttpStatus {
             listen: i
@@ -589,12 +586,23 @@ impl Front {
             tls: i.tls.is_some(),
             auth: self.auth_kinds(),
             insecure_no_auth: i.insecure,
-            warning: if i.insecure {
-                Some("the HTTP endpoint is reachable from other machines and has no authentication (--insecure-no-auth): anyone who reaches it can call every tool".into())
-            } else {
-                i.auth.jwt.as_ref().and_then(|j| j.problem())
-            },
+            warning: i.insecure.then(|| "the HTTP endpoint is reachable from other machines and has no authentication (--insecure-no-auth): anyone who reaches it can call every tool".into()),
         }
+    }
+
+    /// What the Supervisor holds of this endpoint: the token table it
+    /// swaps, the sessions it ends, what status and `evoctl ui` show.
+    pub fn control(&self) -> EndpointControl {
+        let front = self.clone();
+        EndpointControl::new(
+            self.0.auth.clone(),
+            self.status(),
+            self.console_base(),
+            move |ending| match ending {
+                Ending::Identity(key) => front.end_identity(&key),
+                Ending::Session(id) => front.end_session(&id),
+            },
+        )
     }
 
     /// The addresses it listens on (the first is what tests connect to).
@@ -690,7 +698,7 @@ impl Front {
 
     /// Where browsers reach the console on this listener: `public_url`'s
     /// origin, else the first address (a wildcard one as loopback).
-    pub fn console_base(&self) -> String {
+    fn console_base(&self) -> String {
         let s = &self.0.settings;
         if let Some(public) = &s.public_url
             && let Ok(uri) = public.parse::<http::Uri>()
@@ -1064,7 +1072,7 @@ impl Front {
     }
 
     /// Ends this instance's copy of HTTP session `id` (ended on another).
-    pub fn end_session(&self, id: &str) {
+    fn end_session(&self, id: &str) {
         if self.0.registry.end(id) {
             let manager = self.0.manager.clone();
             let id: rmcp::transport::streamable_http_server::session::SessionId =

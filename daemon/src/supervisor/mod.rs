@@ -12,6 +12,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use evo_proto::ctl;
 
+use crate::auth::endpoint::EndpointControl;
 use crate::catalog::snapshot::Snapshot;
 use crate::catalog::{Catalog, CatalogChanged, SetServers, Subscribe};
 use crate::child::link::ServerLink;
@@ -110,8 +111,8 @@ pub struct Supervisor {
     watched: Vec<PathBuf>,
     /// Fired when the daemon stops; sessions end with it.
     stop: StopSignal,
-    /// The HTTP front, when evod serves `serve.http`.
-    front: Option<crate::http::Front>,
+    /// The HTTP endpoint, when evod serves `serve.http`.
+    endpoint: Option<EndpointControl>,
     /// The API tokens for the HTTP endpoint, as last read or written.
     tokens: Arc<crate::auth::tokens::TokenTable>,
     /// Why the tokens file could not be read, when it could not.
@@ -191,7 +192,7 @@ impl Supervisor {
             watcher: None,
             watched: Vec::new(),
             stop,
-            front: None,
+            endpoint: None,
             tokens: Default::default(),
             tokens_error: None,
             tokens_from_store: false,
@@ -243,10 +244,10 @@ impl Supervisor {
     /// request on, and the sessions of tokens it lacks end.
     fn set_tokens(&mut self, table: crate::auth::tokens::TokenTable) {
         let table = Arc::new(table);
-        if let Some(front) = &self.front {
-            front.set_tokens(table.clone());
+        if let Some(endpoint) = &self.endpoint {
+            endpoint.set_tokens(table.clone());
             for name in self.tokens.removed_in(&table) {
-                front.end_identity(&format!("token:{name}"));
+                endpoint.end_identity(&format!("token:{name}"));
             }
         }
         self.tokens = table;
@@ -946,16 +947,16 @@ impl Actor for Supervisor {
     }
 }
 
-/// The HTTP front is serving: it takes its tokens from the Supervisor.
+/// The HTTP endpoint is serving: it takes its tokens from the Supervisor.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct AttachFront(pub crate::http::Front);
+pub struct AttachEndpoint(pub EndpointControl);
 
-impl Handler<AttachFront> for Supervisor {
+impl Handler<AttachEndpoint> for Supervisor {
     type Result = ();
-    fn handle(&mut self, msg: AttachFront, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: AttachEndpoint, _: &mut Context<Self>) {
         msg.0.set_tokens(self.tokens.clone());
-        self.front = Some(msg.0);
+        self.endpoint = Some(msg.0);
     }
 }
 
@@ -968,7 +969,7 @@ impl Handler<AttachConsole> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: AttachConsole, _: &mut Context<Self>) {
         let console = msg.0;
-        if self.front.is_none()
+        if self.endpoint.is_none()
             && console.has_saved_sessions()
             && let Some(port) = console.saved_port()
         {
@@ -993,8 +994,8 @@ impl Handler<crate::store::Delivery> for Supervisor {
         use crate::store::{Delivery, Event};
         match msg {
             Delivery::Event(Event::SessionEnded { id }) => {
-                if let Some(front) = &self.front {
-                    front.end_session(&id);
+                if let Some(endpoint) = &self.endpoint {
+                    endpoint.end_session(&id);
                 }
             }
             Delivery::Event(Event::Approval { .. }) => {

@@ -8,6 +8,7 @@ use actix::prelude::*;
 use evo_proto::ctl::{self, CtlReply, CtlRequest, ErrorKind, Reply};
 
 use super::{ChildHandle, Shutdown, Supervisor};
+use crate::auth::endpoint::EndpointControl;
 use crate::catalog::CatalogStatus;
 use crate::child::{self, ChildServer};
 use crate::config::{self, ServerSpec};
@@ -257,8 +258,8 @@ impl Supervisor {
                 "the web console is not running in this evod",
             );
         };
-        let (base, served) = if let Some(front) = &self.front {
-            (front.console_base(), "http")
+        let (base, served) = if let Some(endpoint) = &self.endpoint {
+            (endpoint.console_base().to_owned(), "http")
         } else {
             let addr = match self.console_addr {
                 Some(a) => a,
@@ -658,7 +659,7 @@ impl Supervisor {
             .iter()
             .map(|&i| snapshot.tools[i].name.clone())
             .collect();
-        let http = self.front.as_ref().map(crate::http::Front::status);
+        let http = self.endpoint.as_ref().map(EndpointControl::status);
         let search = search_status(&self.semantic.load());
         let store = self.opts.store.status();
         // A file that did not load has its error, not the warnings of the
