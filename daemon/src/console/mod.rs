@@ -44,6 +44,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc};
 
+use self::events::EventBus;
 use crate::auth::check::{Authenticator, Identity};
 use crate::runtime::shutdown::StopSignal;
 use crate::supervisor::{Ctl, Supervisor};
@@ -78,6 +79,8 @@ struct Inner {
     /// Names this run of evod, so an open page can tell a restart.
     run: String,
     stop: StopSignal,
+    /// What it tells open pages of.
+    events: EventBus,
     /// `console.json` (see [`saved`]), and the port written in it.
     file: std::path::PathBuf,
     port: Mutex<Option<u16>>,
@@ -128,6 +131,7 @@ impl Console {
     pub fn new(
         supervisor: Addr<Supervisor>,
         stop: StopSignal,
+        events: EventBus,
         cache_dir: &std::path::Path,
     ) -> Console {
         let file = saved::path(cache_dir);
@@ -153,6 +157,7 @@ impl Console {
             sessions: Mutex::new(sessions),
             run: format!("{}-{}", std::process::id(), random_hex(6)),
             stop,
+            events,
             file,
             port: Mutex::new(kept.port),
         }))
@@ -489,7 +494,7 @@ impl Console {
     /// `GET /ui/events`: the event stream (see [`events`]).
     fn events(&self, c: &Caller) -> Response<Body> {
         let (tx, rx) = mpsc::channel::<Bytes>(16);
-        let mut bus = events::subscribe();
+        let mut bus = self.0.events.subscribe();
         let owner = c.identity.key.is_none();
         let run = self.0.run.clone();
         let stop = self.0.stop.clone();

@@ -238,6 +238,8 @@ pub struct Session {
     /// The resources (with templates) and prompts fingerprints at the last
     /// list_changed of each (or start).
     offers_seen: (u64, u64),
+    /// What open consoles hear of it; the Supervisor's bus, set by it.
+    pub events: crate::console::events::EventBus,
 }
 
 impl Session {
@@ -266,6 +268,7 @@ impl Session {
             snapshot,
             visible: Vec::new(),
             offers_seen: (0, 0),
+            events: Default::default(),
         };
         if let Some(name) = &s.name {
             let _ = s.view.store_name.set(name.clone());
@@ -674,7 +677,7 @@ impl Handler<SetActive> for Session {
             self.view.activated.store(Arc::new(self.activated.clone()));
             self.refresh_visible();
             self.save_if_named();
-            crate::console::events::changed(crate::console::events::Topic::Sessions);
+            self.events.changed(crate::console::events::Topic::Sessions);
         }
         MessageResult(Ok(ActivationChange {
             changed,

@@ -18,6 +18,7 @@ use crate::catalog::{Catalog, CatalogChanged, SetServers, Subscribe};
 use crate::child::link::ServerLink;
 use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
+use crate::console::events::{EventBus, Topic};
 use crate::runtime::shutdown::StopSignal;
 use crate::session::{self, ActivationSet, Session};
 use crate::supervisor::watch::FileChanged;
@@ -42,6 +43,8 @@ pub struct DaemonOptions {
     pub socket_activated: bool,
     /// Where shared state lives (files, or Redis with `store.redis_url`).
     pub store: crate::store::Store,
+    /// What open consoles hear of evod (handed on to sessions and children).
+    pub events: EventBus,
 }
 
 struct ChildHandle {
@@ -359,7 +362,7 @@ impl Supervisor {
     /// the running config in force.
     fn reload(&mut self) -> Result<ctl::ActionReport, String> {
         // Config and permissions health show on the console either way.
-        crate::console::events::changed(crate::console::events::Topic::Servers);
+        self.opts.events.changed(Topic::Servers);
         let permissions = self.load_permissions();
         let mut report = self.reload_config()?;
         match permissions {
@@ -379,6 +382,7 @@ impl Supervisor {
             gate: self.gate.clone(),
             max_line: limits.max_message_bytes,
             max_result: limits.max_result_bytes,
+            events: self.opts.events.clone(),
         }
     }
 
@@ -999,7 +1003,7 @@ impl Handler<crate::store::Delivery> for Supervisor {
                 }
             }
             Delivery::Event(Event::Approval { .. }) => {
-                crate::console::events::changed(crate::console::events::Topic::Approvals);
+                self.opts.events.changed(Topic::Approvals);
             }
             Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
             // Kept by the subscriber itself (`store::breaker::Mirror`).
@@ -1116,9 +1120,8 @@ impl Handler<CatalogChanged> for Supervisor {
         for s in self.sessions.values() {
             s.addr.do_send(msg.clone());
         }
-        use crate::console::events::{Topic, changed};
-        changed(Topic::Catalog);
-        changed(Topic::Servers);
+        self.opts.events.changed(Topic::Catalog);
+        self.opts.events.changed(Topic::Servers);
     }
 }
 
@@ -1176,6 +1179,7 @@ pub struct OpenedSession {
     pub identity: Option<String>,
     /// The shared store, for the per-session state kept there.
     pub shared: Option<Arc<crate::store::Shared>>,
+    pub events: EventBus,
 }
 
 impl Handler<OpenSession> for Supervisor {
@@ -1221,6 +1225,7 @@ impl Handler<OpenSession> for Supervisor {
             self.snapshot.clone(),
         );
         session.stdio = msg.stdio;
+        session.events = self.opts.events.clone();
         let (role, identity) = match &msg.http {
             Some(c) => (c.role.clone(), c.identity.clone()),
             None => (None, None),
@@ -1266,7 +1271,7 @@ impl Handler<OpenSession> for Supervisor {
             profile = ?msg.profile,
             "session opened"
         );
-        crate::console::events::changed(crate::console::events::Topic::Sessions);
+        self.opts.events.changed(Topic::Sessions);
         Ok(OpenedSession {
             id,
             mode,
@@ -1280,6 +1285,7 @@ impl Handler<OpenSession> for Supervisor {
             role,
             identity,
             shared,
+            events: self.opts.events.clone(),
         })
     }
 }
@@ -1301,7 +1307,7 @@ impl Handler<SessionClosed> for Supervisor {
             shared.ended_here(name);
         }
         tracing::info!(session = %msg.id, "session closed");
-        crate::console::events::changed(crate::console::events::Topic::Sessions);
+        self.opts.events.changed(Topic::Sessions);
         if let Some(name) = msg.name
             && self.named.get(&name) != Some(&msg.activated)
         {
@@ -1409,14 +1415,18 @@ impl Handler<CheckApproval> for Supervisor {
             &msg.preview,
             Instant::now(),
         );
-        log_held(&msg, &gate);
+        log_held(&self.opts.events, &msg, &gate);
         MessageResult(gate)
     }
 }
 
 /// Logs a held call and tells open consoles the approvals changed.
-pub(crate) fn log_held(msg: &CheckApproval, gate: &crate::policy::approvals::Gate) {
-    crate::console::events::changed(crate::console::events::Topic::Approvals);
+pub(crate) fn log_held(
+    events: &EventBus,
+    msg: &CheckApproval,
+    gate: &crate::policy::approvals::Gate,
+) {
+    events.changed(Topic::Approvals);
     if let crate::policy::approvals::Gate::Pending(id) = gate {
         tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }

@@ -12,6 +12,7 @@ use crate::auth::endpoint::EndpointControl;
 use crate::catalog::CatalogStatus;
 use crate::child::{self, ChildServer};
 use crate::config::{self, ServerSpec};
+use crate::console::events::Topic;
 use crate::search;
 use crate::session::{self, Session};
 
@@ -310,8 +311,8 @@ impl Supervisor {
             }
             Err(e) => CtlReply::error(ErrorKind::NotFound, e),
         };
-        let approvals_changed =
-            || crate::console::events::changed(crate::console::events::Topic::Approvals);
+        let events = self.opts.events.clone();
+        let approvals_changed = move || events.changed(Topic::Approvals);
         if let Some(shared) = self.opts.store.shared().cloned() {
             return Box::pin(async move {
                 let decided = shared.approval_decide(&id, approve).await;
@@ -456,7 +457,7 @@ impl Supervisor {
             }
         }
         let changed = self.change_profile(profile, &names, active);
-        crate::console::events::changed(crate::console::events::Topic::Profiles);
+        self.opts.events.changed(Topic::Profiles);
         tracing::info!(profile, changed = ?changed, active, "profile changed by a person");
         let tools = self
             .profiles
