@@ -326,6 +326,7 @@ async fn run(
     )
     .start();
     let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), events, &cache_dir);
+    let console_access = evo_daemon::console::listener::Loopback::new(console.clone());
     if let Some(bound) = http {
         let front = evo_daemon::http::serve(
             bound,
@@ -336,10 +337,14 @@ async fn run(
             store,
         );
         supervisor.do_send(evo_daemon::supervisor::AttachEndpoint(front.control()));
+    } else {
+        // Without an HTTP endpoint the console's own listener opens again
+        // at once for browsers a previous run signed in.
+        console_access.reopen();
     }
-    // After the front: without one, the console's own listener opens again
-    // at once for browsers a previous run signed in.
-    supervisor.do_send(evo_daemon::supervisor::AttachConsole(console));
+    supervisor.do_send(evo_daemon::supervisor::AttachConsole(Arc::new(
+        console_access,
+    )));
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),

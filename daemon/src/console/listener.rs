@@ -1,10 +1,12 @@
 //! The console's own listener, for an evod without `serve.http`: started on
-//! the first `evoctl ui`, on a free loopback port, serving `/ui` alone.
+//! the first `evoctl ui` (or by `main` at once, for browsers a previous run
+//! signed in), on a free loopback port, serving `/ui` alone.
 //! Loopback only, and only `evoctl ui` links sign in (no tokens): nothing
 //! here is reachable from another machine.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use http::{Request, StatusCode};
@@ -12,13 +14,69 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use super::access::ConsoleAccess;
 use super::{Console, Door};
 use crate::http::origin;
+
+/// The console and its loopback listener, once started: what the
+/// Supervisor is handed as [`ConsoleAccess`].
+pub struct Loopback {
+    console: Console,
+    addr: Mutex<Option<SocketAddr>>,
+}
+
+impl Loopback {
+    pub fn new(console: Console) -> Loopback {
+        Loopback {
+            console,
+            addr: Mutex::new(None),
+        }
+    }
+
+    /// At evod's start without an HTTP endpoint: listens again at once
+    /// where browsers a previous run signed in knew the console.
+    pub fn reopen(&self) {
+        let console = &self.console;
+        if !console.has_saved_sessions() {
+            return;
+        }
+        let Some(port) = console.saved_port() else {
+            return;
+        };
+        match start(console.clone(), port) {
+            Ok(addr) => {
+                *self.addr.lock().unwrap_or_else(|e| e.into_inner()) = Some(addr);
+                if addr.port() != port {
+                    console.set_port(addr.port());
+                }
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+}
+
+impl ConsoleAccess for Loopback {
+    fn mint_login(&self) -> Result<String, String> {
+        self.console.mint_login()
+    }
+
+    fn loopback(&self) -> Result<SocketAddr, String> {
+        let mut addr = self.addr.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = *addr {
+            return Ok(a);
+        }
+        let console = &self.console;
+        let a = start(console.clone(), console.saved_port().unwrap_or(0))?;
+        *addr = Some(a);
+        console.set_port(a.port());
+        Ok(a)
+    }
+}
 
 /// Binds 127.0.0.1 on a free port (or `port`, when a restarted evod keeps
 /// the address open pages know) and serves the console there until evod
 /// stops.
-pub fn start(console: Console, port: u16) -> Result<SocketAddr, String> {
+fn start(console: Console, port: u16) -> Result<SocketAddr, String> {
     let bind = |port| std::net::TcpListener::bind(("127.0.0.1", port));
     let std_listener = match bind(port) {
         Err(_) if port != 0 => bind(0),

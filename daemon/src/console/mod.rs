@@ -22,6 +22,7 @@
 //! Live updates: one server-sent event stream per page ([`events`]); the
 //! page refetches what a ping names.
 
+pub mod access;
 pub mod events;
 pub mod listener;
 pub mod logring;
@@ -44,6 +45,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc};
 
+use self::access::LOGIN_TTL;
 use self::events::EventBus;
 use crate::auth::check::{Authenticator, Identity};
 use crate::runtime::shutdown::StopSignal;
@@ -51,8 +53,6 @@ use crate::supervisor::{Ctl, Supervisor};
 
 type Body = BoxBody<Bytes, Infallible>;
 
-/// How long an unused sign-in token stays valid.
-pub const LOGIN_TTL: Duration = Duration::from_secs(600);
 /// A console session unused this long is signed out.
 const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 /// Largest request body read.

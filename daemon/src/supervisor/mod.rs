@@ -18,6 +18,7 @@ use crate::catalog::{Catalog, CatalogChanged, SetServers, Subscribe};
 use crate::child::link::ServerLink;
 use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
+use crate::console::access::ConsoleAccess;
 use crate::console::events::{EventBus, Topic};
 use crate::runtime::shutdown::StopSignal;
 use crate::session::{self, ActivationSet, Session};
@@ -123,10 +124,8 @@ pub struct Supervisor {
     /// The API tokens in force came from the shared store (else, with one,
     /// from this machine's copy until it answers).
     tokens_from_store: bool,
-    /// The web console, and its own loopback listener once `evoctl ui`
-    /// started it (without `serve.http`).
-    console: Option<crate::console::Console>,
-    console_addr: Option<std::net::SocketAddr>,
+    /// The web console, for `evoctl ui`.
+    console: Option<Arc<dyn ConsoleAccess>>,
 }
 
 /// The semantic search stage the Supervisor configures and sessions read.
@@ -200,7 +199,6 @@ impl Supervisor {
             tokens_error: None,
             tokens_from_store: false,
             console: None,
-            console_addr: None,
         }
     }
 
@@ -967,27 +965,12 @@ impl Handler<AttachEndpoint> for Supervisor {
 /// The web console, made in `main` once the Supervisor runs.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct AttachConsole(pub crate::console::Console);
+pub struct AttachConsole(pub Arc<dyn ConsoleAccess>);
 
 impl Handler<AttachConsole> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: AttachConsole, _: &mut Context<Self>) {
-        let console = msg.0;
-        if self.endpoint.is_none()
-            && console.has_saved_sessions()
-            && let Some(port) = console.saved_port()
-        {
-            match crate::console::listener::start(console.clone(), port) {
-                Ok(addr) => {
-                    self.console_addr = Some(addr);
-                    if addr.port() != port {
-                        console.set_port(addr.port());
-                    }
-                }
-                Err(e) => tracing::warn!("{e}"),
-            }
-        }
-        self.console = Some(console);
+        self.console = Some(msg.0);
     }
 }
 

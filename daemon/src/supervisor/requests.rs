@@ -12,6 +12,7 @@ use crate::auth::endpoint::EndpointControl;
 use crate::catalog::CatalogStatus;
 use crate::child::{self, ChildServer};
 use crate::config::{self, ServerSpec};
+use crate::console::access::LOGIN_TTL;
 use crate::console::events::Topic;
 use crate::search;
 use crate::session::{self, Session};
@@ -262,19 +263,9 @@ impl Supervisor {
         let (base, served) = if let Some(endpoint) = &self.endpoint {
             (endpoint.console_base().to_owned(), "http")
         } else {
-            let addr = match self.console_addr {
-                Some(a) => a,
-                None => match crate::console::listener::start(
-                    console.clone(),
-                    console.saved_port().unwrap_or(0),
-                ) {
-                    Ok(a) => {
-                        self.console_addr = Some(a);
-                        console.set_port(a.port());
-                        a
-                    }
-                    Err(e) => return CtlReply::error(ErrorKind::Internal, e),
-                },
+            let addr = match console.loopback() {
+                Ok(a) => a,
+                Err(e) => return CtlReply::error(ErrorKind::Internal, e),
             };
             (format!("http://{addr}"), "loopback")
         };
@@ -283,7 +274,7 @@ impl Supervisor {
                 url: format!("{base}/ui/login?token={token}"),
                 console: format!("{base}/ui/"),
                 served: served.into(),
-                expires_s: crate::console::LOGIN_TTL.as_secs(),
+                expires_s: LOGIN_TTL.as_secs(),
             })),
             Err(e) => CtlReply::error(ErrorKind::Internal, e),
         }
