@@ -325,7 +325,8 @@ async fn run(
         stop.clone(),
     )
     .start();
-    let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), events, &cache_dir);
+    let console =
+        evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), events, &cache_dir);
     let console_access = evo_daemon::console::listener::Loopback::new(console.clone());
     if let Some(bound) = http {
         let front = evo_daemon::http::serve(

@@ -48,7 +48,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogRing {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         // A log line runs inside whatever task logged it: a bug here must
         // cost that line, never the task (a session, a child's service).
-        let kept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep(event, &self.events)));
+        let kept =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep(event, &self.events)));
         if kept.is_err() {
             eprintln!(
                 "evod: the console's log ring could not keep a log line (a bug); the line is in the log above"

@@ -40,7 +40,7 @@ use tokio::sync::Semaphore;
 
 use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
 use crate::auth::check::{self as auth, Authenticator, Denied, Identity};
-use crate::auth::endpoint::{EndpointControl, Ending};
+use crate::auth::endpoint::{Ending, EndpointControl};
 use crate::auth::jwt;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
