@@ -39,7 +39,7 @@ use actix::Addr;
 use bytes::Bytes;
 use evo_proto::ctl::{CtlReply, CtlRequest, ErrorKind};
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -48,10 +48,9 @@ use tokio::sync::{broadcast, mpsc};
 use self::access::LOGIN_TTL;
 use self::events::EventBus;
 use crate::auth::check::{Authenticator, Identity};
+use crate::runtime::http_serving::{self as serving, Body};
 use crate::runtime::shutdown::StopSignal;
 use crate::supervisor::{Ctl, Supervisor};
-
-type Body = BoxBody<Bytes, Infallible>;
 
 /// A console session unused this long is signed out.
 const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
@@ -321,9 +320,9 @@ impl Console {
                 Err(r) => r,
             },
             (_, "/ui" | "/ui/" | "/ui/events" | "/ui/login" | "/ui/logout" | "/ui/api/ctl") => {
-                plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+                serving::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
             }
-            _ => plain(
+            _ => serving::text(
                 StatusCode::NOT_FOUND,
                 "not found: the console is at /ui/ (run `evoctl ui` for a sign-in link)",
             ),
@@ -410,13 +409,13 @@ impl Console {
     /// `POST /ui/login` (form `token=…`): an API or OAuth token signs in.
     async fn login_form(&self, req: Request<Incoming>, door: &Door) -> Response<Body> {
         let Some(auth) = door.auth.as_ref().filter(|a| a.required) else {
-            return plain(
+            return serving::text(
                 StatusCode::NOT_FOUND,
                 "not found: sign in with the link `evoctl ui` prints",
             );
         };
         let Ok(body) = read_body(req).await else {
-            return plain(StatusCode::BAD_REQUEST, "bad request: unreadable form");
+            return serving::text(StatusCode::BAD_REQUEST, "bad request: unreadable form");
         };
         let token = form_value(&body, "token").unwrap_or_default();
         let header = format!("Bearer {}", token.trim());
@@ -791,21 +790,13 @@ fn asset(text: &'static str, kind: &'static str) -> Response<Body> {
     r
 }
 
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(Full::new(Bytes::from(format!("{text}\n"))).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
-}
-
 fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CACHE_CONTROL, "no-store")
-        .body(Full::new(Bytes::from(v.to_string())).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+    let mut r = serving::json(status, v);
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 fn reply(r: &CtlReply) -> Response<Body> {

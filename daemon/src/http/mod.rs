@@ -19,7 +19,6 @@ pub mod origin;
 mod sessions;
 mod tls;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,9 +27,8 @@ use actix::Addr;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -44,14 +42,11 @@ use crate::auth::endpoint::{Ending, EndpointControl};
 use crate::auth::jwt;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
+use crate::runtime::http_serving::{self as serving, Body, text};
 use crate::runtime::shutdown::StopSignal;
 use crate::session::{HttpCaller, SessionServer};
 use crate::supervisor::{GatherMetrics, OpenSession, Readiness, Supervisor};
 
-type Body = BoxBody<Bytes, Infallible>;
-
-/// How long a client may take to send its request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a request's body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a TLS handshake may take.
@@ -322,7 +317,17 @@ pub fn serve(
         shared,
     }));
     for listener in listeners {
-        tokio::spawn(accept(listener, front.clone(), connections.clone()));
+        let (stop, front) = (front.0.stop.clone(), front.clone());
+        tokio::spawn(serving::accept(
+            listener,
+            stop,
+            Some(connections.clone()),
+            "HTTP listener",
+            move |stream, peer| {
+                let front = front.clone();
+                async move { front.connection(stream, peer).await }
+            },
+        ));
     }
     if let Some(jwt) = jwt {
         tokio::spawn(async move { jwt.refresh(true).await });
@@ -353,35 +358,6 @@ impl IfEmpty for str {
 
 /// Accepts connections; past `max_connections` at once, new ones wait in
 /// the kernel's queue (held back, not buffered here).
-async fn accept(listener: TcpListener, front: Front, connections: Arc<Semaphore>) {
-    let stop = front.0.stop.clone();
-    loop {
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => p,
-            () = stop.fired() => return,
-        };
-        let Ok(permit) = permit else { return };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = stop.fired() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                let front = front.clone();
-                front.0.stop.clone().spawn_session(async move {
-                    front.connection(stream, peer).await;
-                    drop(permit);
-                });
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed on the HTTP listener");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
 /// Ends stateless sessions nobody uses any more.
 async fn janitor(front: Front) {
     let idle = front.0.settings.session_timeout_s;
@@ -399,27 +375,9 @@ async fn janitor(front: Front) {
     }
 }
 
-fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
-    let mut message = message.into();
-    message.push('\n');
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(Full::new(Bytes::from(message)).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
-}
-
-fn json_body(status: StatusCode, value: &Value) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(value.to_string())).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
-}
-
 /// A JSON-RPC error as the whole answer to a POST that could not be served.
 fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response<Body> {
-    json_body(
+    serving::json(
         status,
         &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
     )
@@ -629,29 +587,17 @@ impl Front {
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let front = self.clone();
-        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let served = serving::serve_connection(io, &self.0.stop, move |req| {
             let front = front.clone();
             async move {
                 let response = front.handle(req, peer).await;
                 crate::metrics::metrics().http_response(response.status().as_u16());
-                Ok::<_, Infallible>(response)
+                response
             }
-        });
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT)
-            .serve_connection(TokioIo::new(io), service);
-        tokio::pin!(conn);
-        tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
-                }
-            }
-            () = self.0.stop.fired() => {
-                conn.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
-            }
+        })
+        .await;
+        if let Err(e) = served {
+            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
         }
     }
 
@@ -825,7 +771,7 @@ impl Front {
             .jwt
             .is_some()
             .then(|| self.metadata_url(headers));
-        let mut response = json_body(
+        let mut response = serving::json(
             status,
             &json!({"error": error, "error_description": description}),
         );
@@ -929,7 +875,7 @@ impl Front {
         if !oauth.required_scopes.is_empty() {
             doc["scopes_supported"] = json!(oauth.required_scopes);
         }
-        let mut response = json_body(StatusCode::OK, &doc);
+        let mut response = serving::json(StatusCode::OK, &doc);
         response.headers_mut().insert(
             header::CACHE_CONTROL,
             http::HeaderValue::from_static("max-age=300"),
