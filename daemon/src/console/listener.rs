@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 
 use super::access::ConsoleAccess;
 use super::{Console, Door};
-use crate::http::origin;
+use crate::auth::origin;
 use crate::runtime::http_serving::{self as serving, Body};
 
 /// The console and its loopback listener, once started: what the

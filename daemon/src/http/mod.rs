@@ -17,7 +17,6 @@
 
 mod bind;
 mod body;
-pub mod origin;
 mod sessions;
 mod tls;
 
@@ -44,6 +43,7 @@ use self::body::{
 use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
 use crate::auth::check::{self as auth, Authenticator, Denied, Identity};
 use crate::auth::endpoint::{Ending, EndpointControl};
+use crate::auth::origin;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
 use crate::runtime::http_serving::{self as serving, Body, text};
