@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use super::access::ConsoleAccess;
-use super::{Console, Door};
+use super::{Console, ReachedThrough};
 use crate::auth::origin;
 use crate::runtime::http_serving::{self as serving, Body};
 
@@ -146,7 +146,7 @@ async fn serve(
     console
         .handle(
             req,
-            Door {
+            ReachedThrough {
                 secure: false,
                 auth: None,
             },

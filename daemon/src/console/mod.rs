@@ -94,7 +94,7 @@ struct Signed {
 }
 
 /// How a request reached the console.
-pub struct Door {
+pub struct ReachedThrough {
     /// Over TLS: cookies are `Secure`.
     pub secure: bool,
     /// The HTTP front's credential check (API and OAuth tokens); `None` on
@@ -276,27 +276,27 @@ impl Console {
     }
 
     /// Serves a request under `/ui` (Host and Origin already checked).
-    pub async fn handle(&self, req: Request<Incoming>, door: Door) -> Response<Body> {
+    pub async fn handle(&self, req: Request<Incoming>, reached: ReachedThrough) -> Response<Body> {
         let path = req.uri().path().to_string();
         let method = req.method().clone();
         match (method, path.as_str()) {
             (Method::GET, "/ui/console.css") => asset(CONSOLE_CSS, "text/css; charset=utf-8"),
             (Method::GET, "/ui/console.js") => asset(CONSOLE_JS, "text/javascript; charset=utf-8"),
-            (Method::GET, "/ui/login") => self.login_link(req.uri(), &door),
-            (Method::POST, "/ui/login") => self.login_form(req, &door).await,
-            (Method::GET, "/ui" | "/ui/") => match self.caller(req.headers(), &door).await {
+            (Method::GET, "/ui/login") => self.login_link(req.uri(), &reached),
+            (Method::POST, "/ui/login") => self.login_form(req, &reached).await,
+            (Method::GET, "/ui" | "/ui/") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => self.index(&c),
                 Err(r) => r,
             },
-            (Method::GET, "/ui/events") => match self.caller(req.headers(), &door).await {
+            (Method::GET, "/ui/events") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => self.events(&c),
                 Err(r) => r,
             },
-            (Method::POST, "/ui/api/ctl") => match self.caller(req.headers(), &door).await {
+            (Method::POST, "/ui/api/ctl") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => self.ctl(req, c).await,
                 Err(r) => r,
             },
-            (Method::POST, "/ui/logout") => match self.caller(req.headers(), &door).await {
+            (Method::POST, "/ui/logout") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => {
                     if let Some(r) = csrf_refusal(req.headers(), &c) {
                         return r;
@@ -314,7 +314,7 @@ impl Console {
                         "Signed out",
                         "<p>This browser is signed out of the evo console. Run <code>evoctl ui</code> to sign in again.</p>",
                     );
-                    set_cookie(&mut r, "", door.secure, true);
+                    set_cookie(&mut r, "", reached.secure, true);
                     r
                 }
                 Err(r) => r,
@@ -330,8 +330,12 @@ impl Console {
     }
 
     /// The cookie's session, or a bearer credential (HTTP front with auth).
-    async fn caller(&self, headers: &HeaderMap, door: &Door) -> Result<Caller, Response<Body>> {
-        if let (Some(auth), Some(raw)) = (&door.auth, headers.get(header::AUTHORIZATION))
+    async fn caller(
+        &self,
+        headers: &HeaderMap,
+        reached: &ReachedThrough,
+    ) -> Result<Caller, Response<Body>> {
+        if let (Some(auth), Some(raw)) = (&reached.auth, headers.get(header::AUTHORIZATION))
             && auth.required
         {
             return match auth.authenticate(Some(raw.as_bytes())).await {
@@ -358,14 +362,14 @@ impl Console {
 
     /// `GET /ui/login?token=…`: a one-time link from `evoctl ui`; or,
     /// without a token on the HTTP front with auth, the sign-in form.
-    fn login_link(&self, uri: &http::Uri, door: &Door) -> Response<Body> {
+    fn login_link(&self, uri: &http::Uri, reached: &ReachedThrough) -> Response<Body> {
         let token = uri.query().and_then(|q| {
             q.split('&')
                 .find_map(|kv| kv.strip_prefix("token="))
                 .map(str::to_owned)
         });
         let Some(token) = token else {
-            if door.auth.as_ref().is_some_and(|a| a.required) {
+            if reached.auth.as_ref().is_some_and(|a| a.required) {
                 return login_form_page(None);
             }
             return signed_out("This address has no sign-in token.");
@@ -385,7 +389,7 @@ impl Console {
             );
         }
         tracing::info!("console signed in with a one-time link");
-        self.signed_in_response(Identity::owner(), door.secure)
+        self.signed_in_response(Identity::owner(), reached.secure)
     }
 
     /// A cookie for a new session, and a page that moves on to the console
@@ -407,8 +411,8 @@ impl Console {
     }
 
     /// `POST /ui/login` (form `token=…`): an API or OAuth token signs in.
-    async fn login_form(&self, req: Request<Incoming>, door: &Door) -> Response<Body> {
-        let Some(auth) = door.auth.as_ref().filter(|a| a.required) else {
+    async fn login_form(&self, req: Request<Incoming>, reached: &ReachedThrough) -> Response<Body> {
+        let Some(auth) = reached.auth.as_ref().filter(|a| a.required) else {
             return serving::text(
                 StatusCode::NOT_FOUND,
                 "not found: sign in with the link `evoctl ui` prints",
@@ -425,7 +429,7 @@ impl Console {
                     identity = identity.label(),
                     "console signed in with a token"
                 );
-                self.signed_in_response(identity, door.secure)
+                self.signed_in_response(identity, reached.secure)
             }
             Err(_) => login_form_page(Some("That token is not valid here.")),
         }

@@ -65,7 +65,7 @@ const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The running HTTP front; cheap to clone. See the module docs.
 #[derive(Clone)]
-pub struct Front(Arc<Inner>);
+pub struct McpEndpoint(Arc<Inner>);
 
 struct Inner {
     settings: HttpSettings,
@@ -97,7 +97,7 @@ pub fn serve(
     stop: StopSignal,
     console: crate::console::Console,
     store: crate::store::Store,
-) -> Front {
+) -> McpEndpoint {
     let listening = bound.addrs();
     let loopback = bound.loopback();
     let shown = bound.shown();
@@ -168,7 +168,7 @@ pub fn serve(
             .collect(),
     };
     let connections = Arc::new(Semaphore::new(settings.max_connections));
-    let front = Front(Arc::new(Inner {
+    let front = McpEndpoint(Arc::new(Inner {
         listening,
         insecure: !loopback && settings.auth.is_none(),
         hosts,
@@ -229,7 +229,7 @@ impl IfEmpty for str {
 }
 
 /// Ends stateless sessions nobody uses any more.
-async fn janitor(front: Front) {
+async fn janitor(front: McpEndpoint) {
     let idle = front.0.settings.session_timeout_s;
     let every = JANITOR_EVERY.min(Duration::from_secs(idle.div_ceil(2).max(1)));
     loop {
@@ -245,7 +245,7 @@ async fn janitor(front: Front) {
     }
 }
 
-impl Front {
+impl McpEndpoint {
     /// Ends every session of identity `key` (a revoked token's).
     fn end_identity(&self, key: &str) {
         self.0.console.end_identity(key);
@@ -382,11 +382,11 @@ impl Front {
         if let Err(why) = origin::check_origin(origin, &self.0.origins) {
             return text(StatusCode::FORBIDDEN, format!("forbidden: {why}"));
         }
-        let door = crate::console::Door {
+        let reached = crate::console::ReachedThrough {
             secure: self.0.tls.is_some(),
             auth: Some(self.0.auth.clone()),
         };
-        self.0.console.handle(req, door).await
+        self.0.console.handle(req, reached).await
     }
 
     /// Where browsers reach the console on this listener: `public_url`'s
@@ -583,7 +583,7 @@ impl Front {
         format!("{}{}", self.base_url(headers), s.path)
     }
 
-    /// Where the protected resource metadata of [`Front::resource`] is: the
+    /// Where the protected resource metadata of [`McpEndpoint::resource`] is: the
     /// well-known path inserted between its origin and its path.
     fn metadata_url(&self, headers: &HeaderMap) -> String {
         let resource = self.resource(headers);
