@@ -58,7 +58,10 @@ fn home() -> PathBuf {
     env_path("HOME").unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn resolve(args: &Args) -> Result<DaemonOptions, String> {
+fn resolve(
+    args: &Args,
+    events: evo_daemon::console::events::EventBus,
+) -> Result<DaemonOptions, String> {
     let config_path = args
         .config
         .clone()
@@ -100,6 +103,7 @@ fn resolve(args: &Args) -> Result<DaemonOptions, String> {
         env_mode,
         socket_activated: false,
         store: Default::default(),
+        events,
     })
 }
 
@@ -135,7 +139,7 @@ fn http_options(
     })
 }
 
-fn init_logging(format: &str) {
+fn init_logging(format: &str, events: evo_daemon::console::events::EventBus) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EVO_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"))
@@ -154,7 +158,7 @@ fn init_logging(format: &str) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     // The console's Log page reads the same events (evo_daemon::console::logring).
-    let ring = evo_daemon::console::logring::LogRing;
+    let ring = evo_daemon::console::logring::LogRing { events };
     // rmcp's own tasks' lines name the server they are about (evo_daemon::runtime::log_tag).
     use evo_daemon::runtime::log_tag::TaskTagged;
     match (
@@ -193,8 +197,10 @@ fn main() -> std::process::ExitCode {
     // Before any thread starts: it edits the environment.
     let mut inherited = evo_daemon::runtime::socket_activation::take_inherited();
     evo_daemon::search::model::bound_candle_threads();
-    init_logging(&args.log_format);
-    let opts = match resolve(&args) {
+    // What open consoles hear of evod, passed down from here.
+    let events = evo_daemon::console::events::EventBus::new();
+    init_logging(&args.log_format, events.clone());
+    let opts = match resolve(&args, events) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("evod: {e}");
@@ -288,6 +294,7 @@ async fn run(
         "evod listening"
     );
     let cache_dir = opts.cache_dir.clone();
+    let events = opts.events.clone();
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let refresher = Refresher::new(&opts.cache_dir)
         .with_store(&opts.store)
@@ -318,7 +325,9 @@ async fn run(
         stop.clone(),
     )
     .start();
-    let console = evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), &cache_dir);
+    let console =
+        evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), events, &cache_dir);
+    let console_access = evo_daemon::console::listener::Loopback::new(console.clone());
     if let Some(bound) = http {
         let front = evo_daemon::http::serve(
             bound,
@@ -328,11 +337,15 @@ async fn run(
             console.clone(),
             store,
         );
-        supervisor.do_send(evo_daemon::supervisor::AttachFront(front));
+        supervisor.do_send(evo_daemon::supervisor::AttachEndpoint(front.control()));
+    } else {
+        // Without an HTTP endpoint the console's own listener opens again
+        // at once for browsers a previous run signed in.
+        console_access.reopen();
     }
-    // After the front: without one, the console's own listener opens again
-    // at once for browsers a previous run signed in.
-    supervisor.do_send(evo_daemon::supervisor::AttachConsole(console));
+    supervisor.do_send(evo_daemon::supervisor::AttachConsole(Arc::new(
+        console_access,
+    )));
     actix::spawn(evo_daemon::control::serve(
         listener,
         supervisor.clone(),

@@ -291,6 +291,7 @@ pub struct ChildServer {
     link: Arc<ServerLink>,
     catalog: Addr<Catalog>,
     gate: Arc<StartGate>,
+    events: crate::console::events::EventBus,
     /// Start timeouts forgiven in a row (see [`MAX_EXCUSED_TIMEOUTS`]).
     excused: u32,
     /// The child answered the discover probe late once: it is probed with
@@ -358,6 +359,7 @@ pub struct Surroundings {
     pub max_line: usize,
     /// `limits.max_result_bytes`, for servers without their own.
     pub max_result: usize,
+    pub events: crate::console::events::EventBus,
 }
 
 impl ChildServer {
@@ -373,6 +375,7 @@ impl ChildServer {
             gate,
             max_line,
             max_result,
+            events,
         } = around.clone();
         let mut link_out = None;
         let addr = ChildServer::create(|ctx| {
@@ -402,6 +405,7 @@ impl ChildServer {
                 bearer: None,
                 challenge: None,
                 login: None,
+                events,
             }
         });
         let link = link_out.expect("ChildServer::create runs its closure before returning");
@@ -419,7 +423,7 @@ impl ChildServer {
         };
         self.link.publish(state, peer, direct);
         if old.state() != state {
-            crate::console::events::changed(crate::console::events::Topic::Servers);
+            self.events.changed(crate::console::events::Topic::Servers);
         }
         old
     }

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::load::{Warnings, section, warn_unknown_keys};
 use super::readers::{TypeError, boolean, count, describe, positive, present, string, string_list};
-use crate::http::origin::{AllowedOrigin, is_loopback_host};
+use crate::auth::origin::{AllowedOrigin, is_loopback_host};
 
 /// `serve.http.listen` when unset.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";

@@ -6,8 +6,12 @@
 //!
 //! A bus with no console open costs one atomic load per ping: nothing is
 //! formatted or queued until a console subscribes.
+//!
+//! The bus is an [`EventBus`] handle `main` makes and passes down (as it does
+//! the `StopSignal`): to the log layer, the console, the Supervisor, and
+//! through it to sessions and children.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
@@ -50,28 +54,38 @@ pub enum Event {
 /// then told everything changed (a refetch, not a backlog).
 const CAPACITY: usize = 256;
 
-fn bus() -> &'static broadcast::Sender<Event> {
-    static BUS: OnceLock<broadcast::Sender<Event>> = OnceLock::new();
-    BUS.get_or_init(|| broadcast::channel(CAPACITY).0)
-}
+/// The console's event bus; cheap to clone, every clone the same bus.
+#[derive(Debug, Clone)]
+pub struct EventBus(broadcast::Sender<Event>);
 
-/// Tells open consoles that `topic` changed.
-pub fn changed(topic: Topic) {
-    let bus = bus();
-    if bus.receiver_count() > 0 {
-        let _ = bus.send(Event::Changed(topic));
+impl Default for EventBus {
+    fn default() -> EventBus {
+        EventBus::new()
     }
 }
 
-/// Whether any console listens (log lines are formatted only then).
-pub fn listening() -> bool {
-    bus().receiver_count() > 0
-}
+impl EventBus {
+    pub fn new() -> EventBus {
+        EventBus(broadcast::channel(CAPACITY).0)
+    }
 
-pub(crate) fn publish(event: Event) {
-    let _ = bus().send(event);
-}
+    /// Tells open consoles that `topic` changed.
+    pub fn changed(&self, topic: Topic) {
+        if self.0.receiver_count() > 0 {
+            let _ = self.0.send(Event::Changed(topic));
+        }
+    }
 
-pub fn subscribe() -> broadcast::Receiver<Event> {
-    bus().subscribe()
+    /// Whether any console listens (log lines are formatted only then).
+    pub fn listening(&self) -> bool {
+        self.0.receiver_count() > 0
+    }
+
+    pub(crate) fn publish(&self, event: Event) {
+        let _ = self.0.send(event);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.0.subscribe()
+    }
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
 
-use super::events::{self, Event};
+use super::events::{Event, EventBus};
 
 /// Lines kept.
 pub const CAPACITY: usize = 1000;
@@ -38,14 +38,18 @@ pub fn recent() -> Vec<Arc<str>> {
         .collect()
 }
 
-/// The tracing layer; add it beside the formatter.
-pub struct LogRing;
+/// The tracing layer; add it beside the formatter. Open consoles hear its
+/// lines on `events`.
+pub struct LogRing {
+    pub events: EventBus,
+}
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogRing {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         // A log line runs inside whatever task logged it: a bug here must
         // cost that line, never the task (a session, a child's service).
-        let kept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep(event)));
+        let kept =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep(event, &self.events)));
         if kept.is_err() {
             eprintln!(
                 "evod: the console's log ring could not keep a log line (a bug); the line is in the log above"
@@ -55,7 +59,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogRing {
 }
 
 /// Puts `event` in the ring and tells open consoles.
-fn keep(event: &tracing::Event<'_>) {
+fn keep(event: &tracing::Event<'_>, events: &EventBus) {
     let mut v = Fields::default();
     event.record(&mut v);
     let meta = event.metadata();
@@ -93,8 +97,8 @@ fn keep(event: &tracing::Event<'_>) {
         }
         ring.push_back(line.clone());
     }
-    if events::listening() {
-        events::publish(Event::Log(line));
+    if events.listening() {
+        events.publish(Event::Log(line));
     }
 }
 

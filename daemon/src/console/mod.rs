@@ -22,6 +22,7 @@
 //! Live updates: one server-sent event stream per page ([`events`]); the
 //! page refetches what a ping names.
 
+pub mod access;
 pub mod events;
 pub mod listener;
 pub mod logring;
@@ -38,20 +39,19 @@ use actix::Addr;
 use bytes::Bytes;
 use evo_proto::ctl::{CtlReply, CtlRequest, ErrorKind};
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc};
 
+use self::access::LOGIN_TTL;
+use self::events::EventBus;
 use crate::auth::check::{Authenticator, Identity};
+use crate::runtime::http_serving::{self as serving, Body};
 use crate::runtime::shutdown::StopSignal;
 use crate::supervisor::{Ctl, Supervisor};
 
-type Body = BoxBody<Bytes, Infallible>;
-
-/// How long an unused sign-in token stays valid.
-pub const LOGIN_TTL: Duration = Duration::from_secs(600);
 /// A console session unused this long is signed out.
 const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 /// Largest request body read.
@@ -78,6 +78,8 @@ struct Inner {
     /// Names this run of evod, so an open page can tell a restart.
     run: String,
     stop: StopSignal,
+    /// What it tells open pages of.
+    events: EventBus,
     /// `console.json` (see [`saved`]), and the port written in it.
     file: std::path::PathBuf,
     port: Mutex<Option<u16>>,
@@ -92,7 +94,7 @@ struct Signed {
 }
 
 /// How a request reached the console.
-pub struct Door {
+pub struct ReachedThrough {
     /// Over TLS: cookies are `Secure`.
     pub secure: bool,
     /// The HTTP front's credential check (API and OAuth tokens); `None` on
@@ -128,6 +130,7 @@ impl Console {
     pub fn new(
         supervisor: Addr<Supervisor>,
         stop: StopSignal,
+        events: EventBus,
         cache_dir: &std::path::Path,
     ) -> Console {
         let file = saved::path(cache_dir);
@@ -153,6 +156,7 @@ impl Console {
             sessions: Mutex::new(sessions),
             run: format!("{}-{}", std::process::id(), random_hex(6)),
             stop,
+            events,
             file,
             port: Mutex::new(kept.port),
         }))
@@ -272,27 +276,27 @@ impl Console {
     }
 
     /// Serves a request under `/ui` (Host and Origin already checked).
-    pub async fn handle(&self, req: Request<Incoming>, door: Door) -> Response<Body> {
+    pub async fn handle(&self, req: Request<Incoming>, reached: ReachedThrough) -> Response<Body> {
         let path = req.uri().path().to_string();
         let method = req.method().clone();
         match (method, path.as_str()) {
             (Method::GET, "/ui/console.css") => asset(CONSOLE_CSS, "text/css; charset=utf-8"),
             (Method::GET, "/ui/console.js") => asset(CONSOLE_JS, "text/javascript; charset=utf-8"),
-            (Method::GET, "/ui/login") => self.login_link(req.uri(), &door),
-            (Method::POST, "/ui/login") => self.login_form(req, &door).await,
-            (Method::GET, "/ui" | "/ui/") => match self.caller(req.headers(), &door).await {
+            (Method::GET, "/ui/login") => self.login_link(req.uri(), &reached),
+            (Method::POST, "/ui/login") => self.login_form(req, &reached).await,
+            (Method::GET, "/ui" | "/ui/") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => self.index(&c),
                 Err(r) => r,
             },
-            (Method::GET, "/ui/events") => match self.caller(req.headers(), &door).await {
+            (Method::GET, "/ui/events") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => self.events(&c),
                 Err(r) => r,
             },
-            (Method::POST, "/ui/api/ctl") => match self.caller(req.headers(), &door).await {
+            (Method::POST, "/ui/api/ctl") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => self.ctl(req, c).await,
                 Err(r) => r,
             },
-            (Method::POST, "/ui/logout") => match self.caller(req.headers(), &door).await {
+            (Method::POST, "/ui/logout") => match self.caller(req.headers(), &reached).await {
                 Ok(c) => {
                     if let Some(r) = csrf_refusal(req.headers(), &c) {
                         return r;
@@ -310,15 +314,15 @@ impl Console {
                         "Signed out",
                         "<p>This browser is signed out of the evo console. Run <code>evoctl ui</code> to sign in again.</p>",
                     );
-                    set_cookie(&mut r, "", door.secure, true);
+                    set_cookie(&mut r, "", reached.secure, true);
                     r
                 }
                 Err(r) => r,
             },
             (_, "/ui" | "/ui/" | "/ui/events" | "/ui/login" | "/ui/logout" | "/ui/api/ctl") => {
-                plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+                serving::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
             }
-            _ => plain(
+            _ => serving::text(
                 StatusCode::NOT_FOUND,
                 "not found: the console is at /ui/ (run `evoctl ui` for a sign-in link)",
             ),
@@ -326,8 +330,12 @@ impl Console {
     }
 
     /// The cookie's session, or a bearer credential (HTTP front with auth).
-    async fn caller(&self, headers: &HeaderMap, door: &Door) -> Result<Caller, Response<Body>> {
-        if let (Some(auth), Some(raw)) = (&door.auth, headers.get(header::AUTHORIZATION))
+    async fn caller(
+        &self,
+        headers: &HeaderMap,
+        reached: &ReachedThrough,
+    ) -> Result<Caller, Response<Body>> {
+        if let (Some(auth), Some(raw)) = (&reached.auth, headers.get(header::AUTHORIZATION))
             && auth.required
         {
             return match auth.authenticate(Some(raw.as_bytes())).await {
@@ -354,14 +362,14 @@ impl Console {
 
     /// `GET /ui/login?token=…`: a one-time link from `evoctl ui`; or,
     /// without a token on the HTTP front with auth, the sign-in form.
-    fn login_link(&self, uri: &http::Uri, door: &Door) -> Response<Body> {
+    fn login_link(&self, uri: &http::Uri, reached: &ReachedThrough) -> Response<Body> {
         let token = uri.query().and_then(|q| {
             q.split('&')
                 .find_map(|kv| kv.strip_prefix("token="))
                 .map(str::to_owned)
         });
         let Some(token) = token else {
-            if door.auth.as_ref().is_some_and(|a| a.required) {
+            if reached.auth.as_ref().is_some_and(|a| a.required) {
                 return login_form_page(None);
             }
             return signed_out("This address has no sign-in token.");
@@ -381,7 +389,7 @@ impl Console {
             );
         }
         tracing::info!("console signed in with a one-time link");
-        self.signed_in_response(Identity::owner(), door.secure)
+        self.signed_in_response(Identity::owner(), reached.secure)
     }
 
     /// A cookie for a new session, and a page that moves on to the console
@@ -403,15 +411,15 @@ impl Console {
     }
 
     /// `POST /ui/login` (form `token=…`): an API or OAuth token signs in.
-    async fn login_form(&self, req: Request<Incoming>, door: &Door) -> Response<Body> {
-        let Some(auth) = door.auth.as_ref().filter(|a| a.required) else {
-            return plain(
+    async fn login_form(&self, req: Request<Incoming>, reached: &ReachedThrough) -> Response<Body> {
+        let Some(auth) = reached.auth.as_ref().filter(|a| a.required) else {
+            return serving::text(
                 StatusCode::NOT_FOUND,
                 "not found: sign in with the link `evoctl ui` prints",
             );
         };
         let Ok(body) = read_body(req).await else {
-            return plain(StatusCode::BAD_REQUEST, "bad request: unreadable form");
+            return serving::text(StatusCode::BAD_REQUEST, "bad request: unreadable form");
         };
         let token = form_value(&body, "token").unwrap_or_default();
         let header = format!("Bearer {}", token.trim());
@@ -421,7 +429,7 @@ impl Console {
                     identity = identity.label(),
                     "console signed in with a token"
                 );
-                self.signed_in_response(identity, door.secure)
+                self.signed_in_response(identity, reached.secure)
             }
             Err(_) => login_form_page(Some("That token is not valid here.")),
         }
@@ -489,7 +497,7 @@ impl Console {
     /// `GET /ui/events`: the event stream (see [`events`]).
     fn events(&self, c: &Caller) -> Response<Body> {
         let (tx, rx) = mpsc::channel::<Bytes>(16);
-        let mut bus = events::subscribe();
+        let mut bus = self.0.events.subscribe();
         let owner = c.identity.key.is_none();
         let run = self.0.run.clone();
         let stop = self.0.stop.clone();
@@ -786,21 +794,13 @@ fn asset(text: &'static str, kind: &'static str) -> Response<Body> {
     r
 }
 
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(Full::new(Bytes::from(format!("{text}\n"))).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
-}
-
 fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CACHE_CONTROL, "no-store")
-        .body(Full::new(Bytes::from(v.to_string())).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+    let mut r = serving::json(status, v);
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 fn reply(r: &CtlReply) -> Response<Body> {

@@ -12,14 +12,14 @@
 //!
 //! Everything here runs on the tokio workers; the front reaches actors only
 //! by message (opening a session, readiness, metrics), and the Supervisor
-//! reaches the front through [`Front`]'s methods (tokens, revocation,
-//! status).
+//! reaches the front through the [`EndpointControl`] it is handed (tokens,
+//! revocation, status), not this module's types.
 
-pub mod origin;
+mod bind;
+mod body;
 mod sessions;
 mod tls;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,29 +28,29 @@ use actix::Addr;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+pub use self::bind::{Bound, HttpOptions, bind};
+use self::body::{
+    accepts_both, drain_small, header_str, is_json_content, jsonrpc_error, peek, unreadable_message,
+};
 use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
 use crate::auth::check::{self as auth, Authenticator, Denied, Identity};
-use crate::auth::jwt;
+use crate::auth::endpoint::{Ending, EndpointControl};
+use crate::auth::origin;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
+use crate::runtime::http_serving::{self as serving, Body, text};
 use crate::runtime::shutdown::StopSignal;
 use crate::session::{HttpCaller, SessionServer};
 use crate::supervisor::{GatherMetrics, OpenSession, Readiness, Supervisor};
 
-type Body = BoxBody<Bytes, Infallible>;
-
-/// How long a client may take to send its request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a request's body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a TLS handshake may take.
@@ -63,21 +63,9 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
-/// What `main` hands the front.
-pub struct HttpOptions {
-    pub settings: HttpSettings,
-    /// `--insecure-no-auth`.
-    pub insecure_no_auth: bool,
-    /// `limits.max_message_bytes`: the largest request body.
-    pub max_message_bytes: usize,
-    /// Listeners systemd passed (a second `ListenStream`), used instead of
-    /// binding `settings.listen`.
-    pub inherited: Vec<std::net::TcpListener>,
-}
-
 /// The running HTTP front; cheap to clone. See the module docs.
 #[derive(Clone)]
-pub struct Front(Arc<Inner>);
+pub struct McpEndpoint(Arc<Inner>);
 
 struct Inner {
     settings: HttpSettings,
@@ -101,128 +89,6 @@ struct Inner {
     shared: Option<Arc<crate::store::Shared>>,
 }
 
-/// Resolves and binds `listen` (every address a name resolves to).
-async fn bind_all(listen: &str) -> Result<Vec<TcpListener>, String> {
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(listen)
-        .await
-        .map_err(|e| format!("serve.http.listen {listen:?}: not an address to listen on ({e}); write host:port, like 127.0.0.1:8787"))?
-        .collect();
-    let mut bound = Vec::new();
-    let mut failed = Vec::new();
-    for addr in addrs {
-        if bound
-            .iter()
-            .any(|l: &TcpListener| l.local_addr().ok() == Some(addr))
-        {
-            continue;
-        }
-        match TcpListener::bind(addr).await {
-            Ok(l) => bound.push(l),
-            Err(e) => failed.push(format!("{addr}: {e}")),
-        }
-    }
-    if bound.is_empty() {
-        return Err(format!(
-            "cannot listen for HTTP on {listen}: {}",
-            failed.join("; ")
-        ));
-    }
-    for f in failed {
-        tracing::warn!("HTTP: not listening on {f}");
-    }
-    Ok(bound)
-}
-
-/// The refusal to serve MCP beyond loopback without authentication.
-fn exposed_without_auth(listen: &str) -> String {
-    format!(
-        "serve.http listens on {listen}, which other machines can reach, and serve.http.auth is not set: anyone who reaches it could call every tool as you. Set serve.http.auth (API tokens from `evoctl token create NAME`, or OAuth), listen on 127.0.0.1, or start evod with --insecure-no-auth to accept that"
-    )
-}
-
-/// The listeners, bound and checked, before anything else of evod starts.
-pub struct Bound {
-    settings: HttpSettings,
-    listeners: Vec<TcpListener>,
-    insecure_no_auth: bool,
-    max_message_bytes: usize,
-    tls: Option<tls::Tls>,
-    jwt: Option<Arc<jwt::JwtValidator>>,
-}
-
-/// Binds the listener(s) and loads what serving needs (TLS files, the OAuth
-/// settings). Refuses (with the message to print) an address beyond
-/// loopback without `auth` unless `--insecure-no-auth`.
-pub async fn bind(opts: HttpOptions) -> Result<Bound, String> {
-    let settings = opts.settings;
-    let listeners = if opts.inherited.is_empty() {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
-            .await
-            .map_err(|e| format!("serve.http.listen {:?}: not an address to listen on ({e}); write host:port, like 127.0.0.1:8787", settings.listen))?
-            .collect();
-        let loopback = !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback());
-        if !loopback && settings.auth.is_none() && !opts.insecure_no_auth {
-            return Err(exposed_without_auth(&settings.listen));
-        }
-        bind_all(&settings.listen).await?
-    } else {
-        let mut ls = Vec::new();
-        for l in opts.inherited {
-            l.set_nonblocking(true)
-                .map_err(|e| format!("the HTTP socket systemd passed: {e}"))?;
-            ls.push(
-                TcpListener::from_std(l)
-                    .map_err(|e| format!("the HTTP socket systemd passed: {e}"))?,
-            );
-        }
-        ls
-    };
-    let tls = settings.tls.as_ref().map(tls::Tls::load).transpose()?;
-    let jwt = match settings.auth.as_ref().and_then(|a| a.oauth.clone()) {
-        Some(oauth) => Some(jwt::JwtValidator::new(oauth)?),
-        None => None,
-    };
-    let bound = Bound {
-        settings,
-        listeners,
-        insecure_no_auth: opts.insecure_no_auth,
-        max_message_bytes: opts.max_message_bytes,
-        tls,
-        jwt,
-    };
-    let shown = bound.shown();
-    if !bound.loopback() && bound.settings.auth.is_none() {
-        if !bound.insecure_no_auth {
-            return Err(exposed_without_auth(&shown));
-        }
-        tracing::warn!(
-            "HTTP endpoint on {shown} WITHOUT AUTHENTICATION (--insecure-no-auth): anyone who can reach it can call every tool"
-        );
-    }
-    Ok(bound)
-}
-
-impl Bound {
-    fn addrs(&self) -> Vec<SocketAddr> {
-        self.listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .collect()
-    }
-
-    fn loopback(&self) -> bool {
-        self.addrs().iter().all(|a| a.ip().is_loopback())
-    }
-
-    fn shown(&self) -> String {
-        self.addrs()
-            .iter()
-            .map(SocketAddr::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 /// Starts serving on the bound listeners.
 pub fn serve(
     bound: Bound,
@@ -231,7 +97,7 @@ pub fn serve(
     stop: StopSignal,
     console: crate::console::Console,
     store: crate::store::Store,
-) -> Front {
+) -> McpEndpoint {
     let listening = bound.addrs();
     let loopback = bound.loopback();
     let shown = bound.shown();
@@ -302,7 +168,7 @@ pub fn serve(
             .collect(),
     };
     let connections = Arc::new(Semaphore::new(settings.max_connections));
-    let front = Front(Arc::new(Inner {
+    let front = McpEndpoint(Arc::new(Inner {
         listening,
         insecure: !loopback && settings.auth.is_none(),
         hosts,
@@ -320,8 +186,20 @@ pub fn serve(
         console,
         shared,
     }));
+    // Past `max_connections` at once, new connections wait in the kernel's
+    // queue (held back, not buffered here).
     for listener in listeners {
-        tokio::spawn(accept(listener, front.clone(), connections.clone()));
+        let (stop, front) = (front.0.stop.clone(), front.clone());
+        tokio::spawn(serving::accept(
+            listener,
+            stop,
+            Some(connections.clone()),
+            "HTTP listener",
+            move |stream, peer| {
+                let front = front.clone();
+                async move { front.connection(stream, peer).await }
+            },
+        ));
     }
     if let Some(jwt) = jwt {
         tokio::spawn(async move { jwt.refresh(true).await });
@@ -350,39 +228,8 @@ impl IfEmpty for str {
     }
 }
 
-/// Accepts connections; past `max_connections` at once, new ones wait in
-/// the kernel's queue (held back, not buffered here).
-async fn accept(listener: TcpListener, front: Front, connections: Arc<Semaphore>) {
-    let stop = front.0.stop.clone();
-    loop {
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => p,
-            () = stop.fired() => return,
-        };
-        let Ok(permit) = permit else { return };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = stop.fired() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                let front = front.clone();
-                front.0.stop.clone().spawn_session(async move {
-                    front.connection(stream, peer).await;
-                    drop(permit);
-                });
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed on the HTTP listener");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
 /// Ends stateless sessions nobody uses any more.
-async fn janitor(front: Front) {
+async fn janitor(front: McpEndpoint) {
     let idle = front.0.settings.session_timeout_s;
     let every = JANITOR_EVERY.min(Duration::from_secs(idle.div_ceil(2).max(1)));
     loop {
@@ -398,155 +245,9 @@ async fn janitor(front: Front) {
     }
 }
 
-fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
-    let mut message = message.into();
-    message.push('\n');
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(Full::new(Bytes::from(message)).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
-}
-
-fn json_body(status: StatusCode, value: &Value) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(value.to_string())).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
-}
-
-/// A JSON-RPC error as the whole answer to a POST that could not be served.
-fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response<Body> {
-    json_body(
-        status,
-        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
-    )
-}
-
-/// What a POST body is, read just far enough to route it.
-#[derive(Debug, PartialEq, Eq)]
-struct Peeked {
-    method: Option<String>,
-}
-
-/// Refusals of a body rmcp would not read: not JSON (-32700), a batch or
-/// not an object (-32600). `Ok` carries the method, when there is one.
-fn peek(body: &[u8]) -> Result<Peeked, Box<Response<Body>>> {
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow, default)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'[') {
-        return Err(Box::new(match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-            Err(e) => parse_error(&e),
-            Ok(_) => jsonrpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                -32600,
-                "JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send one message per request".into(),
-            ),
-        }));
-    }
-    match serde_json::from_slice::<Head<'_>>(body) {
-        Ok(head) => Ok(Peeked {
-            method: head.method.map(std::borrow::Cow::into_owned),
-        }),
-        Err(e) if e.is_syntax() || e.is_eof() => Err(Box::new(parse_error(&e))),
-        Err(e) => Err(Box::new(jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            -32600,
-            format!("invalid request: a JSON-RPC message is a JSON object ({e})"),
-        ))),
-    }
-}
-
-fn parse_error(e: &serde_json::Error) -> Response<Body> {
-    jsonrpc_error(
-        StatusCode::BAD_REQUEST,
-        Value::Null,
-        -32700,
-        format!("parse error: the body is not valid JSON ({e})"),
-    )
-}
-
-/// A body rmcp could not read as a JSON-RPC message (it answers 415): the
-/// JSON-RPC invalid-request error, under the message's id when it has one.
-fn unreadable_message(body: &[u8]) -> Response<Body> {
-    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let id = value
-        .get("id")
-        .filter(|id| id.is_string() || id.is_number())
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mut problem = "it is not a JSON-RPC 2.0 request, notification or response".to_string();
-    if value.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        problem = "\"jsonrpc\": \"2.0\" is missing".into();
-    } else if value.get("method").is_some_and(|m| !m.is_string()) {
-        problem = "\"method\" must be a string".into();
-    }
-    jsonrpc_error(
-        StatusCode::BAD_REQUEST,
-        id,
-        -32600,
-        format!("invalid request: {problem}"),
-    )
-}
-
-/// Largest body read (and dropped) before a refusal, so the client's
-/// connection stays usable; a larger one closes it instead.
-const DRAIN_LIMIT: u64 = 64 * 1024;
-
-/// Reads a refused request's small body, so the connection can serve the
-/// client's next request.
-async fn drain_small(req: Request<Incoming>) {
-    let small = header_str(req.headers(), header::CONTENT_LENGTH)
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n <= DRAIN_LIMIT);
-    if small {
-        let body = Limited::new(req.into_body(), DRAIN_LIMIT as usize);
-        let _ = tokio::time::timeout(Duration::from_secs(2), body.collect()).await;
-    }
-}
-
-fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Whether `Accept` names both what a Streamable HTTP POST may answer with.
-fn accepts_both(headers: &HeaderMap) -> bool {
-    let mut json = false;
-    let mut sse = false;
-    for value in headers.get_all(header::ACCEPT) {
-        let Ok(v) = value.to_str() else { continue };
-        for item in v.split(',') {
-            let essence = item.split(';').next().unwrap_or("").trim();
-            json |= essence.eq_ignore_ascii_case("application/json");
-            sse |= essence.eq_ignore_ascii_case("text/event-stream");
-        }
-    }
-    json && sse
-}
-
-fn is_json_content(headers: &HeaderMap) -> bool {
-    header_str(headers, header::CONTENT_TYPE).is_some_and(|v| {
-        v.split(';')
-            .next()
-            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
-    })
-}
-
-impl Front {
-    /// Replaces the API tokens accepted (from the next request on).
-    pub fn set_tokens(&self, table: Arc<crate::auth::tokens::TokenTable>) {
-        self.0.auth.set_tokens(table);
-    }
-
+impl McpEndpoint {
     /// Ends every session of identity `key` (a revoked token's).
-    pub fn end_identity(&self, key: &str) {
+    fn end_identity(&self, key: &str) {
         self.0.console.end_identity(key);
         let front = self.clone();
         let key = key.to_owned();
@@ -575,8 +276,9 @@ impl Front {
         kinds
     }
 
-    /// `evoctl status`'s `http`.
-    pub fn status(&self) -> evo_proto::ctl::HttpStatus {
+    /// `evoctl status`'s `http`; [`EndpointControl::status`] adds the OAuth
+    /// keys' problem when asked.
+    fn status(&self) -> evo_proto::ctl::HttpStatus {
         let i = &self.0;
         evo_proto::ctl::HttpStatus {
             listen: i
@@ -589,12 +291,23 @@ impl Front {
             tls: i.tls.is_some(),
             auth: self.auth_kinds(),
             insecure_no_auth: i.insecure,
-            warning: if i.insecure {
-                Some("the HTTP endpoint is reachable from other machines and has no authentication (--insecure-no-auth): anyone who reaches it can call every tool".into())
-            } else {
-                i.auth.jwt.as_ref().and_then(|j| j.problem())
-            },
+            warning: i.insecure.then(|| "the HTTP endpoint is reachable from other machines and has no authentication (--insecure-no-auth): anyone who reaches it can call every tool".into()),
         }
+    }
+
+    /// What the Supervisor holds of this endpoint: the token table it
+    /// swaps, the sessions it ends, what status and `evoctl ui` show.
+    pub fn control(&self) -> EndpointControl {
+        let front = self.clone();
+        EndpointControl::new(
+            self.0.auth.clone(),
+            self.status(),
+            self.console_base(),
+            move |ending| match ending {
+                Ending::Identity(key) => front.end_identity(&key),
+                Ending::Session(id) => front.end_session(&id),
+            },
+        )
     }
 
     /// The addresses it listens on (the first is what tests connect to).
@@ -621,29 +334,17 @@ impl Front {
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let front = self.clone();
-        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let served = serving::serve_connection(io, &self.0.stop, move |req| {
             let front = front.clone();
             async move {
                 let response = front.handle(req, peer).await;
                 crate::metrics::metrics().http_response(response.status().as_u16());
-                Ok::<_, Infallible>(response)
+                response
             }
-        });
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT)
-            .serve_connection(TokioIo::new(io), service);
-        tokio::pin!(conn);
-        tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
-                }
-            }
-            () = self.0.stop.fired() => {
-                conn.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
-            }
+        })
+        .await;
+        if let Err(e) = served {
+            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
         }
     }
 
@@ -681,16 +382,16 @@ impl Front {
         if let Err(why) = origin::check_origin(origin, &self.0.origins) {
             return text(StatusCode::FORBIDDEN, format!("forbidden: {why}"));
         }
-        let door = crate::console::Door {
+        let reached = crate::console::ReachedThrough {
             secure: self.0.tls.is_some(),
             auth: Some(self.0.auth.clone()),
         };
-        self.0.console.handle(req, door).await
+        self.0.console.handle(req, reached).await
     }
 
     /// Where browsers reach the console on this listener: `public_url`'s
     /// origin, else the first address (a wildcard one as loopback).
-    pub fn console_base(&self) -> String {
+    fn console_base(&self) -> String {
         let s = &self.0.settings;
         if let Some(public) = &s.public_url
             && let Ok(uri) = public.parse::<http::Uri>()
@@ -817,7 +518,7 @@ impl Front {
             .jwt
             .is_some()
             .then(|| self.metadata_url(headers));
-        let mut response = json_body(
+        let mut response = serving::json(
             status,
             &json!({"error": error, "error_description": description}),
         );
@@ -882,7 +583,7 @@ impl Front {
         format!("{}{}", self.base_url(headers), s.path)
     }
 
-    /// Where the protected resource metadata of [`Front::resource`] is: the
+    /// Where the protected resource metadata of [`McpEndpoint::resource`] is: the
     /// well-known path inserted between its origin and its path.
     fn metadata_url(&self, headers: &HeaderMap) -> String {
         let resource = self.resource(headers);
@@ -921,7 +622,7 @@ impl Front {
         if !oauth.required_scopes.is_empty() {
             doc["scopes_supported"] = json!(oauth.required_scopes);
         }
-        let mut response = json_body(StatusCode::OK, &doc);
+        let mut response = serving::json(StatusCode::OK, &doc);
         response.headers_mut().insert(
             header::CACHE_CONTROL,
             http::HeaderValue::from_static("max-age=300"),
@@ -1064,7 +765,7 @@ impl Front {
     }
 
     /// Ends this instance's copy of HTTP session `id` (ended on another).
-    pub fn end_session(&self, id: &str) {
+    fn end_session(&self, id: &str) {
         if self.0.registry.end(id) {
             let manager = self.0.manager.clone();
             let id: rmcp::transport::streamable_http_server::session::SessionId =
@@ -1247,79 +948,5 @@ impl Front {
     /// Open initialize-era sessions (for tests and status).
     pub fn open_sessions(&self) -> usize {
         self.0.registry.open_sessions()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status_and_body(r: Result<Peeked, Box<Response<Body>>>) -> (u16, Value) {
-        let r = r.unwrap_err();
-        let status = r.status().as_u16();
-        let body = futures::executor::block_on(r.into_body().collect())
-            .unwrap()
-            .to_bytes();
-        (status, serde_json::from_slice(&body).unwrap())
-    }
-
-    #[test]
-    fn bodies_rmcp_would_not_read_get_their_json_rpc_error() {
-        assert_eq!(
-            peek(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#).unwrap(),
-            Peeked {
-                method: Some("initialize".into())
-            }
-        );
-        assert_eq!(peek(br#"{"id":1}"#).unwrap(), Peeked { method: None });
-        for (body, code) in [
-            (&b"{not json"[..], -32700),
-            (b"", -32700),
-            (
-                b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
-                -32600,
-            ),
-            (b"[1,", -32700),
-            (b"42", -32600),
-            (b"\"initialize\"", -32600),
-        ] {
-            let (status, v) = status_and_body(peek(body));
-            assert_eq!(status, 400, "{}", String::from_utf8_lossy(body));
-            assert_eq!(
-                v["error"]["code"],
-                code,
-                "{}: {v}",
-                String::from_utf8_lossy(body)
-            );
-            assert_eq!(v["id"], Value::Null);
-        }
-        let r = unreadable_message(br#"{"id": 7, "method": "tools/list"}"#);
-        assert_eq!(r.status(), 400);
-        let body = futures::executor::block_on(r.into_body().collect())
-            .unwrap()
-            .to_bytes();
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(
-            (v["id"].clone(), v["error"]["code"].clone()),
-            (json!(7), json!(-32600))
-        );
-        assert!(v["error"]["message"].as_str().unwrap().contains("jsonrpc"));
-    }
-
-    #[test]
-    fn accept_and_content_type_are_read_like_rmcp_reads_them() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::ACCEPT,
-            "application/json, text/event-stream".parse().unwrap(),
-        );
-        h.insert(
-            header::CONTENT_TYPE,
-            "application/json; charset=utf-8".parse().unwrap(),
-        );
-        assert!(accepts_both(&h) && is_json_content(&h));
-        h.insert(header::ACCEPT, "application/json".parse().unwrap());
-        h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
-        assert!(!accepts_both(&h) && !is_json_content(&h));
     }
 }

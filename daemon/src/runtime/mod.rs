@@ -3,12 +3,14 @@
 //! systemd passes), [`guard`] (the process that ends children's process
 //! groups if evod is killed), [`ndjson`] (newline-delimited JSON framing),
 //! [`log_tag`] (which server a log line of an rmcp task is about),
-//! [`busy_poll`] (Linux), and [`atomic_file`] (the one way files are written).
+//! [`busy_poll`] (Linux), [`atomic_file`] (the one way files are written), and
+//! [`http_serving`] (the HTTP serving layer under the endpoint and the console).
 
 pub mod atomic_file;
 #[cfg(target_os = "linux")]
 pub mod busy_poll;
 pub mod guard;
+pub mod http_serving;
 pub mod log_tag;
 pub mod ndjson;
 pub mod shutdown;

@@ -127,7 +127,7 @@ impl SessionServer {
                     .approval_check(&check.tool, key, check.identity.as_deref(), &check.preview)
                     .await
                     .unwrap_or_else(|e| Gate::Unavailable(e.to_string()));
-                log_held(&check, &gate);
+                log_held(&self.events, &check, &gate);
                 Ok(gate)
             }
             None => self.supervisor.send(check).await,

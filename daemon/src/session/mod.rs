@@ -57,8 +57,7 @@ use crate::catalog::ChildLog;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::link::ServerLink;
 use crate::config::DiscoveryMode;
-use crate::console::events;
-use crate::console::events::Topic;
+use crate::console::events::{EventBus, Topic};
 use crate::session::native_tools::NAMES;
 use crate::supervisor::{SaveNamed, SessionClosed, Supervisor};
 
@@ -268,6 +267,8 @@ pub struct Session {
     /// The resources (with templates) and prompts fingerprints at the last
     /// list_changed of each (or start).
     offers_seen: (u64, u64),
+    /// What open consoles hear of it; the Supervisor's bus, set by it.
+    pub events: EventBus,
 }
 
 impl Session {
@@ -296,6 +297,7 @@ impl Session {
             snapshot,
             visible: Vec::new(),
             offers_seen: (0, 0),
+            events: Default::default(),
         };
         if let Some(name) = &s.name {
             let _ = s.view.store_name.set(name.clone());
@@ -704,7 +706,7 @@ impl Handler<SetActive> for Session {
             self.view.activated.store(Arc::new(self.activated.clone()));
             self.refresh_visible();
             self.save_if_named();
-            events::changed(Topic::Sessions);
+            self.events.changed(Topic::Sessions);
         }
         MessageResult(Ok(ActivationChange {
             changed,

@@ -68,6 +68,7 @@ pub struct SessionServer {
     /// The shared store: retry-loop counts and in-band approval questions
     /// live there, so any instance serving the session sees them.
     pub shared: Option<Arc<Shared>>,
+    pub events: crate::console::events::EventBus,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -122,6 +123,7 @@ impl SessionServer {
             identity: opened.identity.clone(),
             raw: None,
             shared: opened.shared.clone(),
+            events: opened.events.clone(),
         }
     }
 

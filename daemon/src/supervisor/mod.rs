@@ -12,18 +12,28 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use evo_proto::ctl;
 
+use crate::auth::endpoint::EndpointControl;
 use crate::catalog::snapshot::Snapshot;
 use crate::catalog::{Catalog, CatalogChanged, SetServers, Subscribe};
 use crate::child::link::ServerLink;
 use crate::child::{self, ChildServer};
 use crate::config::{self, Config, DiscoveryMode, ServerSpec};
+use crate::console::access::ConsoleAccess;
+use crate::console::events::{EventBus, Topic};
 use crate::runtime::shutdown::StopSignal;
 use crate::session::{self, ActivationSet, Session};
+use crate::supervisor::watch::FileChanged;
 
 mod reload;
 mod requests;
+mod sessions;
+mod shared_store;
+mod tokens;
 pub mod watch;
 pub use requests::Ctl;
+pub use sessions::{OpenSession, OpenedSession, Refused, SaveNamed, SessionClosed};
+pub use shared_store::ShareSession;
+pub use tokens::RefreshTokens;
 
 /// Where the daemon's files are and what its command line overrides.
 #[derive(Debug, Clone)]
@@ -40,6 +50,8 @@ pub struct DaemonOptions {
     pub socket_activated: bool,
     /// Where shared state lives (files, or Redis with `store.redis_url`).
     pub store: crate::store::Store,
+    /// What open consoles hear of evod (handed on to sessions and children).
+    pub events: EventBus,
 }
 
 struct ChildHandle {
@@ -104,13 +116,13 @@ pub struct Supervisor {
     started: Instant,
     shutting_down: bool,
     /// Keeps the config, env and permissions files' watcher alive.
-    watcher: Option<crate::supervisor::watch::Watcher>,
+    watcher: Option<watch::Watcher>,
     /// The files it watches (the env file's path may change on reload).
     watched: Vec<PathBuf>,
     /// Fired when the daemon stops; sessions end with it.
     stop: StopSignal,
-    /// The HTTP front, when evod serves `serve.http`.
-    front: Option<crate::http::Front>,
+    /// The HTTP endpoint, when evod serves `serve.http`.
+    endpoint: Option<EndpointControl>,
     /// The API tokens for the HTTP endpoint, as last read or written.
     tokens: Arc<crate::auth::tokens::TokenTable>,
     /// Why the tokens file could not be read, when it could not.
@@ -118,10 +130,8 @@ pub struct Supervisor {
     /// The API tokens in force came from the shared store (else, with one,
     /// from this machine's copy until it answers).
     tokens_from_store: bool,
-    /// The web console, and its own loopback listener once `evoctl ui`
-    /// started it (without `serve.http`).
-    console: Option<crate::console::Console>,
-    console_addr: Option<std::net::SocketAddr>,
+    /// The web console, for `evoctl ui`.
+    console: Option<Arc<dyn ConsoleAccess>>,
 }
 
 /// The semantic search stage the Supervisor configures and sessions read.
@@ -190,65 +200,12 @@ impl Supervisor {
             watcher: None,
             watched: Vec::new(),
             stop,
-            front: None,
+            endpoint: None,
             tokens: Default::default(),
             tokens_error: None,
             tokens_from_store: false,
             console: None,
-            console_addr: None,
         }
-    }
-
-    /// The tokens file in force: `serve.http.auth.tokens_file`, else
-    /// `tokens.json` beside the config.
-    fn tokens_path(&self) -> PathBuf {
-        config::serve::tokens_path(&self.opts.config_path, &self.config.serve)
-    }
-
-    /// Re-reads the tokens file (with the shared store: its records);
-    /// tokens no longer in it end their sessions.
-    fn reload_tokens(&mut self) {
-        if self.opts.store.shared().is_some() {
-            if !self.tokens_from_store {
-                // Until Redis answers, this machine's copy of the records
-                // (the tokens file, written on each read that changed them).
-                self.load_tokens_file();
-            }
-            if let Some(me) = &self.me {
-                me.do_send(RefreshTokens);
-            }
-            return;
-        }
-        self.load_tokens_file();
-    }
-
-    fn load_tokens_file(&mut self) {
-        let path = self.tokens_path();
-        match crate::auth::tokens::TokenTable::load(&path) {
-            Ok(table) => {
-                self.tokens_error = None;
-                if table != *self.tokens {
-                    self.set_tokens(table);
-                }
-            }
-            Err(e) => {
-                tracing::error!("{e}; the tokens read before stay in force");
-                self.tokens_error = Some(e);
-            }
-        }
-    }
-
-    /// Puts `table` in force: the front accepts its tokens from the next
-    /// request on, and the sessions of tokens it lacks end.
-    fn set_tokens(&mut self, table: crate::auth::tokens::TokenTable) {
-        let table = Arc::new(table);
-        if let Some(front) = &self.front {
-            front.set_tokens(table.clone());
-            for name in self.tokens.removed_in(&table) {
-                front.end_identity(&format!("token:{name}"));
-            }
-        }
-        self.tokens = table;
     }
 
     fn load_config(&mut self) {
@@ -357,7 +314,7 @@ impl Supervisor {
     /// the running config in force.
     fn reload(&mut self) -> Result<ctl::ActionReport, String> {
         // Config and permissions health show on the console either way.
-        crate::console::events::changed(crate::console::events::Topic::Servers);
+        self.opts.events.changed(Topic::Servers);
         let permissions = self.load_permissions();
         let mut report = self.reload_config()?;
         match permissions {
@@ -377,6 +334,7 @@ impl Supervisor {
             gate: self.gate.clone(),
             max_line: limits.max_message_bytes,
             max_result: limits.max_result_bytes,
+            events: self.opts.events.clone(),
         }
     }
 
@@ -551,30 +509,6 @@ impl Supervisor {
         });
     }
 
-    /// The mode for a new session, strongest first: `evoctl shim --mode`,
-    /// `evod --mode`, `EVO_DISCOVERY_MODE` (the shim's, which its client
-    /// sets for it, then evod's), `discovery.mode`, dynamic.
-    fn session_mode(
-        &self,
-        requested: Option<&str>,
-        shim_env: Option<&str>,
-    ) -> Result<DiscoveryMode, String> {
-        if let Some(m) = requested {
-            return DiscoveryMode::parse_from(m, "--mode");
-        }
-        if let Some(m) = self.opts.mode {
-            return Ok(m);
-        }
-        if let Some(m) = shim_env {
-            return DiscoveryMode::parse_from(m, "EVO_DISCOVERY_MODE in the shim's environment");
-        }
-        Ok(self
-            .opts
-            .env_mode
-            .or(self.config.discovery.mode)
-            .unwrap_or(DiscoveryMode::Dynamic))
-    }
-
     /// Watches the config, its env file and the permissions file, anew
     /// when the env file's path changed (`env_file` was edited).
     fn watch_files(&mut self, ctx: &mut Context<Self>) {
@@ -589,7 +523,7 @@ impl Supervisor {
             return;
         }
         self.watcher = None;
-        match crate::supervisor::watch::watch(files.clone(), ctx.address().recipient()) {
+        match watch::watch(files.clone(), ctx.address().recipient()) {
             Ok(w) => {
                 self.watcher = Some(w);
                 self.watched = files;
@@ -658,204 +592,6 @@ impl Supervisor {
             .values()
             .filter(|s| s.profile.as_deref() == Some(profile))
             .count()
-    }
-
-    /// Writes session `name`'s activations (as `named` has them) to the
-    /// shared store and tells the other instances; if the store cannot take
-    /// them now they are written when it is back.
-    fn share_activations(&mut self, name: String, ctx: &mut Context<Self>) {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return;
-        };
-        let Some(set) = self.named.get(&name).cloned() else {
-            return;
-        };
-        // HTTP sessions' sets expire with their record; named ones stay.
-        let ttl = self
-            .sessions
-            .values()
-            .find(|s| s.name.as_deref() == Some(name.as_str()))
-            .filter(|s| s.io == evo_proto::ctl::SessionIo::Http)
-            .map(|_| {
-                self.config
-                    .serve
-                    .http
-                    .as_ref()
-                    .map_or(crate::config::serve::DEFAULT_SESSION_TIMEOUT_S, |h| {
-                        h.session_timeout_s
-                    })
-            });
-        self.unsynced.activations.remove(&name);
-        let key = name.clone();
-        ctx.spawn(
-            async move {
-                let put = shared.activations_put(&key, &set, ttl).await;
-                if put.is_ok() {
-                    shared
-                        .publish(crate::store::Event::Activations { name: key })
-                        .await;
-                }
-                put
-            }
-            .into_actor(self)
-            .map(move |put, act, _| {
-                if let Err(e) = put {
-                    tracing::error!(session = %name, "activations not shared with the other instances yet (written when the store is back): {e}");
-                    act.unsynced.activations.insert(name);
-                }
-            }),
-        );
-    }
-
-    /// Writes the profiles whose changes the shared store has not got yet;
-    /// what it cannot take now waits for it to be back.
-    fn sync_profiles(&mut self) {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return;
-        };
-        let names = std::mem::take(&mut self.unsynced.profiles);
-        let changes: Vec<(String, Option<crate::policy::profiles::Changes>)> = names
-            .into_iter()
-            .map(|n| {
-                let c = self.saved_profiles.profiles.get(&n).cloned();
-                (n, c)
-            })
-            .collect();
-        let me = self.me.clone();
-        tokio::spawn(async move {
-            let mut failed = Vec::new();
-            for (name, c) in changes {
-                if let Err(e) = shared.profile_put(&name, c.as_ref()).await {
-                    tracing::error!(profile = %name, "profile change not shared with the other instances yet (written when the store is back): {e}");
-                    failed.push(name);
-                }
-            }
-            if failed.is_empty() {
-                shared.publish(crate::store::Event::Profiles).await;
-            } else if let Some(me) = me {
-                me.do_send(ProfilesUnsynced(failed));
-            }
-        });
-    }
-
-    /// Another instance changed session `name`'s activations: read them
-    /// and hand them to the live sessions of that name here.
-    fn shared_activations(&mut self, name: &str, _ctx: &mut Context<Self>) {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return;
-        };
-        let to: Vec<Addr<Session>> = self
-            .sessions
-            .values()
-            .filter(|s| s.name.as_deref() == Some(name))
-            .map(|s| s.addr.clone())
-            .collect();
-        if to.is_empty() {
-            return;
-        }
-        let name = name.to_string();
-        tokio::spawn(async move {
-            match shared.activations_get(&name).await {
-                Ok(set) => {
-                    for addr in to {
-                        addr.do_send(session::SetActivations(set.clone()));
-                    }
-                }
-                Err(e) => tracing::warn!(session = %name, "activations not read: {e}"),
-            }
-        });
-    }
-
-    /// Writes this instance's sessions to the shared store, for
-    /// `evoctl sessions` on the others (best effort: the next write makes
-    /// up for a failed one).
-    fn publish_sessions(&self) {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return;
-        };
-        let sessions = self.session_infos();
-        actix::spawn(async move {
-            if let Err(e) = shared.sessions_put(&sessions.await).await {
-                tracing::debug!("sessions not written to the store: {e}");
-            }
-        });
-    }
-
-    /// The API token records in the shared store, put in force (a token
-    /// revoked on any instance ends its sessions here too).
-    fn shared_tokens(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return;
-        };
-        ctx.spawn(
-            async move { shared.tokens_get().await }
-                .into_actor(self)
-                .map(|got, act, _| act.apply_shared_tokens(got)),
-        );
-    }
-
-    fn apply_shared_tokens(&mut self, got: Result<Vec<String>, crate::store::StoreError>) {
-        let table = got
-            .map_err(|e| e.to_string())
-            .and_then(|records| crate::auth::tokens::TokenTable::from_records(&records));
-        match table {
-            Ok(table) => {
-                self.tokens_error = None;
-                if !self.tokens_from_store {
-                    self.tokens_from_store = true;
-                    tracing::info!(
-                        tokens = table.entries().len(),
-                        "API tokens read from the shared store"
-                    );
-                }
-                if table != *self.tokens {
-                    // This machine's copy, in force at the next start if
-                    // Redis does not answer then.
-                    if let Err(e) = table.save(&self.tokens_path()) {
-                        tracing::warn!("{e}; the shared store's API tokens stay in force");
-                    }
-                    self.set_tokens(table);
-                }
-            }
-            Err(e) if !self.tokens_from_store => {
-                let why = format!(
-                    "API tokens not read from the shared store yet ({e}); the copy in {} is in force until it answers",
-                    self.tokens_path().display()
-                );
-                tracing::warn!("{why}");
-                self.tokens_error = Some(why);
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "API tokens not read from the store: {e}; those read before stay in force"
-                );
-                self.tokens_error = Some(e);
-            }
-        }
-    }
-
-    /// Another instance changed profiles (or the store is back): read the
-    /// saved changes again and put them in force.
-    fn shared_profiles(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return;
-        };
-        ctx.spawn(
-            async move { shared.profiles_get().await }
-                .into_actor(self)
-                .map(|got, act, _| match got {
-                    Ok(saved) => {
-                        act.saved_profiles = saved;
-                        act.apply_profiles();
-                    }
-                    Err(e) => tracing::warn!("profiles not read from the store: {e}"),
-                }),
-        );
-    }
-
-    fn save_named(&self) {
-        self.refresher
-            .do_send(crate::catalog::refresher::PersistNamed(self.named.clone()));
     }
 }
 
@@ -945,89 +681,28 @@ impl Actor for Supervisor {
     }
 }
 
-/// The HTTP front is serving: it takes its tokens from the Supervisor.
+/// The HTTP endpoint is serving: it takes its tokens from the Supervisor.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct AttachFront(pub crate::http::Front);
+pub struct AttachEndpoint(pub EndpointControl);
 
-impl Handler<AttachFront> for Supervisor {
+impl Handler<AttachEndpoint> for Supervisor {
     type Result = ();
-    fn handle(&mut self, msg: AttachFront, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: AttachEndpoint, _: &mut Context<Self>) {
         msg.0.set_tokens(self.tokens.clone());
-        self.front = Some(msg.0);
+        self.endpoint = Some(msg.0);
     }
 }
 
 /// The web console, made in `main` once the Supervisor runs.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct AttachConsole(pub crate::console::Console);
+pub struct AttachConsole(pub Arc<dyn ConsoleAccess>);
 
 impl Handler<AttachConsole> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: AttachConsole, _: &mut Context<Self>) {
-        let console = msg.0;
-        if self.front.is_none()
-            && console.has_saved_sessions()
-            && let Some(port) = console.saved_port()
-        {
-            match crate::console::listener::start(console.clone(), port) {
-                Ok(addr) => {
-                    self.console_addr = Some(addr);
-                    if addr.port() != port {
-                        console.set_port(addr.port());
-                    }
-                }
-                Err(e) => tracing::warn!("{e}"),
-            }
-        }
-        self.console = Some(console);
-    }
-}
-
-/// Another instance's change, or a new subscription to them.
-impl Handler<crate::store::Delivery> for Supervisor {
-    type Result = ();
-    fn handle(&mut self, msg: crate::store::Delivery, ctx: &mut Context<Self>) {
-        use crate::store::{Delivery, Event};
-        match msg {
-            Delivery::Event(Event::SessionEnded { id }) => {
-                if let Some(front) = &self.front {
-                    front.end_session(&id);
-                }
-            }
-            Delivery::Event(Event::Approval { .. }) => {
-                crate::console::events::changed(crate::console::events::Topic::Approvals);
-            }
-            Delivery::Event(Event::Tokens) => self.shared_tokens(ctx),
-            // Kept by the subscriber itself (`store::breaker::Mirror`).
-            Delivery::Event(Event::Breaker { .. }) => {}
-            Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
-            Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
-            Delivery::Resync => {
-                self.shared_tokens(ctx);
-                // What this instance changed while the store was away goes
-                // there first; the rest is read back.
-                let pushed = std::mem::take(&mut self.unsynced.activations);
-                for name in &pushed {
-                    self.share_activations(name.clone(), ctx);
-                }
-                if self.unsynced.profiles.is_empty() {
-                    self.shared_profiles(ctx);
-                } else {
-                    self.sync_profiles();
-                }
-                let names: Vec<String> = self
-                    .sessions
-                    .values()
-                    .filter_map(|s| s.name.clone())
-                    .filter(|n| !pushed.contains(n))
-                    .collect();
-                for name in names {
-                    self.shared_activations(&name, ctx);
-                }
-            }
-        }
+        self.console = Some(msg.0);
     }
 }
 
@@ -1114,273 +789,8 @@ impl Handler<CatalogChanged> for Supervisor {
         for s in self.sessions.values() {
             s.addr.do_send(msg.clone());
         }
-        use crate::console::events::{Topic, changed};
-        changed(Topic::Catalog);
-        changed(Topic::Servers);
-    }
-}
-
-/// A new MCP connection passed the handshake (or an HTTP request needs a
-/// session): create its Session.
-#[derive(Message, Default)]
-#[rtype(result = "Result<OpenedSession, Refused>")]
-pub struct OpenSession {
-    pub mode: Option<String>,
-    /// `EVO_DISCOVERY_MODE` in the shim's environment.
-    pub env_mode: Option<String>,
-    pub name: Option<String>,
-    /// The profile whose tools it lists; must be defined.
-    pub profile: Option<String>,
-    /// The client's stdio is handed to the daemon (else MCP runs on the
-    /// control socket).
-    pub stdio: bool,
-    /// Served over HTTP: who the front authenticated.
-    pub http: Option<session::HttpCaller>,
-    /// Its activations as the shared store has them (an HTTP session
-    /// another instance opened), read by the front.
-    pub activated: Option<ActivationSet>,
-}
-
-/// Why a session was not opened. `usage`: because of how the client was
-/// started (an unknown profile), which the shim reports with exit 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    pub message: String,
-    pub usage: bool,
-}
-
-impl From<String> for Refused {
-    fn from(message: String) -> Refused {
-        Refused {
-            message,
-            usage: false,
-        }
-    }
-}
-
-pub struct OpenedSession {
-    pub id: String,
-    pub mode: DiscoveryMode,
-    pub profile: Option<String>,
-    pub addr: Addr<Session>,
-    pub view: session::SessionView,
-    pub search_limit: usize,
-    pub semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
-    pub instructions_budget: usize,
-    pub max_message_bytes: usize,
-    /// The permissions role of its HTTP identity (`None`: `active_role`).
-    pub role: Option<String>,
-    /// Its HTTP identity (`None`: the local owner).
-    pub identity: Option<String>,
-    /// The shared store, for the per-session state kept there.
-    pub shared: Option<Arc<crate::store::Shared>>,
-}
-
-impl Handler<OpenSession> for Supervisor {
-    type Result = Result<OpenedSession, Refused>;
-    fn handle(&mut self, msg: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
-        if self.shutting_down {
-            return Err(String::from("evod is shutting down").into());
-        }
-        let mode = self.session_mode(msg.mode.as_deref(), msg.env_mode.as_deref())?;
-        if let Some(name) = &msg.name
-            && (name.is_empty() || name.len() > 128 || name.chars().any(char::is_control))
-        {
-            return Err(String::from("a session name is 1 to 128 printable characters").into());
-        }
-        if let Some(profile) = &msg.profile
-            && self.profiles.get(profile).is_none()
-        {
-            return Err(Refused {
-                message: self.profiles.unknown(profile),
-                usage: true,
-            });
-        }
-        self.next_session += 1;
-        let id = format!("s{}", self.next_session);
-        let shared = self.opts.store.shared().cloned();
-        let activated = msg
-            .activated
-            .clone()
-            .or_else(|| {
-                msg.name
-                    .as_ref()
-                    .filter(|_| shared.is_none())
-                    .and_then(|n| self.named.get(n).cloned())
-            })
-            .unwrap_or_default();
-        let mut session = Session::new(
-            id.clone(),
-            msg.name.clone(),
-            mode,
-            msg.profile.clone(),
-            activated,
-            ctx.address(),
-            self.snapshot.clone(),
-        );
-        session.stdio = msg.stdio;
-        let (role, identity) = match &msg.http {
-            Some(c) => (c.role.clone(), c.identity.clone()),
-            None => (None, None),
-        };
-        let io = match (&msg.http, msg.stdio) {
-            (Some(_), _) => evo_proto::ctl::SessionIo::Http,
-            (None, true) => evo_proto::ctl::SessionIo::Stdio,
-            (None, false) => evo_proto::ctl::SessionIo::Socket,
-        };
-        let era = msg.http.as_ref().map(|c| c.era);
-        if let Some(caller) = msg.http {
-            session.over_http(caller);
-        }
-        let view = session.view();
-        let addr = session.start();
-        // A named session's activations live in the shared store: read
-        // them (the session starts with none for the moment that takes).
-        if let (Some(shared), Some(name), None) = (&shared, &msg.name, &msg.activated) {
-            let (shared, name, to) = (shared.clone(), name.clone(), addr.clone());
-            tokio::spawn(async move {
-                match shared.activations_get(&name).await {
-                    Ok(set) => to.do_send(session::SetActivations(set)),
-                    Err(e) => tracing::warn!(session = %name, "activations not read: {e}"),
-                }
-            });
-        }
-        self.sessions.insert(
-            id.clone(),
-            SessionEntry {
-                addr: addr.clone(),
-                name: msg.name,
-                profile: msg.profile.clone(),
-                view: view.clone(),
-                io,
-                era,
-            },
-        );
-        tracing::info!(
-            session = %id,
-            mode = mode.as_str(),
-            io = io.as_str(),
-            identity = identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY),
-            profile = ?msg.profile,
-            "session opened"
-        );
-        crate::console::events::changed(crate::console::events::Topic::Sessions);
-        Ok(OpenedSession {
-            id,
-            mode,
-            profile: msg.profile,
-            addr,
-            view,
-            search_limit: self.config.discovery.search_limit,
-            semantic: self.semantic.clone(),
-            instructions_budget: self.config.discovery.instructions_budget,
-            max_message_bytes: self.config.limits.max_message_bytes,
-            role,
-            identity,
-            shared,
-        })
-    }
-}
-
-/// A Session actor stopped.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionClosed {
-    pub id: String,
-    pub name: Option<String>,
-    pub activated: ActivationSet,
-}
-
-impl Handler<SessionClosed> for Supervisor {
-    type Result = ();
-    fn handle(&mut self, msg: SessionClosed, _: &mut Context<Self>) {
-        self.sessions.remove(&msg.id);
-        if let (Some(shared), Some(name)) = (self.opts.store.shared(), &msg.name) {
-            shared.ended_here(name);
-        }
-        tracing::info!(session = %msg.id, "session closed");
-        crate::console::events::changed(crate::console::events::Topic::Sessions);
-        if let Some(name) = msg.name
-            && self.named.get(&name) != Some(&msg.activated)
-        {
-            self.named.insert(name, msg.activated);
-            self.save_named();
-        }
-    }
-}
-
-/// A named session's activations changed: persist them.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SaveNamed {
-    pub name: String,
-    pub activated: ActivationSet,
-}
-
-impl Handler<SaveNamed> for Supervisor {
-    type Result = ();
-    fn handle(&mut self, msg: SaveNamed, ctx: &mut Context<Self>) {
-        if self.opts.store.shared().is_some() {
-            self.named.insert(msg.name.clone(), msg.activated);
-            self.share_activations(msg.name, ctx);
-            return;
-        }
-        if self.named.get(&msg.name) != Some(&msg.activated) {
-            self.named.insert(msg.name, msg.activated);
-            self.save_named();
-        }
-    }
-}
-
-/// Read the API token records from the shared store again.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RefreshTokens;
-
-impl Handler<RefreshTokens> for Supervisor {
-    type Result = ResponseActFuture<Self, ()>;
-    /// Answered once the records read are in force.
-    fn handle(&mut self, _: RefreshTokens, _: &mut Context<Self>) -> Self::Result {
-        let Some(shared) = self.opts.store.shared().cloned() else {
-            return Box::pin(actix::fut::ready(()));
-        };
-        Box::pin(
-            async move { shared.tokens_get().await }
-                .into_actor(self)
-                .map(|got, act, _| act.apply_shared_tokens(got)),
-        )
-    }
-}
-
-/// Profiles whose changes the shared store could not take: written when
-/// it is back.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct ProfilesUnsynced(Vec<String>);
-
-impl Handler<ProfilesUnsynced> for Supervisor {
-    type Result = ();
-    fn handle(&mut self, msg: ProfilesUnsynced, _: &mut Context<Self>) {
-        self.unsynced.profiles.extend(msg.0);
-    }
-}
-
-/// An HTTP session got its `Mcp-Session-Id`: with the shared store, its
-/// activations are kept there under it, and `evoctl --session ID` finds it.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ShareSession {
-    pub session: Addr<Session>,
-    pub name: String,
-}
-
-impl Handler<ShareSession> for Supervisor {
-    type Result = ();
-    fn handle(&mut self, msg: ShareSession, _: &mut Context<Self>) {
-        if let Some(e) = self.sessions.values_mut().find(|e| e.addr == msg.session) {
-            e.name = Some(msg.name.clone());
-            msg.session.do_send(session::ShareAs { name: msg.name });
-        }
+        self.opts.events.changed(Topic::Catalog);
+        self.opts.events.changed(Topic::Servers);
     }
 }
 
@@ -1407,23 +817,22 @@ impl Handler<CheckApproval> for Supervisor {
             &msg.preview,
             Instant::now(),
         );
-        log_held(&msg, &gate);
+        log_held(&self.opts.events, &msg, &gate);
         MessageResult(gate)
     }
 }
 
 /// Logs a held call and tells open consoles the approvals changed.
-pub(crate) fn log_held(msg: &CheckApproval, gate: &crate::policy::approvals::Gate) {
-    crate::console::events::changed(crate::console::events::Topic::Approvals);
+pub(crate) fn log_held(
+    events: &EventBus,
+    msg: &CheckApproval,
+    gate: &crate::policy::approvals::Gate,
+) {
+    events.changed(Topic::Approvals);
     if let crate::policy::approvals::Gate::Pending(id) = gate {
         tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }
 }
-
-/// A watched file changed (config or permissions): reload.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct FileChanged;
 
 impl Handler<FileChanged> for Supervisor {
     type Result = ();

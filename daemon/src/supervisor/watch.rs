@@ -7,11 +7,14 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use actix::Recipient;
+use actix::{Message, Recipient};
 use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
-use crate::supervisor::FileChanged;
+/// A watched file changed (config, env or permissions): the owner reloads.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FileChanged;
 
 /// Changes within this window are applied once.
 const DEBOUNCE: Duration = Duration::from_millis(200);
