@@ -6,7 +6,20 @@
 //! timeout) ends with a note naming them and the env file. An unset `${VAR}` without a default,
 //! which fails the entry, names the env file too.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use super::envfile::is_var_name;
+
+/// Where variables come from while a config is expanded.
+pub(super) struct Env<'a> {
+    /// `${VAR}` lookup: the env file, then the process environment.
+    pub(super) lookup: &'a dyn Fn(&str) -> Option<String>,
+    /// The env file's variables, added to each stdio child's environment.
+    pub(super) overlay: &'a BTreeMap<String, String>,
+    /// The env file, for messages.
+    pub(super) file: Option<&'a Path>,
+}
 
 /// Why `${...}` expansion failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

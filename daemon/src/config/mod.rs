@@ -36,6 +36,7 @@
 //! `key_lines` (the line of each key, for warnings) and [`serve`] (the HTTP endpoint's
 //! section).
 
+mod diagnostics;
 mod envfile;
 mod expand;
 mod hash;
@@ -48,11 +49,12 @@ pub mod serve;
 mod server;
 mod settings;
 
+pub use diagnostics::{ConfigWarning, EnvFileRead, ServerConfigError};
 pub use hash::{ConfigHash, InvalidConfigHash, short_hash};
 pub use keys::known_keys;
-pub use load::{ConfigError, ConfigWarning, EnvFileRead, load, parse};
+pub use load::{ConfigError, load, parse};
 pub use oauth::{Grant, OAuthSpec, binding};
-pub use server::{MissingVar, ServerConfigError, ServerSpec, TransportSpec, capabilities};
+pub use server::{MissingVar, ServerSpec, TransportSpec, capabilities};
 pub use settings::{
     CacheSettings, Config, DEFAULT_CACHE_MAX_AGE_HOURS, DEFAULT_INSTRUCTIONS_BUDGET,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_SEARCH_LIMIT,

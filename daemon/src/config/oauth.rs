@@ -8,9 +8,9 @@ use evo_proto::json_kind;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::diagnostics::ServerConfigError;
 use super::hash::{hex, short_hash};
 use super::readers::present;
-use super::server::ServerConfigError;
 
 /// Which grant evo uses for a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

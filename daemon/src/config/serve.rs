@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::load::{Warnings, section, warn_unknown_keys};
+use super::diagnostics::{Warnings, section, warn_unknown_keys};
 use super::readers::{TypeError, boolean, count, describe, positive, present, string, string_list};
 use crate::auth::origin::{AllowedOrigin, is_loopback_host};
 

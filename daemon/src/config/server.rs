@@ -12,10 +12,11 @@ use evo_proto::entry::{TransportKind, has_http_scheme};
 use evo_proto::json_kind;
 use serde_json::{Map, Value};
 
+use super::diagnostics::{ServerConfigError, Warnings, warn_unknown_keys};
+use super::expand::Env;
 use super::expand::{ExpandError, expand_vars};
 use super::hash::{ConfigHash, Launch};
 use super::keys::SERVER_KEYS;
-use super::load::{Env, Warnings, warn_unknown_keys};
 use super::oauth::{OAuthSpec, binding, parse_oauth};
 use super::readers::{
     TypeError, boolean, count, positive, present, seconds, string, string_list, string_map,
@@ -224,36 +225,6 @@ impl fmt::Debug for Redacted {
         f.write_str("<redacted>")
     }
 }
-
-/// Why one server was skipped. The other servers still load.
-///
-/// Displays as `server 'gh': headers.Authorization: environment variable GITHUB_TOKEN is not
-/// set; set it or remove the reference`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerConfigError {
-    /// The server id.
-    pub server: String,
-    /// Where in the server's entry, e.g. `args[2]`, `env.LOG`, `headers.Authorization`; empty
-    /// when the entry as a whole is wrong.
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for ServerConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "server '{}': {}", self.server, self.message)
-        } else {
-            write!(
-                f,
-                "server '{}': {}: {}",
-                self.server, self.key, self.message
-            )
-        }
-    }
-}
-
-impl std::error::Error for ServerConfigError {}
 
 /// Parses one server entry. `Ok(None)` means `disabled: true`.
 pub(super) fn parse_server(

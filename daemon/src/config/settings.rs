@@ -9,12 +9,12 @@ use std::time::Duration;
 use evo_proto::paths;
 use serde_json::Value;
 
+use super::diagnostics::{ConfigWarning, EnvFileRead, ServerConfigError, Warnings, section};
 use super::expand::{ExpandError, expand_vars};
 use super::keys::{CACHE_KEYS, DISCOVERY_KEYS, LIMITS_KEYS, SEARCH_KEYS, STORE_KEYS};
-use super::load::{ConfigWarning, EnvFileRead, Warnings, section};
 use super::readers::{TypeError, count, describe, positive, present, string, string_list};
 use super::serve;
-use super::server::{ServerConfigError, ServerSpec};
+use super::server::ServerSpec;
 
 /// Per-call timeout when a server sets no `timeout_s`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
