@@ -23,10 +23,13 @@ use tokio::sync::oneshot;
 use crate::catalog::{Catalog, ToolsDiscovered};
 use crate::config::{ServerSpec, TransportSpec};
 use crate::error_text::readable_error;
-use io::DirectCalls;
-use link::{ServerLink, ServerState};
+use direct::DirectCalls;
+use link::{
+    ConnectionLost, EnsureRunning, LoginUnderWay, OfferLogin, ServerActor, ServerLink, ServerState,
+};
 use process::{ChildProcess, StderrTail};
 
+pub mod direct;
 mod gate;
 pub mod io;
 pub mod link;
@@ -319,35 +322,6 @@ pub struct ChildServer {
     login: Option<LoginUnderWay>,
 }
 
-/// A login evod started for a server: where the person goes, and how it
-/// ends. `evoctl login` and a client's URL elicitation share it.
-#[derive(Clone)]
-pub struct LoginUnderWay {
-    pub url: String,
-    pub outcome: tokio::sync::watch::Receiver<crate::oauth::login::Outcome>,
-}
-
-impl LoginUnderWay {
-    /// Still waiting for its redirect.
-    fn pending(&self) -> bool {
-        self.outcome.borrow().is_none() && self.outcome.has_changed().is_ok()
-    }
-
-    /// Waits for the outcome: what to tell the person.
-    pub async fn outcome(mut self, id: &str) -> Result<String, String> {
-        loop {
-            if let Some(result) = self.outcome.borrow_and_update().clone() {
-                return result;
-            }
-            if self.outcome.changed().await.is_err() {
-                return Err(format!(
-                    "the login of server '{id}' was abandoned; run `evoctl login {id}` again"
-                ));
-            }
-        }
-    }
-}
-
 /// What every ChildServer of a daemon shares.
 #[derive(Clone)]
 pub struct Surroundings {
@@ -376,11 +350,12 @@ impl ChildServer {
         } = around.clone();
         let mut link_out = None;
         let addr = ChildServer::create(|ctx| {
-            let link = Arc::new(ServerLink::new(
-                spec.id.clone(),
-                spec.timeout,
-                Some(ctx.address()),
-            ));
+            let actor = ServerActor {
+                ensure_running: ctx.address().recipient(),
+                connection_lost: ctx.address().recipient(),
+                offer_login: ctx.address().recipient(),
+            };
+            let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, Some(actor)));
             link.set_max_result_bytes(spec.max_result_bytes.unwrap_or(max_result));
             link_out = Some(link.clone());
             ChildServer {
@@ -1256,16 +1231,6 @@ impl Handler<ChildDown> for ChildServer {
     }
 }
 
-/// A call found the live connection broken. For a remote (HTTP) server this
-/// is the only sign it went away: it is treated as down (restart with
-/// backoff, state shown as such). A stdio child's exit is reported by its
-/// process, with the exit status, so this is ignored for it.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConnectionLost {
-    pub reason: String,
-}
-
 impl Handler<ConnectionLost> for ChildServer {
     type Result = ();
     fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
@@ -1327,12 +1292,6 @@ impl Handler<Relist> for ChildServer {
         );
     }
 }
-
-/// Start the child if it is idle and answer with its peer once it is ready;
-/// an error names the server and its state.
-#[derive(Message)]
-#[rtype(result = "Result<Arc<Peer<RoleClient>>, String>")]
-pub struct EnsureRunning;
 
 impl Handler<EnsureRunning> for ChildServer {
     type Result = ResponseFuture<Result<Arc<Peer<RoleClient>>, String>>;
@@ -1456,13 +1415,6 @@ impl Handler<BeginLogin> for ChildServer {
         )
     }
 }
-
-/// A session's client can open a URL for its user (URL elicitation): the
-/// login under way if there is one, else a new one, the same flow as
-/// `evoctl login`.
-#[derive(Message)]
-#[rtype(result = "Result<LoginUnderWay, String>")]
-pub struct OfferLogin;
 
 impl Handler<OfferLogin> for ChildServer {
     type Result = ResponseActFuture<Self, Result<LoginUnderWay, String>>;

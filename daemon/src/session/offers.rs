@@ -19,7 +19,7 @@ use super::transport::RawAnswer;
 #[cfg(doc)]
 use super::transport::RawAnswers;
 use crate::catalog::resources::Offers;
-use crate::child::io::{Direct, RawResult};
+use crate::child::direct::{Direct, RawResult};
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
 
