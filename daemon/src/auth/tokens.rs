@@ -125,7 +125,12 @@ impl TokenTable {
         };
         let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
         text.push(b'\n');
-        crate::runtime::atomic_file::write(path, &text).map_err(fail)?;
+        crate::runtime::atomic_file::write(
+            path,
+            &text,
+            crate::runtime::atomic_file::Mode::OwnerOnly,
+        )
+        .map_err(fail)?;
         Ok(())
     }
 

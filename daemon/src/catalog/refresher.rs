@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::catalog::cache::{CACHE_FORMAT, CacheFile, CachedServer, write_atomically};
+use crate::catalog::cache::{CACHE_FORMAT, CacheFile, CachedServer};
+use crate::runtime::atomic_file::{self, Mode};
 
 /// Changes arriving within this window are written once.
 const WRITE_DEBOUNCE: Duration = Duration::from_millis(300);
@@ -132,7 +133,7 @@ impl Refresher {
             let result = payload
                 .to_bytes()
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| write_atomically(&path, &bytes));
+                .and_then(|bytes| atomic_file::write(&path, &bytes, Mode::Default));
             match result {
                 Ok(()) => tracing::debug!(path = %path.display(), "written"),
                 Err(e) => {
@@ -258,7 +259,7 @@ impl Handler<FlushNow> for Refresher {
             let result = payload
                 .to_bytes()
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| write_atomically(&path, &bytes));
+                .and_then(|bytes| atomic_file::write(&path, &bytes, Mode::Default));
             if let Err(e) = result {
                 tracing::warn!(path = %path.display(), error = %e, "could not write at shutdown");
             }

@@ -94,7 +94,11 @@ pub fn load(id: &str, binding: &str) -> Option<TokenFile> {
 pub fn save(id: &str, file: &TokenFile) -> std::io::Result<()> {
     crate::runtime::atomic_file::private_dir(&dir())?;
     let body = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-    crate::runtime::atomic_file::write(&path_of(id), &body)
+    crate::runtime::atomic_file::write(
+        &path_of(id),
+        &body,
+        crate::runtime::atomic_file::Mode::OwnerOnly,
+    )
 }
 
 /// Forgets the server's tokens.

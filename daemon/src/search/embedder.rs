@@ -287,7 +287,11 @@ impl Embedder {
         let dim = encoder.dim();
         tokio::task::spawn_blocking(move || {
             let bytes = encode_vectors(dim, &entries);
-            if let Err(e) = crate::catalog::cache::write_atomically(&path, &bytes) {
+            if let Err(e) = crate::runtime::atomic_file::write(
+                &path,
+                &bytes,
+                crate::runtime::atomic_file::Mode::Default,
+            ) {
                 tracing::warn!(
                     "cannot write the tool embeddings to {}: {e}; they are computed again at the next start",
                     path.display()
