@@ -8,6 +8,7 @@ use std::pin::Pin;
 use rmcp::model::Tool;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
 use rmcp::transport::Transport;
+use rmcp::transport::streamable_http_client::AuthRequiredError;
 
 use super::events::ChildEvents;
 use super::probe::{LateProbeFilter, ModernLate};
@@ -52,9 +53,7 @@ impl From<String> for StartError {
 pub fn challenge_of(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cur = Some(e);
     while let Some(err) = cur {
-        if let Some(a) =
-            err.downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
-        {
+        if let Some(a) = err.downcast_ref::<AuthRequiredError>() {
             return Some(a.www_authenticate_header.clone());
         }
         cur = err.source();

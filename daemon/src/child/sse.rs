@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use super::handshake::{Connecting, Handshake, StartError};
 use super::link::ServerLink;
 use super::remote::{Bearer, ProgressFirst, RemoteTarget, forward_progress, remote_client};
+use crate::error_text::readable_error;
 
 /// How long the stream may take to send its `endpoint` event.
 pub const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,7 +65,7 @@ impl Poster {
                     "server '{}': POST to {} failed: {}",
                     self.server,
                     self.endpoint,
-                    crate::error_text::readable_error(&e)
+                    readable_error(&e)
                 ))
             })?;
             let status = response.status();
@@ -149,7 +150,7 @@ impl SseTransport {
             let response = request.send().await.map_err(|e| {
                 StartError::Other(format!(
                     "GET {url} (the SSE stream) failed: {}",
-                    crate::error_text::readable_error(&e)
+                    readable_error(&e)
                 ))
             })?;
             if response.status() != StatusCode::UNAUTHORIZED {
