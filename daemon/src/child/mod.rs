@@ -7,6 +7,13 @@
 //! The actor is a state machine (`Phase`): each phase carries exactly the
 //! data that is valid in it (the process, the client, the callers waiting for
 //! a start), so no combination of fields has to be kept consistent by hand.
+//!
+//! Around it: each transport's connect function (`process.rs` for stdio,
+//! `remote.rs` for Streamable HTTP, `sse.rs` for legacy HTTP+SSE) and the
+//! handshake they share (`handshake.rs`); the child's notifications
+//! (`events.rs`); how a run ends and restarts (`restarts.rs`); a remote
+//! server's OAuth login (`login.rs`); and what sessions hold of the server
+//! (`link.rs`, `direct.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -35,7 +42,7 @@ use remote::RemoteTarget;
 pub mod direct;
 mod events;
 mod gate;
-pub mod handshake;
+mod handshake;
 pub mod io;
 pub mod link;
 pub mod login;
@@ -209,6 +216,7 @@ enum AfterRunEnds {
     Failed,
 }
 
+/// A caller waiting for a start: answered with the peer once ready, or why not.
 type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
 
 /// The ChildServer actor. See the module docs.
