@@ -28,7 +28,7 @@
 
 use std::path::Path;
 
-use crate::runtime::atomic_file;
+use crate::runtime::atomic_file::{self, Mode};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -139,7 +139,7 @@ impl TokenTable {
         };
         let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
         text.push(b'\n');
-        atomic_file::write(path, &text).map_err(fail)?;
+        atomic_file::write(path, &text, Mode::OwnerOnly).map_err(fail)?;
         Ok(())
     }
 

@@ -3,13 +3,13 @@
 //! children start lazily. Read at start, written by the Refresher.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::catalog::resources::Offered;
 use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
+
+use crate::catalog::resources::Offered;
 
 /// Version of the cache file format; a file of another version is ignored.
 pub const CACHE_FORMAT: u32 = 1;
@@ -80,28 +80,4 @@ pub fn load_cache(cache_dir: &Path) -> HashMap<String, CachedServer> {
             HashMap::new()
         }
     }
-}
-
-/// Writes `bytes` to `path` so a reader sees the old file or the new one,
-/// never a torn one: temp file in the same directory, fsync, rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }

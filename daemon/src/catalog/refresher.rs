@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::catalog::cache::{CACHE_FORMAT, CacheFile, CachedServer, write_atomically};
+use crate::catalog::cache::{CACHE_FORMAT, CacheFile, CachedServer};
 use crate::child::ChildServer;
 use crate::child::Discover;
 use crate::policy::integrity::PINS_FILE;
 use crate::policy::integrity::PinFile;
 use crate::policy::profiles::PROFILES_FILE;
 use crate::policy::profiles::SavedProfiles;
+use crate::runtime::atomic_file::{self, Mode};
 use crate::store::Store;
 
 /// Changes arriving within this window are written once.
@@ -139,7 +140,7 @@ impl Refresher {
             let result = payload
                 .to_bytes()
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| write_atomically(&path, &bytes));
+                .and_then(|bytes| atomic_file::write(&path, &bytes, Mode::Default));
             match result {
                 Ok(()) => tracing::debug!(path = %path.display(), "written"),
                 Err(e) => {
@@ -265,7 +266,7 @@ impl Handler<FlushNow> for Refresher {
             let result = payload
                 .to_bytes()
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| write_atomically(&path, &bytes));
+                .and_then(|bytes| atomic_file::write(&path, &bytes, Mode::Default));
             if let Err(e) = result {
                 tracing::warn!(path = %path.display(), error = %e, "could not write at shutdown");
             }

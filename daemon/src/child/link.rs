@@ -1,17 +1,22 @@
 //! What a session holds of a server: its state, its rmcp peer and the calls in
-//! flight, published by the ChildServer and read without a round trip.
+//! flight, published by the ChildServer and read without a round trip. A leaf:
+//! it reaches the server's actor only through the messages defined here, held
+//! as recipients, so the pure modules that read a link need no actor.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use actix::prelude::*;
 use arc_swap::ArcSwapOption;
-use rmcp::model::ProgressToken;
+use rmcp::model::{ProgressToken, ResourceUpdatedNotificationParam};
 use rmcp::service::{Peer, RoleClient, RoleServer};
 
-use crate::child::{ChildServer, EnsureRunning};
-use actix::prelude::*;
+use super::direct::DirectCalls;
+use super::subscriptions::Subscriptions;
+use crate::config::DEFAULT_MAX_RESULT_BYTES;
+use crate::oauth::login::Outcome;
 
 /// Lifecycle state of one configured server, readable without a round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,31 +76,91 @@ impl From<ServerState> for evo_proto::ctl::ServerState {
     }
 }
 
+/// Start the child if it is idle and answer with its peer once it is ready;
+/// an error names the server and its state.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<Peer<RoleClient>>, String>")]
+pub struct EnsureRunning;
+
+/// A call found the live connection broken. For a remote (HTTP) server this
+/// is the only sign it went away: it is treated as down (restart with
+/// backoff, state shown as such). A stdio child's exit is reported by its
+/// process, with the exit status, so this is ignored for it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConnectionLost {
+    pub reason: String,
+}
+
+/// A session's client can open a URL for its user (URL elicitation): the
+/// login under way if there is one, else a new one, the same flow as
+/// `evoctl login`.
+#[derive(Message)]
+#[rtype(result = "Result<LoginUnderWay, String>")]
+pub struct OfferLogin;
+
+/// A login evod started for a server: where the person goes, and how it
+/// ends. `evoctl login` and a client's URL elicitation share it.
+#[derive(Clone)]
+pub struct LoginUnderWay {
+    pub url: String,
+    pub outcome: tokio::sync::watch::Receiver<Outcome>,
+}
+
+impl LoginUnderWay {
+    /// Still waiting for its redirect.
+    pub fn pending(&self) -> bool {
+        self.outcome.borrow().is_none() && self.outcome.has_changed().is_ok()
+    }
+
+    /// Waits for the outcome: what to tell the person.
+    pub async fn outcome(mut self, id: &str) -> Result<String, String> {
+        loop {
+            if let Some(result) = self.outcome.borrow_and_update().clone() {
+                return result;
+            }
+            if self.outcome.changed().await.is_err() {
+                return Err(format!(
+                    "the login of server '{id}' was abandoned; run `evoctl login {id}` again"
+                ));
+            }
+        }
+    }
+}
+
+/// The server's actor as a link sees it: where each of its messages goes.
+#[derive(Clone)]
+pub struct ServerActor {
+    pub ensure_running: Recipient<EnsureRunning>,
+    pub connection_lost: Recipient<ConnectionLost>,
+    pub offer_login: Recipient<OfferLogin>,
+}
+
 /// How a session reaches one server's child: the ChildServer publishes its
 /// client peer here when the child is ready, so a call goes straight to the
 /// child without an actor hop. Only the owning ChildServer writes it.
 pub struct ServerLink {
     pub id: String,
     /// Call timeout in milliseconds (`timeout_s`; a reload may change it).
-    timeout_ms: std::sync::atomic::AtomicU64,
+    timeout_ms: AtomicU64,
     /// Largest result passed on whole (`max_result_bytes`, else
     /// `limits.max_result_bytes`; a reload may change it).
-    max_result_bytes: std::sync::atomic::AtomicUsize,
+    max_result_bytes: AtomicUsize,
     peer: ArcSwapOption<Peer<RoleClient>>,
-    /// Direct tool calls on a stdio child (see [`crate::child::io`]).
-    direct: ArcSwapOption<crate::child::io::DirectCalls>,
+    /// Direct tool calls on a stdio child (see [`super::direct`]).
+    direct: ArcSwapOption<DirectCalls>,
     state: AtomicU8,
     /// `None` for a link built outside a running daemon (tests, benchmarks).
-    child: Option<Addr<ChildServer>>,
+    child: Option<ServerActor>,
     /// Calls in flight whose client asked for progress: the child-side
     /// progress token -> the session to tell and the client's own token.
     /// Only calls with a progress token touch it.
-    progress: std::sync::Mutex<HashMap<ProgressToken, ProgressRoute>>,
+    progress: Mutex<HashMap<ProgressToken, ProgressRoute>>,
     /// Calls in flight and the time of the last one, for `idle_timeout_s`.
-    in_flight: std::sync::atomic::AtomicUsize,
-    last_used: std::sync::Mutex<std::time::Instant>,
+    in_flight: AtomicUsize,
+    last_used: Mutex<Instant>,
     /// Sessions' resource subscriptions at this server.
-    pub subscriptions: crate::child::subscriptions::Subscriptions,
+    pub subscriptions: Subscriptions,
 }
 
 /// Marks a call in flight on a server until dropped.
@@ -104,7 +169,7 @@ pub struct CallGuard<'a>(&'a ServerLink);
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-        *self.0.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+        *self.0.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
 }
 
@@ -132,34 +197,30 @@ impl Drop for ProgressGuard<'_> {
 }
 
 impl ServerLink {
-    pub fn new(id: String, timeout: Duration, child: Option<Addr<ChildServer>>) -> ServerLink {
+    pub fn new(id: String, timeout: Duration, child: Option<ServerActor>) -> ServerLink {
         ServerLink {
             id,
-            timeout_ms: std::sync::atomic::AtomicU64::new(timeout.as_millis() as u64),
-            max_result_bytes: std::sync::atomic::AtomicUsize::new(
-                crate::config::DEFAULT_MAX_RESULT_BYTES,
-            ),
+            timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
+            max_result_bytes: AtomicUsize::new(DEFAULT_MAX_RESULT_BYTES),
             peer: ArcSwapOption::empty(),
             direct: ArcSwapOption::empty(),
             state: AtomicU8::new(ServerState::Starting as u8),
             child,
             progress: Default::default(),
             in_flight: Default::default(),
-            last_used: std::sync::Mutex::new(std::time::Instant::now()),
+            last_used: Mutex::new(Instant::now()),
             subscriptions: Default::default(),
         }
     }
 
     /// The child says a resource changed: the sessions subscribed to it hear.
-    pub async fn resource_updated(&self, params: rmcp::model::ResourceUpdatedNotificationParam) {
+    pub async fn resource_updated(&self, params: ResourceUpdatedNotificationParam) {
         self.subscriptions.updated(params).await;
     }
 
     /// What evo does with an update that arrives on one of its listen
     /// streams at a 2026-07-28 child: the same as with a notification.
-    pub fn updates(
-        self: &Arc<Self>,
-    ) -> impl Fn(rmcp::model::ResourceUpdatedNotificationParam) + Send + 'static {
+    pub fn updates(self: &Arc<Self>) -> impl Fn(ResourceUpdatedNotificationParam) + Send + 'static {
         let link = Arc::downgrade(self);
         move |params| {
             if let Some(link) = link.upgrade() {
@@ -240,7 +301,7 @@ impl ServerLink {
         &self,
         state: ServerState,
         peer: Option<Peer<RoleClient>>,
-        direct: Option<Arc<crate::child::io::DirectCalls>>,
+        direct: Option<Arc<DirectCalls>>,
     ) {
         self.direct.store(direct);
         self.peer.store(peer.map(Arc::new));
@@ -249,18 +310,18 @@ impl ServerLink {
 
     /// A call on `used` failed in transport. If that is still the live
     /// connection, the server's actor hears of it (see
-    /// [`crate::child::ConnectionLost`]).
+    /// [`ConnectionLost`]).
     pub fn connection_failed(&self, used: &Arc<Peer<RoleClient>>, reason: String) {
         let live = self.peer.load();
         if live.as_ref().is_some_and(|p| Arc::ptr_eq(p, used))
             && let Some(child) = &self.child
         {
-            child.do_send(crate::child::ConnectionLost { reason });
+            child.connection_lost.do_send(ConnectionLost { reason });
         }
     }
 
     /// Direct calls, when the child is a ready stdio child.
-    pub fn direct(&self) -> Option<Arc<crate::child::io::DirectCalls>> {
+    pub fn direct(&self) -> Option<Arc<DirectCalls>> {
         self.direct.load_full()
     }
 
@@ -269,14 +330,15 @@ impl ServerLink {
         self.peer.load_full()
     }
 
-    /// A login for this server (see [`crate::child::OfferLogin`]): the one
-    /// under way, or a new one.
-    pub async fn offer_login(&self) -> Result<crate::child::LoginUnderWay, String> {
+    /// A login for this server (see [`OfferLogin`]): the one under way, or a
+    /// new one.
+    pub async fn offer_login(&self) -> Result<LoginUnderWay, String> {
         let Some(child) = &self.child else {
             return Err(format!("server '{}' has no child in this process", self.id));
         };
         child
-            .send(crate::child::OfferLogin)
+            .offer_login
+            .send(OfferLogin)
             .await
             .unwrap_or_else(|_| Err(format!("server '{}' is gone", self.id)))
     }
@@ -290,7 +352,7 @@ impl ServerLink {
         let Some(child) = &self.child else {
             return Err(format!("server '{}' has no child in this process", self.id));
         };
-        match child.send(EnsureRunning).await {
+        match child.ensure_running.send(EnsureRunning).await {
             Ok(result) => result,
             Err(_) => Err(format!(
                 "server '{}' is {} (its supervisor is gone); run `evoctl status` to see why",

@@ -7,131 +7,60 @@
 //! The actor is a state machine (`Phase`): each phase carries exactly the
 //! data that is valid in it (the process, the client, the callers waiting for
 //! a start), so no combination of fields has to be kept consistent by hand.
+//!
+//! Around it: each transport's connect function (`process.rs` for stdio,
+//! `remote.rs` for Streamable HTTP, `sse.rs` for legacy HTTP+SSE) and the
+//! handshake they share (`handshake.rs`); the child's notifications
+//! (`events.rs`); how a run ends and restarts (`restarts.rs`); a remote
+//! server's OAuth login (`login.rs`); and what sessions hold of the server
+//! (`link.rs`, `direct.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use rmcp::ClientHandler;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
-use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RoleClient, RunningService,
-};
+use rmcp::ServiceError;
+use rmcp::model::{ClientRequest, ProtocolVersion, Tool};
+use rmcp::service::{ClientLifecycleMode, Peer, RoleClient};
 use tokio::sync::oneshot;
 
-use crate::catalog::{Catalog, ToolsDiscovered};
+use crate::catalog::resources::Offered;
+use crate::catalog::{Catalog, OffersDiscovered, ToolsDiscovered};
 use crate::config::{ServerSpec, TransportSpec};
+use crate::console::events::{EventBus, Topic};
 use crate::error_text::readable_error;
-use io::DirectCalls;
-use link::{ServerLink, ServerState};
+use crate::oauth::{AuthState, Bearer};
+use direct::DirectCalls;
+use events::{ChildEvents, Lists, Relist, listen_for_changes, resubscribe};
+use handshake::{Client, Connecting, Handshake, StartError, list_offers};
+use link::{ConnectionLost, EnsureRunning, LoginUnderWay, ServerActor, ServerLink, ServerState};
+use probe::ModernLate;
 use process::{ChildProcess, StderrTail};
+use remote::RemoteTarget;
 
+pub mod direct;
+mod events;
 mod gate;
+mod handshake;
 pub mod io;
 pub mod link;
+pub mod login;
 mod probe;
 pub(crate) mod process;
 pub(crate) mod remote;
+mod restarts;
 pub mod sse;
 pub mod subscriptions;
 
-use remote::StartError;
-
 pub use gate::StartGate;
 
-/// Start timeouts forgiven in a row while other children were starting too
-/// (a saturated machine, not a broken server); the next one counts as a
-/// crash.
-const MAX_EXCUSED_TIMEOUTS: u32 = 2;
 /// How often a ready remote (HTTP) server is pinged, and how long it has to
 /// answer.
 const REMOTE_PING_EVERY: Duration = Duration::from_secs(10);
 const REMOTE_PING_TIMEOUT: Duration = Duration::from_secs(10);
-/// Crashes within this window count towards marking the server failed.
-const CRASH_WINDOW: Duration = Duration::from_secs(60);
-/// Crashes within [`CRASH_WINDOW`] after which the server is marked failed.
-const MAX_CRASHES: usize = 5;
 /// Grace period between closing a child's stdin, SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_millis(1500);
-
-type Client = RunningService<RoleClient, ChildEvents>;
-type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<Connected, StartError>>>>;
-
-/// A child that answered its handshake, with every page of its lists.
-type Connected = (Client, Vec<Tool>, crate::catalog::resources::Offered);
-type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
-
-/// Runs the MCP handshake on `transport` and lists every page of tools,
-/// then of resources, templates and prompts as the child supports them.
-async fn connect<T, E>(
-    handler: ChildEvents,
-    transport: T,
-    lifecycle: ClientLifecycleMode,
-    modern_late: probe::ModernLate,
-) -> Result<Connected, StartError>
-where
-    T: rmcp::transport::Transport<RoleClient, Error = E> + 'static,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let server = handler.server.clone();
-    let client = handler
-        .serve_with_lifecycle(
-            probe::LateProbeFilter::new(transport, modern_late),
-            lifecycle,
-        )
-        .await
-        .map_err(|e| match remote::challenge_of(&e) {
-            Some(challenge) => StartError::Unauthorized { challenge },
-            None => StartError::Other(format!("MCP handshake failed: {}", readable_error(&e))),
-        })?;
-    let tools = client
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {}", readable_error(&e)))?;
-    let offered = list_offers(client.peer(), &server).await;
-    Ok((client, tools, offered))
-}
-
-/// Every page of the child's resources, templates and prompts, each asked
-/// only when the child says it has them. A list that fails is logged and
-/// left empty: the child's tools still serve.
-pub(crate) async fn list_offers(
-    peer: &Peer<RoleClient>,
-    server: &str,
-) -> crate::catalog::resources::Offered {
-    let caps = peer
-        .peer_info()
-        .map(|info| crate::catalog::resources::OfferCaps::of(&info.capabilities))
-        .unwrap_or_default();
-    let mut offered = crate::catalog::resources::Offered {
-        caps,
-        ..Default::default()
-    };
-    if caps.resources {
-        match peer.list_all_resources().await {
-            Ok(r) => offered.resources = r,
-            Err(e) => {
-                tracing::warn!(server = %server, error = %readable_error(&e), "resources/list failed; listing none")
-            }
-        }
-        match peer.list_all_resource_templates().await {
-            Ok(t) => offered.templates = t,
-            Err(e) => {
-                tracing::debug!(server = %server, error = %readable_error(&e), "resources/templates/list failed; listing none")
-            }
-        }
-    }
-    if caps.prompts {
-        match peer.list_all_prompts().await {
-            Ok(p) => offered.prompts = p,
-            Err(e) => {
-                tracing::warn!(server = %server, error = %readable_error(&e), "prompts/list failed; listing none")
-            }
-        }
-    }
-    offered
-}
 
 /// One run of the child: a start and everything that belongs to it. Events
 /// carry the run's generation, so those of an earlier run are told apart.
@@ -235,34 +164,36 @@ impl Phase {
 
     /// Takes apart a phase that is being left: a pending restart is
     /// cancelled, and what must still be ended or answered is returned.
-    fn leave(self, ctx: &mut Context<ChildServer>) -> Left {
+    fn leave(self, ctx: &mut Context<ChildServer>) -> PhaseLeftovers {
         match self {
             Phase::Starting {
                 run,
                 client,
                 waiters,
-            } => Left {
+            } => PhaseLeftovers {
                 run: Some(run),
                 client,
                 waiters,
             },
-            Phase::Ready { run, client } => Left {
+            Phase::Ready { run, client } => PhaseLeftovers {
                 run: Some(run),
                 client: Some(client),
                 waiters: Vec::new(),
             },
             Phase::Queued { wait, waiters, .. } => {
                 ctx.cancel_future(wait); // leaves the line
-                Left {
+                PhaseLeftovers {
                     waiters,
-                    ..Left::default()
+                    ..PhaseLeftovers::default()
                 }
             }
             Phase::Backoff { timer } => {
                 ctx.cancel_future(timer);
-                Left::default()
+                PhaseLeftovers::default()
             }
-            Phase::Idle | Phase::Failed | Phase::LoginRequired | Phase::Stopped => Left::default(),
+            Phase::Idle | Phase::Failed | Phase::LoginRequired | Phase::Stopped => {
+                PhaseLeftovers::default()
+            }
         }
     }
 }
@@ -270,7 +201,7 @@ impl Phase {
 /// What a phase that was left still held: its run, its client, and the
 /// callers waiting for it to start.
 #[derive(Default)]
-struct Left {
+struct PhaseLeftovers {
     run: Option<Run>,
     client: Option<Client>,
     waiters: Vec<Waiter>,
@@ -278,12 +209,15 @@ struct Left {
 
 /// What becomes of a server whose run ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Fate {
+enum AfterRunEnds {
     /// Start again with backoff (failed after repeated crashes).
     Retry,
     /// Failed until `evoctl refresh` or a reload.
     Failed,
 }
+
+/// A caller waiting for a start: answered with the peer once ready, or why not.
+type Waiter = oneshot::Sender<Result<Arc<Peer<RoleClient>>, String>>;
 
 /// The ChildServer actor. See the module docs.
 pub struct ChildServer {
@@ -291,8 +225,8 @@ pub struct ChildServer {
     link: Arc<ServerLink>,
     catalog: Addr<Catalog>,
     gate: Arc<StartGate>,
-    events: crate::console::events::EventBus,
-    /// Start timeouts forgiven in a row (see [`MAX_EXCUSED_TIMEOUTS`]).
+    events: EventBus,
+    /// Start timeouts forgiven in a row (see `restarts.rs`).
     excused: u32,
     /// The child answered the discover probe late once: it is probed with
     /// `server/discover` alone (no fallback to `initialize`) from then on.
@@ -312,7 +246,7 @@ pub struct ChildServer {
     /// The last lines its child wrote to stderr.
     stderr: StderrTail,
     /// A remote server's OAuth credential for the current run.
-    bearer: Option<Arc<crate::oauth::Bearer>>,
+    bearer: Option<Arc<Bearer>>,
     /// A remote server's last 401 challenge (where `evoctl login` starts).
     challenge: Option<String>,
     /// The last login started (by `evoctl login` or offered to a client):
@@ -320,38 +254,9 @@ pub struct ChildServer {
     login: Option<LoginUnderWay>,
 }
 
-/// A login evod started for a server: where the person goes, and how it
-/// ends. `evoctl login` and a client's URL elicitation share it.
-#[derive(Clone)]
-pub struct LoginUnderWay {
-    pub url: String,
-    pub outcome: tokio::sync::watch::Receiver<crate::oauth::login::Outcome>,
-}
-
-impl LoginUnderWay {
-    /// Still waiting for its redirect.
-    fn pending(&self) -> bool {
-        self.outcome.borrow().is_none() && self.outcome.has_changed().is_ok()
-    }
-
-    /// Waits for the outcome: what to tell the person.
-    pub async fn outcome(mut self, id: &str) -> Result<String, String> {
-        loop {
-            if let Some(result) = self.outcome.borrow_and_update().clone() {
-                return result;
-            }
-            if self.outcome.changed().await.is_err() {
-                return Err(format!(
-                    "the login of server '{id}' was abandoned; run `evoctl login {id}` again"
-                ));
-            }
-        }
-    }
-}
-
 /// What every ChildServer of a daemon shares.
 #[derive(Clone)]
-pub struct Surroundings {
+pub struct SharedByChildren {
     pub catalog: Addr<Catalog>,
     /// `limits.max_concurrent_starts`.
     pub gate: Arc<StartGate>,
@@ -359,7 +264,7 @@ pub struct Surroundings {
     pub max_line: usize,
     /// `limits.max_result_bytes`, for servers without their own.
     pub max_result: usize,
-    pub events: crate::console::events::EventBus,
+    pub events: EventBus,
 }
 
 impl ChildServer {
@@ -367,10 +272,10 @@ impl ChildServer {
     /// needs it. Returns the link sessions call through.
     pub fn launch(
         spec: Arc<ServerSpec>,
-        around: &Surroundings,
+        around: &SharedByChildren,
         lazy: bool,
     ) -> (Addr<ChildServer>, Arc<ServerLink>) {
-        let Surroundings {
+        let SharedByChildren {
             catalog,
             gate,
             max_line,
@@ -379,11 +284,12 @@ impl ChildServer {
         } = around.clone();
         let mut link_out = None;
         let addr = ChildServer::create(|ctx| {
-            let link = Arc::new(ServerLink::new(
-                spec.id.clone(),
-                spec.timeout,
-                Some(ctx.address()),
-            ));
+            let actor = ServerActor {
+                ensure_running: ctx.address().recipient(),
+                connection_lost: ctx.address().recipient(),
+                offer_login: ctx.address().recipient(),
+            };
+            let link = Arc::new(ServerLink::new(spec.id.clone(), spec.timeout, Some(actor)));
             link.set_max_result_bytes(spec.max_result_bytes.unwrap_or(max_result));
             link_out = Some(link.clone());
             ChildServer {
@@ -423,7 +329,7 @@ impl ChildServer {
         };
         self.link.publish(state, peer, direct);
         if old.state() != state {
-            self.events.changed(crate::console::events::Topic::Servers);
+            self.events.changed(Topic::Servers);
         }
         old
     }
@@ -465,28 +371,19 @@ impl ChildServer {
     ) {
         self.generation += 1;
         let generation = self.generation;
-        let handler = ChildEvents {
-            server: self.spec.id.clone(),
-            generation,
-            actor: ctx.address(),
-            link: self.link.clone(),
-            catalog: self.catalog.clone(),
-        };
-        // Probe `server/discover` (2026-07-28), fall back to `initialize`.
-        // Probe `server/discover` (2026-07-28), fall back to `initialize`;
-        // a child known to answer the probe late is probed alone.
-        let lifecycle = if self.modern_only {
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            }
-        } else {
-            ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
-            }
-        };
-        let modern_late = probe::ModernLate::default();
+        let modern_late = ModernLate::default();
         let learned = modern_late.clone();
+        let handshake = Handshake {
+            handler: ChildEvents {
+                server: self.spec.id.clone(),
+                generation,
+                relist: ctx.address().recipient(),
+                link: self.link.clone(),
+                catalog: self.catalog.clone(),
+            },
+            lifecycle: self.lifecycle(),
+            modern_late,
+        };
         let mut run = Run {
             generation,
             process: None,
@@ -494,81 +391,36 @@ impl ChildServer {
             permit,
             began: Instant::now(),
         };
-        let connect: Result<Connecting, String> = match &self.spec.transport {
-            TransportSpec::Stdio { .. } => {
-                let actor = ctx.address();
-                let on_exit = move |reason| actor.do_send(ChildDown { generation, reason });
-                process::spawn(&self.spec, &self.stderr, on_exit).map(|spawned| {
-                    tracing::info!(server = %self.spec.id, pid = spawned.process.pid(), "child started");
-                    let (transport, direct) = io::ChildTransport::new(
-                        self.link.clone(),
-                        spawned.stdout,
-                        spawned.stdin,
-                        self.max_line,
-                    );
-                    run.process = Some(spawned.process);
-                    run.direct = Some(direct);
-                    Box::pin(connect(handler, transport, lifecycle, modern_late)) as Connecting
-                })
-            }
+        let actor = ctx.address();
+        let on_down = move |reason| actor.do_send(ChildDown { generation, reason });
+        let connect = match &self.spec.transport {
+            TransportSpec::Stdio { .. } => process::connect(
+                &self.spec,
+                &self.stderr,
+                self.link.clone(),
+                self.max_line,
+                handshake,
+                on_down,
+            )
+            .map(|start| {
+                run.process = Some(start.process);
+                run.direct = Some(start.direct);
+                start.connecting
+            }),
             TransportSpec::Http { url, headers, sse } => {
                 let bearer = self.load_bearer(url, generation, ctx);
                 self.bearer = bearer.clone();
-                let link = self.link.clone();
+                let target = RemoteTarget {
+                    server: &self.spec.id,
+                    url,
+                    headers,
+                    bearer,
+                    link: self.link.clone(),
+                };
                 if *sse {
-                    sse::header_map(headers).map(|headers| {
-                        let target = sse::SseTarget {
-                            server: self.spec.id.as_str().into(),
-                            url: url.clone(),
-                            headers,
-                            bearer,
-                            link: link.clone(),
-                            max_message: self.max_line,
-                        };
-                        let actor = ctx.address();
-                        let on_closed =
-                            move |reason| actor.do_send(ChildDown { generation, reason });
-                        Box::pin(async move {
-                            let transport =
-                                sse::SseTransport::connect(target, remote_client(), on_closed)
-                                    .await?;
-                            // HTTP+SSE is the 2024-11-05 transport: no probe.
-                            connect(
-                                handler,
-                                remote::ProgressFirst::new(transport, link),
-                                ClientLifecycleMode::Initialize,
-                                modern_late,
-                            )
-                            .await
-                        }) as Connecting
-                    })
+                    sse::connect(target, self.max_line, handshake, on_down)
                 } else {
-                    http_config(url, headers).map(|c| {
-                        let challenge = Arc::new(std::sync::OnceLock::new());
-                        let client = remote::Authed {
-                            tag: Arc::new(crate::runtime::log_tag::TaskTag::new(
-                                self.spec.id.as_str().into(),
-                            )),
-                            inner: remote_client(),
-                            bearer,
-                            challenge: challenge.clone(),
-                        };
-                        let transport =
-                            rmcp::transport::StreamableHttpClientTransport::with_client(client, c);
-                        let transport = remote::ProgressFirst::new(transport, link);
-                        Box::pin(async move {
-                            let connected =
-                                connect(handler, transport, lifecycle, modern_late).await;
-                            match (connected, challenge.get()) {
-                                (Err(StartError::Other(_)), Some(challenge)) => {
-                                    Err(StartError::Unauthorized {
-                                        challenge: challenge.clone(),
-                                    })
-                                }
-                                (other, _) => other,
-                            }
-                        }) as Connecting
-                    })
+                    remote::connect(target, handshake)
                 }
             }
         };
@@ -577,12 +429,39 @@ impl ChildServer {
             client: None,
             waiters,
         });
-        let connect = match connect {
-            Ok(c) => c,
+        match connect {
+            Ok(connecting) => self.await_start(generation, connecting, learned, ctx),
             // The command is missing or the config cannot be used: trying
             // again cannot help, so it fails at once, not after five crashes.
-            Err(e) => return self.end_run(generation, e, Fate::Failed, ctx),
-        };
+            Err(e) => self.end_run(generation, e, AfterRunEnds::Failed, ctx),
+        }
+    }
+
+    /// Probe `server/discover` (2026-07-28), fall back to `initialize`; a
+    /// child known to answer the probe late is probed alone.
+    fn lifecycle(&self) -> ClientLifecycleMode {
+        if self.modern_only {
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            }
+        } else {
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            }
+        }
+    }
+
+    /// Waits (up to `start_timeout_s`) for run `generation` to connect, then
+    /// takes it as ready or down; `learned` is set if the child answered the
+    /// discover probe late.
+    fn await_start(
+        &mut self,
+        generation: u64,
+        connect: Connecting,
+        learned: ModernLate,
+        ctx: &mut Context<Self>,
+    ) {
         // rmcp's service loop logs inside the span current when it starts:
         // every line about this server, rmcp's own included, names it.
         let connect = tracing::Instrument::instrument(
@@ -626,118 +505,6 @@ impl ChildServer {
         }));
     }
 
-    /// The server's stored OAuth credential for run `generation`, if it has
-    /// one (or gets one headlessly): a refused refresh takes the server to
-    /// `login required`.
-    fn load_bearer(
-        &self,
-        url: &str,
-        generation: u64,
-        ctx: &mut Context<Self>,
-    ) -> Option<Arc<crate::oauth::Bearer>> {
-        let actor = ctx.address();
-        crate::oauth::Bearer::load(
-            &self.spec.id,
-            url,
-            self.spec.oauth.as_ref(),
-            move |reason| actor.do_send(LoginLost { generation, reason }),
-        )
-    }
-
-    /// Run `generation` was answered 401. With OAuth metadata (RFC 9728,
-    /// then the authorization server's), the server needs `evoctl login`;
-    /// a 401 without them means its headers are wrong.
-    fn unauthorized(&mut self, generation: u64, challenge: String, ctx: &mut Context<Self>) {
-        let TransportSpec::Http { url, .. } = &self.spec.transport else {
-            return;
-        };
-        let url = url.clone();
-        self.challenge = Some(challenge.clone());
-        let hinted = challenge.to_ascii_lowercase().contains("resource_metadata")
-            || self.spec.oauth.is_some();
-        let probe = tracing::Instrument::instrument(
-            async move {
-                crate::oauth::discover(&url, Some(&challenge))
-                    .await
-                    .map(|_| ())
-            },
-            tracing::info_span!("child", server = %self.spec.id),
-        );
-        ctx.spawn(probe.into_actor(self).map(move |found, act, ctx| {
-            if !act.phase.is_run(generation) {
-                return;
-            }
-            let id = act.spec.id.clone();
-            match found {
-                Ok(()) => act.login_required(
-                    format!("server '{id}' needs a login: run `evoctl login {id}`"),
-                    ctx,
-                ),
-                Err(e) if hinted => act.login_required(
-                    format!("server '{id}' needs a login, but {e}; {}", e.advice(&id)),
-                    ctx,
-                ),
-                Err(_) => act.down(
-                    generation,
-                    "answered 401 Unauthorized without OAuth metadata; check its `headers`".into(),
-                    ctx,
-                ),
-            }
-        }));
-    }
-
-    /// Leaves the current run for `login required`, saying why.
-    fn login_required(&mut self, reason: String, ctx: &mut Context<Self>) {
-        tracing::warn!(server = %self.spec.id, reason = %reason, "login required");
-        self.last_error = Some(reason);
-        self.abandon(Phase::LoginRequired, ctx);
-    }
-
-    /// Run `generation` did not answer its handshake and list its tools
-    /// within `start_timeout_s`. While other children were starting too the
-    /// machine is saturated, not this server broken: it starts again at the
-    /// back of the line, not counted as a crash (a few times in a row at
-    /// most). Otherwise it is down like a crash.
-    fn start_timed_out(&mut self, generation: u64, ctx: &mut Context<Self>) {
-        let limit = self.spec.start_timeout.as_secs_f64();
-        let reason =
-            format!("did not answer initialize and tools/list within {limit}s (start_timeout_s)");
-        let others = self.gate.load().0.saturating_sub(1);
-        if self.remote() || others == 0 || self.excused >= MAX_EXCUSED_TIMEOUTS {
-            return self.down(generation, reason, ctx);
-        }
-        self.excused += 1;
-        let busy = match others {
-            1 => "another child was starting".to_string(),
-            n => format!("{n} other children were starting"),
-        };
-        tracing::warn!(server = %self.spec.id, others, "{reason} while {busy}; not counted as a crash, it starts again at the back of the line (raise start_timeout_s or lower limits.max_concurrent_starts if this repeats)");
-        self.last_error = Some(format!("{reason} while {busy}; starting it again"));
-        self.start_over(ctx);
-    }
-
-    /// Ends the current start (its slot freed) and starts again at the back
-    /// of the line, its callers still waiting; counted as a restart, not as
-    /// a crash.
-    fn start_over(&mut self, ctx: &mut Context<Self>) {
-        self.restarts += 1;
-        let left = std::mem::replace(&mut self.phase, Phase::Idle).leave(ctx);
-        if let Some(run) = left.run {
-            run.end(left.client, &self.spec.id);
-        }
-        self.start(left.waiters, ctx);
-    }
-
-    /// The child answered the discover probe after rmcp had fallen back to
-    /// `initialize` (see `probe.rs`): it speaks 2026-07-28 and may never
-    /// answer `initialize`. Started again at once, probed alone from now on;
-    /// not a crash.
-    fn probe_alone(&mut self, ctx: &mut Context<Self>) {
-        tracing::info!(server = %self.spec.id, "slow to answer server/discover but speaks 2026-07-28: starting it again, probing with server/discover alone");
-        self.modern_only = true;
-        self.start_over(ctx);
-    }
-
     /// Run `generation` answered its handshake and listed `tools`: put them
     /// in the catalog, then become ready (so "ready" in `evoctl status`
     /// means listed).
@@ -746,7 +513,7 @@ impl ChildServer {
         generation: u64,
         connected: Client,
         tools: Vec<Tool>,
-        offered: crate::catalog::resources::Offered,
+        offered: Offered,
         ctx: &mut Context<Self>,
     ) {
         let Phase::Starting { run, client, .. } = &mut self.phase else {
@@ -760,7 +527,7 @@ impl ChildServer {
             connected.peer().clone(),
             self.spec.id.clone(),
             generation,
-            ctx.address(),
+            ctx.address().recipient(),
         );
         resubscribe(connected.peer().clone(), self.link.clone());
         *client = Some(connected);
@@ -888,13 +655,13 @@ impl ChildServer {
             }
             let peer = client.peer().clone();
             let ping = async move {
-                let request = rmcp::model::ClientRequest::PingRequest(Default::default());
+                let request = ClientRequest::PingRequest(Default::default());
                 tokio::time::timeout(REMOTE_PING_TIMEOUT, peer.send_request(request)).await
             };
             ctx.spawn(ping.into_actor(act).map(move |answer, act, ctx| {
                 let lost = match answer {
                     // An error answer is still an answer: the server is there.
-                    Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_))) => None,
+                    Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => None,
                     Ok(Err(e)) => Some(format!("a ping failed: {}", readable_error(&e))),
                     Err(_) => Some(format!(
                         "no answer to a ping within {} s",
@@ -908,104 +675,6 @@ impl ChildServer {
             }));
         });
     }
-
-    /// Run `generation` is gone (failed to start, exited, or its connection
-    /// closed): fail its waiters and schedule a restart with backoff, or mark
-    /// the server failed after repeated crashes. Events about a run that is
-    /// no longer current are ignored.
-    fn down(&mut self, generation: u64, reason: String, ctx: &mut Context<Self>) {
-        self.end_run(generation, reason, Fate::Retry, ctx);
-    }
-
-    /// Ends run `generation` for `reason`: retried with backoff (or failed
-    /// after repeated crashes), or failed at once.
-    fn end_run(&mut self, generation: u64, reason: String, fate: Fate, ctx: &mut Context<Self>) {
-        if !self.phase.is_run(generation) {
-            return;
-        }
-        // A variable the config refers to and evod lacks is often the cause
-        // (an autostarted evod has its first client's environment).
-        let reason = match self.spec.missing_vars_note() {
-            Some(note) => format!("{reason}; {note}"),
-            None => reason,
-        };
-        if fate == Fate::Failed {
-            tracing::error!(server = %self.spec.id, reason = %reason, "server cannot start; fix its config and run `evoctl refresh {}`", self.spec.id);
-            self.last_error = Some(reason);
-            self.abandon(Phase::Failed, ctx);
-            return;
-        }
-        tracing::warn!(server = %self.spec.id, reason = %reason, "child is down");
-        self.last_error = Some(reason);
-        let now = Instant::now();
-        self.crashes.push_back(now);
-        while self
-            .crashes
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
-        {
-            self.crashes.pop_front();
-        }
-        // A remote server that went away is not a crash loop of ours: keep
-        // reconnecting, backing off up to 30 s, never marked failed.
-        let remote = self.remote();
-        self.downs_since_ready += 1;
-        let next = if self.crashes.len() >= MAX_CRASHES && !remote {
-            tracing::error!(server = %self.spec.id, crashes = self.crashes.len(), "server marked failed after repeated crashes; fix it and run `evoctl refresh {}`", self.spec.id);
-            Phase::Failed
-        } else {
-            let delay = if remote {
-                backoff(self.downs_since_ready)
-            } else {
-                backoff(self.crashes.len())
-            };
-            self.restarts += 1;
-            let timer = ctx.run_later(delay, |act, ctx| {
-                if matches!(act.phase, Phase::Backoff { .. }) {
-                    act.start(Vec::new(), ctx);
-                }
-            });
-            Phase::Backoff { timer }
-        };
-        self.abandon(next, ctx);
-    }
-
-    /// Leaves the current run for `next`: its client closes, its process
-    /// tree is killed, its waiters get the reason.
-    fn abandon(&mut self, next: Phase, ctx: &mut Context<Self>) {
-        let left = self.enter(next).leave(ctx);
-        drop(left.client);
-        if let Some(process) = left.run.and_then(|r| r.process) {
-            process.kill();
-        }
-        self.fail_waiters(left.waiters);
-    }
-
-    /// Answers callers waiting for a start that will not come with why.
-    fn fail_waiters(&self, waiters: Vec<Waiter>) {
-        let err = self.unavailable();
-        for w in waiters {
-            let _ = w.send(Err(err.clone()));
-        }
-    }
-}
-
-/// Delay before the n-th restart within the crash window: at once for the
-/// first, then 250 ms doubling up to 30 s, with ±20% jitter.
-fn backoff(crashes_in_window: usize) -> Duration {
-    if crashes_in_window <= 1 {
-        return Duration::ZERO;
-    }
-    let base_ms = 250u64
-        .saturating_mul(1 << (crashes_in_window - 2).min(7))
-        .min(30_000);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let jitter = (nanos % 400) as i64 - 200; // per mille, -20%..+20%
-    let ms = base_ms as i64 + base_ms as i64 * jitter / 1000;
-    Duration::from_millis(ms.max(0) as u64)
 }
 
 impl Actor for ChildServer {
@@ -1024,227 +693,6 @@ impl Actor for ChildServer {
     }
 }
 
-/// The HTTP client of remote (Streamable HTTP) children, one for the
-/// process. Unlike rmcp's default it keeps connections alive between calls
-/// (rmcp's opens a new TCP connection per message: measured at ~400 µs a
-/// call on loopback); Nagle is off (reqwest's default), so a reused
-/// connection does not wait on a delayed ACK. Redirects: rmcp's rule,
-/// same-origin 307/308 only (a POST keeps its body, credentials stay home).
-fn remote_client() -> reqwest::Client {
-    static CLIENT: std::sync::LazyLock<reqwest::Client> = std::sync::LazyLock::new(|| {
-        let policy = reqwest::redirect::Policy::custom(|attempt| {
-            let keeps_body = matches!(
-                attempt.status(),
-                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-            );
-            let same_origin = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| first.origin() == attempt.url().origin());
-            if !keeps_body || !same_origin {
-                attempt.stop()
-            } else if attempt.previous().len() > 10 {
-                attempt.error("exceeded 10 redirects")
-            } else {
-                attempt.follow()
-            }
-        });
-        reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .redirect(policy)
-            .build()
-            .unwrap_or_default()
-    });
-    CLIENT.clone()
-}
-
-fn http_config(
-    url: &str,
-    headers: &std::collections::BTreeMap<String, String>,
-) -> Result<rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig, String> {
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-    let mut custom = std::collections::HashMap::new();
-    for (k, v) in headers {
-        if k.eq_ignore_ascii_case("authorization")
-            && let Some(token) = v.strip_prefix("Bearer ")
-        {
-            config = config.auth_header(token.to_string());
-            continue;
-        }
-        let name = http::HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("header name '{k}' is not valid"))?;
-        // The value is a secret: never echo it.
-        let value = http::HeaderValue::from_str(v)
-            .map_err(|_| format!("value of header '{k}' is not a valid header value"))?;
-        custom.insert(name, value);
-    }
-    Ok(config.custom_headers(custom))
-}
-
-/// A 2026-07-28 child announces tool changes only on a `subscriptions/listen`
-/// stream (older ones send a plain notification to [`ChildEvents`]): open one
-/// and turn its events into re-listing.
-fn listen_for_changes(
-    peer: Peer<RoleClient>,
-    server: String,
-    generation: u64,
-    actor: Addr<ChildServer>,
-) {
-    let Some(info) = peer.peer_info() else { return };
-    let modern = info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str();
-    let tools = info
-        .capabilities
-        .tools
-        .as_ref()
-        .and_then(|t| t.list_changed)
-        .unwrap_or(false);
-    let offers = crate::catalog::resources::OfferCaps::of(&info.capabilities);
-    if !modern || !(tools || offers.resources_changed || offers.prompts_changed) {
-        return;
-    }
-    tokio::spawn(async move {
-        let mut filter = rmcp::model::SubscriptionFilter::builder();
-        if tools {
-            filter = filter.tools_list_changed();
-        }
-        if offers.resources_changed {
-            filter = filter.resources_list_changed();
-        }
-        if offers.prompts_changed {
-            filter = filter.prompts_list_changed();
-        }
-        let filter = filter.build();
-        let mut sub = match peer.listen(filter).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(server = %server, error = %e, "child refused subscriptions/listen");
-                return;
-            }
-        };
-        while let Ok(Some(n)) = sub.next().await {
-            use rmcp::model::ServerNotification as N;
-            match n {
-                N::ToolListChangedNotification(_) => {
-                    tracing::info!(server = %server, "child says its tool list changed; re-listing");
-                    actor.do_send(Relist {
-                        generation,
-                        lists: Lists::Tools,
-                    });
-                }
-                N::ResourceListChangedNotification(_) | N::PromptListChangedNotification(_) => {
-                    tracing::info!(server = %server, "child says its resources or prompts changed; re-listing");
-                    actor.do_send(Relist {
-                        generation,
-                        lists: Lists::Offers,
-                    });
-                }
-                _ => {}
-            }
-        }
-    });
-}
-
-/// A new connection to the child: evo subscribes again to every resource a
-/// session is subscribed to (the old connection's subscriptions are gone).
-fn resubscribe(peer: Peer<RoleClient>, link: Arc<ServerLink>) {
-    let uris = link.subscriptions.uris();
-    if uris.is_empty() {
-        return;
-    }
-    tokio::spawn(async move {
-        for uri in uris {
-            if let Err(e) = link
-                .subscriptions
-                .resubscribe(&peer, &uri, link.updates())
-                .await
-            {
-                tracing::warn!(server = %link.id, uri = %uri, error = %readable_error(&e), "could not subscribe again after a restart; sessions hear no updates of it");
-            }
-        }
-    });
-}
-
-/// The rmcp client handler of one child: turns the child's notifications into
-/// messages to its ChildServer.
-pub struct ChildEvents {
-    server: String,
-    generation: u64,
-    actor: Addr<ChildServer>,
-    link: Arc<ServerLink>,
-    catalog: Addr<Catalog>,
-}
-
-impl ClientHandler for ChildEvents {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("evo", crate::VERSION),
-        )
-    }
-
-    /// Progress of a call goes to the session that made it, under the
-    /// client's own progress token, and nowhere else.
-    async fn on_progress(
-        &self,
-        params: rmcp::model::ProgressNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        if let Some(route) = self.link.progress_route(&params.progress_token) {
-            let mut params = params;
-            params.progress_token = route.token;
-            let _ = route.session.notify_progress(params).await;
-        }
-    }
-
-    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
-    async fn on_logging_message(
-        &self,
-        params: rmcp::model::LoggingMessageNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        self.catalog.do_send(crate::catalog::ChildLog {
-            server: self.server.clone(),
-            params,
-        });
-    }
-
-    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "child says its tool list changed; re-listing");
-        self.actor.do_send(Relist {
-            generation: self.generation,
-            lists: Lists::Tools,
-        });
-    }
-
-    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "child says its resource list changed; re-listing");
-        self.actor.do_send(Relist {
-            generation: self.generation,
-            lists: Lists::Offers,
-        });
-    }
-
-    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "child says its prompt list changed; re-listing");
-        self.actor.do_send(Relist {
-            generation: self.generation,
-            lists: Lists::Offers,
-        });
-    }
-
-    /// A subscribed resource changed: every session that subscribed to it
-    /// through evo hears it, and no other.
-    async fn on_resource_updated(
-        &self,
-        params: rmcp::model::ResourceUpdatedNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        self.link.resource_updated(params).await;
-    }
-}
-
 /// The child's process ended or its connection closed.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -1260,16 +708,6 @@ impl Handler<ChildDown> for ChildServer {
     }
 }
 
-/// A call found the live connection broken. For a remote (HTTP) server this
-/// is the only sign it went away: it is treated as down (restart with
-/// backoff, state shown as such). A stdio child's exit is reported by its
-/// process, with the exit status, so this is ignored for it.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConnectionLost {
-    pub reason: String,
-}
-
 impl Handler<ConnectionLost> for ChildServer {
     type Result = ();
     fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
@@ -1281,24 +719,6 @@ impl Handler<ConnectionLost> for ChildServer {
             self.down(generation, reason, ctx);
         }
     }
-}
-
-/// What a child said changed, and so what is listed again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lists {
-    /// Its tools (`notifications/tools/list_changed`).
-    Tools,
-    /// Its resources, templates and prompts (`resources/list_changed`,
-    /// `prompts/list_changed`).
-    Offers,
-}
-
-/// Re-list what the child says changed.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Relist {
-    generation: u64,
-    lists: Lists,
 }
 
 impl Handler<Relist> for ChildServer {
@@ -1323,7 +743,7 @@ impl Handler<Relist> for ChildServer {
                     },
                     Lists::Offers => {
                         let offered = list_offers(&peer, &server).await;
-                        catalog.do_send(crate::catalog::OffersDiscovered { server, offered });
+                        catalog.do_send(OffersDiscovered { server, offered });
                     }
                 }
             }
@@ -1331,12 +751,6 @@ impl Handler<Relist> for ChildServer {
         );
     }
 }
-
-/// Start the child if it is idle and answer with its peer once it is ready;
-/// an error names the server and its state.
-#[derive(Message)]
-#[rtype(result = "Result<Arc<Peer<RoleClient>>, String>")]
-pub struct EnsureRunning;
 
 impl Handler<EnsureRunning> for ChildServer {
     type Result = ResponseFuture<Result<Arc<Peer<RoleClient>>, String>>;
@@ -1421,165 +835,6 @@ impl Handler<Retune> for ChildServer {
     }
 }
 
-/// The refresh token of run `generation` was refused: the server needs a
-/// login again.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct LoginLost {
-    generation: u64,
-    reason: String,
-}
-
-impl Handler<LoginLost> for ChildServer {
-    type Result = ();
-    fn handle(&mut self, msg: LoginLost, ctx: &mut Context<Self>) {
-        if self.phase.is_run(msg.generation) {
-            let id = self.spec.id.clone();
-            self.login_required(
-                format!(
-                    "server '{id}' needs a login: {}; run `evoctl login {id}`",
-                    msg.reason
-                ),
-                ctx,
-            );
-        }
-    }
-}
-
-/// `evoctl login SERVER`: starts the login; answers with the URL to open.
-#[derive(Message)]
-#[rtype(result = "Result<String, String>")]
-pub struct BeginLogin;
-
-impl Handler<BeginLogin> for ChildServer {
-    type Result = ResponseActFuture<Self, Result<String, String>>;
-    fn handle(&mut self, _: BeginLogin, ctx: &mut Context<Self>) -> Self::Result {
-        Box::pin(
-            self.begin_login(ctx)
-                .map(|started, _, _| started.map(|l| l.url)),
-        )
-    }
-}
-
-/// A session's client can open a URL for its user (URL elicitation): the
-/// login under way if there is one, else a new one, the same flow as
-/// `evoctl login`.
-#[derive(Message)]
-#[rtype(result = "Result<LoginUnderWay, String>")]
-pub struct OfferLogin;
-
-impl Handler<OfferLogin> for ChildServer {
-    type Result = ResponseActFuture<Self, Result<LoginUnderWay, String>>;
-    fn handle(&mut self, _: OfferLogin, ctx: &mut Context<Self>) -> Self::Result {
-        if !matches!(self.phase, Phase::LoginRequired) {
-            let e = self.unavailable();
-            return Box::pin(fut::ready(Err(e)));
-        }
-        if let Some(login) = self.login.clone().filter(LoginUnderWay::pending) {
-            return Box::pin(fut::ready(Ok(login)));
-        }
-        self.begin_login(ctx)
-    }
-}
-
-impl ChildServer {
-    /// Starts the authorization code flow (see `oauth::login`); a success
-    /// restarts the child with its new tokens.
-    fn begin_login(
-        &mut self,
-        ctx: &mut Context<Self>,
-    ) -> ResponseActFuture<Self, Result<LoginUnderWay, String>> {
-        let id = self.spec.id.clone();
-        let TransportSpec::Http { url, .. } = &self.spec.transport else {
-            let e = format!(
-                "server '{id}' is a stdio server: only remote (http or sse) servers log in"
-            );
-            return Box::pin(fut::ready(Err(e)));
-        };
-        if self
-            .spec
-            .oauth
-            .as_ref()
-            .is_some_and(|o| o.grant == crate::config::Grant::ClientCredentials)
-        {
-            let e = format!(
-                "server '{id}' uses oauth.grant client_credentials: evo gets its tokens itself, no login needed"
-            );
-            return Box::pin(fut::ready(Err(e)));
-        }
-        let target = crate::oauth::login::Target {
-            id,
-            url: url.clone(),
-            spec: self.spec.oauth.clone(),
-            challenge: self.challenge.clone(),
-        };
-        let actor = ctx.address();
-        let done = move || actor.do_send(Restart);
-        let span = tracing::info_span!("child", server = %self.spec.id);
-        let begin = tracing::Instrument::instrument(crate::oauth::login::begin(target, done), span);
-        Box::pin(begin.into_actor(self).map(|started, act, _| {
-            let started = started?;
-            let login = LoginUnderWay {
-                url: started.url,
-                outcome: started.outcome,
-            };
-            act.login = Some(login.clone());
-            Ok(login)
-        }))
-    }
-}
-
-/// Waits for the login under way to end: what to tell the person.
-#[derive(Message)]
-#[rtype(result = "Result<String, String>")]
-pub struct AwaitLogin;
-
-impl Handler<AwaitLogin> for ChildServer {
-    type Result = ResponseFuture<Result<String, String>>;
-    fn handle(&mut self, _: AwaitLogin, _: &mut Context<Self>) -> Self::Result {
-        let id = self.spec.id.clone();
-        let Some(login) = self.login.clone() else {
-            return Box::pin(async move {
-                Err(format!(
-                    "no login of server '{id}' is under way; run `evoctl login {id}`"
-                ))
-            });
-        };
-        Box::pin(async move { login.outcome(&id).await })
-    }
-}
-
-/// `evoctl logout SERVER`: revoke where supported, forget, reconnect
-/// (without tokens: `login required` if the server asks for them).
-#[derive(Message)]
-#[rtype(result = "Result<String, String>")]
-pub struct Logout;
-
-impl Handler<Logout> for ChildServer {
-    type Result = ResponseActFuture<Self, Result<String, String>>;
-    fn handle(&mut self, _: Logout, _: &mut Context<Self>) -> Self::Result {
-        let id = self.spec.id.clone();
-        let TransportSpec::Http { url, .. } = &self.spec.transport else {
-            let e = format!("server '{id}' is a stdio server: it has no OAuth tokens");
-            return Box::pin(fut::ready(Err(e)));
-        };
-        let url = url.clone();
-        let spec = self.spec.oauth.clone();
-        let span = tracing::info_span!("child", server = %id);
-        let out = tracing::Instrument::instrument(
-            async move { crate::oauth::login::logout(&id, &url, spec.as_ref()).await },
-            span,
-        );
-        Box::pin(out.into_actor(self).map(|result, act, ctx| {
-            act.bearer = None;
-            if !matches!(act.phase, Phase::Idle | Phase::Stopped) {
-                ctx.notify(Restart);
-            }
-            result
-        }))
-    }
-}
-
 /// What `evoctl status` shows of a child.
 #[derive(Debug, Clone)]
 pub struct ChildStatus {
@@ -1594,7 +849,7 @@ pub struct ChildStatus {
     /// While queued: its place in the line (1 is next).
     pub queue_position: Option<usize>,
     /// A remote server's OAuth state.
-    pub auth: crate::oauth::AuthState,
+    pub auth: AuthState,
 }
 
 #[derive(Message)]
@@ -1623,11 +878,11 @@ impl Handler<GetStatus> for ChildServer {
                 _ => None,
             },
             auth: match (&self.phase, &self.bearer) {
-                (Phase::LoginRequired, _) => crate::oauth::AuthState::LoginRequired {
+                (Phase::LoginRequired, _) => AuthState::LoginRequired {
                     reason: self.last_error.clone(),
                 },
                 (_, Some(bearer)) => bearer.state(),
-                _ => crate::oauth::AuthState::None,
+                _ => AuthState::None,
             },
         })
     }
@@ -1643,7 +898,7 @@ pub struct Shutdown;
 impl Handler<Shutdown> for ChildServer {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) -> Self::Result {
-        let Left {
+        let PhaseLeftovers {
             run,
             client,
             waiters,

@@ -1,7 +1,8 @@
 //! A stdio child's process: spawned in its own process group, set to die with
 //! the daemon, registered with the [guard](crate::runtime::guard), reaped by a task
 //! of its own (which ends the group as soon as its leader exits), and ended
-//! the same way on every path ([`ChildProcess::terminate`]).
+//! the same way on every path ([`ChildProcess::terminate`]); and how a stdio
+//! child is started and connected ([`connect`]).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -11,6 +12,10 @@ use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
+use super::direct::DirectCalls;
+use super::handshake::{Connecting, Handshake};
+use super::io::ChildTransport;
+use super::link::ServerLink;
 use crate::config::{ServerSpec, TransportSpec};
 use crate::runtime::guard;
 
@@ -156,6 +161,34 @@ impl ChildProcess {
     pub fn kill(self) {
         self.group.signal(libc::SIGKILL);
     }
+}
+
+/// A stdio child started: its handshake under way, its process, and the
+/// direct calls on it.
+pub struct StdioStart {
+    pub connecting: Connecting,
+    pub process: ChildProcess,
+    pub direct: Arc<DirectCalls>,
+}
+
+/// Spawns the stdio child of `spec` (see [`spawn`]) and starts `handshake`
+/// over its stdin and stdout, messages up to `max_line` bytes.
+pub fn connect(
+    spec: &ServerSpec,
+    tail: &StderrTail,
+    link: Arc<ServerLink>,
+    max_line: usize,
+    handshake: Handshake,
+    on_exit: impl FnOnce(String) + Send + 'static,
+) -> Result<StdioStart, String> {
+    let spawned = spawn(spec, tail, on_exit)?;
+    tracing::info!(server = %spec.id, pid = spawned.process.pid(), "child started");
+    let (transport, direct) = ChildTransport::new(link, spawned.stdout, spawned.stdin, max_line);
+    Ok(StdioStart {
+        connecting: Box::pin(handshake.over(transport)),
+        process: spawned.process,
+        direct,
+    })
 }
 
 /// Spawns a stdio child in its own process group, set to die with the

@@ -17,12 +17,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, WWW_AUTHENTICATE};
 use reqwest::{StatusCode, Url};
-use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{ClientLifecycleMode, RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 
+use super::handshake::{Connecting, Handshake, StartError};
 use super::link::ServerLink;
-use super::remote::{Bearer, StartError, forward_progress};
+use super::remote::{Bearer, ProgressFirst, RemoteTarget, forward_progress, remote_client};
+use crate::error_text::readable_error;
 
 /// How long the stream may take to send its `endpoint` event.
 pub const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,7 +65,7 @@ impl Poster {
                     "server '{}': POST to {} failed: {}",
                     self.server,
                     self.endpoint,
-                    crate::error_text::readable_error(&e)
+                    readable_error(&e)
                 ))
             })?;
             let status = response.status();
@@ -148,7 +150,7 @@ impl SseTransport {
             let response = request.send().await.map_err(|e| {
                 StartError::Other(format!(
                     "GET {url} (the SSE stream) failed: {}",
-                    crate::error_text::readable_error(&e)
+                    readable_error(&e)
                 ))
             })?;
             if response.status() != StatusCode::UNAUTHORIZED {
@@ -324,6 +326,34 @@ impl Transport<RoleClient> for SseTransport {
         self.incoming.close();
         Ok(())
     }
+}
+
+/// Starts `handshake` with a legacy HTTP+SSE server, messages up to
+/// `max_message` bytes; `on_closed` hears why its stream ended.
+pub fn connect(
+    target: RemoteTarget<'_>,
+    max_message: usize,
+    handshake: Handshake,
+    on_closed: impl FnOnce(String) + Send + 'static,
+) -> Result<Connecting, String> {
+    let link = target.link;
+    let target = SseTarget {
+        server: target.server.into(),
+        url: target.url.to_string(),
+        headers: header_map(target.headers)?,
+        bearer: target.bearer,
+        link: link.clone(),
+        max_message,
+    };
+    // HTTP+SSE is the 2024-11-05 transport: no probe.
+    let handshake = Handshake {
+        lifecycle: ClientLifecycleMode::Initialize,
+        ..handshake
+    };
+    Ok(Box::pin(async move {
+        let transport = SseTransport::connect(target, remote_client(), on_closed).await?;
+        handshake.over(ProgressFirst::new(transport, link)).await
+    }))
 }
 
 /// The server's configured headers as a header map; an invalid name or

@@ -52,7 +52,8 @@ pub fn store(path: &Path, saved: &Saved) -> Result<(), String> {
     let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut text = serde_json::to_vec_pretty(saved).map_err(|e| e.to_string())?;
     text.push(b'\n');
-    crate::runtime::atomic_file::write(path, &text).map_err(fail)
+    crate::runtime::atomic_file::write(path, &text, crate::runtime::atomic_file::Mode::OwnerOnly)
+        .map_err(fail)
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use crate::config;
-use crate::runtime::atomic_file;
+use crate::runtime::atomic_file::{self, Mode};
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
 
@@ -96,7 +96,7 @@ pub fn load(id: &str, binding: &str) -> Option<TokenFile> {
 pub fn save(id: &str, file: &TokenFile) -> std::io::Result<()> {
     atomic_file::private_dir(&dir())?;
     let body = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-    atomic_file::write(&path_of(id), &body)
+    atomic_file::write(&path_of(id), &body, Mode::OwnerOnly)
 }
 
 /// Forgets the server's tokens.

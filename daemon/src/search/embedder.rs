@@ -38,9 +38,9 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 
 use crate::catalog::CatalogChanged;
-use crate::catalog::cache;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::SearchSettings;
+use crate::runtime::atomic_file::{self, Mode};
 use crate::search::MAX_QUERY_BYTES;
 use crate::search::model::{Encoder, Pool, TextKind};
 use crate::search::semantic::{
@@ -316,7 +316,7 @@ impl Embedder {
         let dim = encoder.dim();
         tokio::task::spawn_blocking(move || {
             let bytes = encode_vectors(dim, &entries);
-            if let Err(e) = cache::write_atomically(&path, &bytes) {
+            if let Err(e) = atomic_file::write(&path, &bytes, Mode::Default) {
                 tracing::warn!(
                     "cannot write the tool embeddings to {}: {e}; they are computed again at the next start",
                     path.display()

@@ -28,7 +28,7 @@ use super::approval::{Answers, Approval};
 use super::breaker::{REFUSE_AFTER, RetryBreaker};
 use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
-use crate::child::io::Direct;
+use crate::child::direct::Direct;
 use crate::child::link::ProgressRoute;
 use crate::child::link::ServerState;
 use crate::config::DiscoveryMode;

@@ -2,7 +2,7 @@
 //! required`, on an initialize-era session whose client declared URL-mode
 //! elicitation (MCP 2025-11-25 `elicitation: { url: {} }`), sends the
 //! server's login page as `elicitation/create` mode `url`. The login is the
-//! one `evoctl login` runs (`child::OfferLogin`: the login under way, or a
+//! one `evoctl login` runs (`child::link::OfferLogin`: the login under way, or a
 //! new one; same redirect listener, `state`/`iss` checks and token file).
 //!
 //! The same goes for a name under the prefix of such a server that has

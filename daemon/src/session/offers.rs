@@ -32,7 +32,7 @@ use super::transport::RawAnswer;
 use super::transport::RawAnswers;
 use crate::catalog::resources::OfferCaps;
 use crate::catalog::resources::Offers;
-use crate::child::io::{Direct, RawResult};
+use crate::child::direct::{Direct, RawResult};
 use crate::child::link::ServerLink;
 use crate::child::subscriptions::Listener;
 use crate::error_text;

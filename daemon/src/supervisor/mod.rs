@@ -327,9 +327,9 @@ impl Supervisor {
 
     /// What the children launched under `limits` share; the start gate
     /// takes the (possibly new) limit.
-    fn surroundings(&self, limits: &crate::config::Limits) -> child::Surroundings {
+    fn surroundings(&self, limits: &crate::config::Limits) -> child::SharedByChildren {
         self.gate.set_limit(limits.max_concurrent_starts);
-        child::Surroundings {
+        child::SharedByChildren {
             catalog: self.catalog.clone(),
             gate: self.gate.clone(),
             max_line: limits.max_message_bytes,

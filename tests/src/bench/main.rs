@@ -457,7 +457,12 @@ fn cache_benchmarks() {
     for _ in 0..20 {
         let t = Instant::now();
         let bytes = serde_json::to_vec(&parsed).unwrap();
-        evo_daemon::catalog::cache::write_atomically(&target, &bytes).unwrap();
+        evo_daemon::runtime::atomic_file::write(
+            &target,
+            &bytes,
+            evo_daemon::runtime::atomic_file::Mode::Default,
+        )
+        .unwrap();
         times.push(t.elapsed());
     }
     times.sort();

@@ -151,11 +151,11 @@ impl Supervisor {
         let addr = c.addr.clone();
         Box::pin(async move {
             let answer = if wait {
-                addr.send(child::AwaitLogin)
+                addr.send(child::login::AwaitLogin)
                     .await
                     .map(|r| r.map(|m| (None, m)))
             } else {
-                addr.send(child::BeginLogin).await.map(|r| {
+                addr.send(child::login::BeginLogin).await.map(|r| {
                     r.map(|url| (Some(url), "open the URL in a browser to log in".to_string()))
                 })
             };
@@ -181,7 +181,7 @@ impl Supervisor {
         };
         let addr = c.addr.clone();
         Box::pin(async move {
-            match addr.send(child::Logout).await {
+            match addr.send(child::login::Logout).await {
                 Ok(Ok(message)) => CtlReply::data(Reply::Action(ctl::ActionReport {
                     message,
                     ..Default::default()
