@@ -54,13 +54,14 @@ pub use hash::{ConfigHash, InvalidConfigHash, short_hash};
 pub use keys::known_keys;
 pub use load::{ConfigError, load, parse};
 pub use oauth::{Grant, OAuthSpec, binding};
-pub use server::{MissingVar, ServerSpec, TransportSpec, capabilities};
+pub use server::{
+    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MissingVar, ServerSpec, TransportSpec, capabilities,
+};
 pub use settings::{
     CacheSettings, Config, DEFAULT_CACHE_MAX_AGE_HOURS, DEFAULT_INSTRUCTIONS_BUDGET,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_SEARCH_LIMIT,
-    DEFAULT_START_TIMEOUT, DEFAULT_STORE_PREFIX, DEFAULT_TIMEOUT, DiscoveryMode, DiscoverySettings,
-    IntegrityMode, Limits, SearchSettings, StoreSettings, UnknownDiscoveryMode,
-    default_max_concurrent_starts, valid_profile_name,
+    DEFAULT_STORE_PREFIX, DiscoveryMode, DiscoverySettings, IntegrityMode, Limits, SearchSettings,
+    StoreSettings, UnknownDiscoveryMode, default_max_concurrent_starts, valid_profile_name,
 };
 
 /// What the tests of the config files share: an environment, and parsing shortcuts.

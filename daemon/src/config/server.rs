@@ -21,7 +21,11 @@ use super::oauth::{OAuthSpec, binding, parse_oauth};
 use super::readers::{
     TypeError, boolean, count, positive, present, seconds, string, string_list, string_map,
 };
-use super::settings::{DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT};
+
+/// Per-call timeout when a server sets no `timeout_s`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// `start_timeout_s` when unset.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One enabled, valid child server, with every `${VAR}` already expanded.
 ///

@@ -16,8 +16,6 @@ use super::readers::{TypeError, count, describe, positive, present, string, stri
 use super::serve;
 use super::server::ServerSpec;
 
-/// Per-call timeout when a server sets no `timeout_s`.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `discovery.search_limit` when unset.
 pub const DEFAULT_SEARCH_LIMIT: usize = 8;
 /// `discovery.instructions_budget` (bytes) when unset.
@@ -28,8 +26,6 @@ pub const DEFAULT_CACHE_MAX_AGE_HOURS: f64 = 24.0;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// `limits.max_result_bytes` when unset: 1 MiB.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
-/// `start_timeout_s` when unset.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `limits.max_concurrent_starts` when unset: twice the CPU count, at least 4.
 pub fn default_max_concurrent_starts() -> usize {
