@@ -11,6 +11,8 @@ use interprocess::local_socket::traits::tokio::{Listener as _, Stream as _};
 use rmcp::ServiceExt;
 use tokio::io::{AsyncWriteExt, BufReader};
 
+use crate::VERSION;
+use crate::catalog::snapshot::Snapshot;
 use crate::runtime::shutdown::StopSignal;
 use crate::session::transport::SessionTransport;
 use crate::session::{self, SessionServer};
@@ -30,7 +32,7 @@ const MAX_CTL_LINE: usize = 1024 * 1024;
 pub async fn serve(
     listener: Listener,
     supervisor: Addr<Supervisor>,
-    snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::snapshot::Snapshot>>,
+    snapshot: std::sync::Arc<arc_swap::ArcSwap<Snapshot>>,
     stop: StopSignal,
 ) {
     loop {
@@ -113,7 +115,7 @@ fn split(conn: Stream) -> Halves {
 async fn handle(
     conn: Stream,
     supervisor: Addr<Supervisor>,
-    snapshot: std::sync::Arc<arc_swap::ArcSwap<crate::catalog::snapshot::Snapshot>>,
+    snapshot: std::sync::Arc<arc_swap::ArcSwap<Snapshot>>,
     stop: StopSignal,
 ) {
     let (r, mut w) = split(conn);
@@ -177,7 +179,7 @@ async fn handle(
                 mode: Some(opened.mode),
                 error: None,
                 usage: false,
-                daemon: Some(crate::VERSION.into()),
+                daemon: Some(VERSION.into()),
                 stdio,
             };
             if frame::write_json(&mut w, &welcome).await.is_err() {
@@ -358,7 +360,7 @@ where
             mode: None,
             error: None,
             usage: false,
-            daemon: Some(crate::VERSION.into()),
+            daemon: Some(VERSION.into()),
             stdio: false,
         },
     )

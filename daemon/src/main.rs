@@ -58,10 +58,7 @@ fn home() -> PathBuf {
     env_path("HOME").unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn resolve(
-    args: &Args,
-    events: evo_daemon::console::events::EventBus,
-) -> Result<DaemonOptions, String> {
+fn resolve(args: &Args, events: EventBus) -> Result<DaemonOptions, String> {
     let config_path = args
         .config
         .clone()
@@ -107,7 +104,25 @@ fn resolve(
     })
 }
 
+use evo_daemon::VERSION;
+use evo_daemon::console::Console;
+use evo_daemon::console::events::EventBus;
+use evo_daemon::console::listener::Loopback;
+use evo_daemon::console::logring::LogRing;
+use evo_daemon::control;
+use evo_daemon::http;
+use evo_daemon::http::HttpOptions;
+use evo_daemon::policy::integrity::PinBook;
+use evo_daemon::runtime::guard;
+use evo_daemon::runtime::guard::GUARD_ARG;
 use evo_daemon::runtime::socket_activation::Inherited;
+use evo_daemon::search::embedder::Embedder;
+use evo_daemon::search::embedder::SemanticView;
+use evo_daemon::search::model;
+use evo_daemon::store::Store;
+use evo_daemon::supervisor::AttachConsole;
+use evo_daemon::supervisor::AttachEndpoint;
+use evo_daemon::supervisor::SearchStage;
 
 /// The HTTP endpoint's settings: the config's `serve.http`, with `--http`
 /// for its address (turning it on when the config has none), or what
@@ -116,7 +131,7 @@ fn http_options(
     args: &Args,
     opts: &DaemonOptions,
     inherited: &mut Inherited,
-) -> Option<evo_daemon::http::HttpOptions> {
+) -> Option<HttpOptions> {
     let config = evo_daemon::config::load(&opts.config_path);
     if let Err(e) = &config
         && (args.http.is_some() || !inherited.http.is_empty())
@@ -131,7 +146,7 @@ fn http_options(
     if settings.is_none() && !inherited.http.is_empty() {
         settings = Some(Default::default());
     }
-    Some(evo_daemon::http::HttpOptions {
+    Some(HttpOptions {
         settings: settings?,
         insecure_no_auth: args.insecure_no_auth,
         max_message_bytes: config.limits.max_message_bytes,
@@ -139,7 +154,7 @@ fn http_options(
     })
 }
 
-fn init_logging(format: &str, events: evo_daemon::console::events::EventBus) {
+fn init_logging(format: &str, events: EventBus) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EVO_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"))
@@ -158,7 +173,7 @@ fn init_logging(format: &str, events: evo_daemon::console::events::EventBus) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     // The console's Log page reads the same events (evo_daemon::console::logring).
-    let ring = evo_daemon::console::logring::LogRing { events };
+    let ring = LogRing { events };
     // rmcp's own tasks' lines name the server they are about (evo_daemon::runtime::log_tag).
     use evo_daemon::runtime::log_tag::TaskTagged;
     match (
@@ -187,18 +202,15 @@ fn init_logging(format: &str, events: evo_daemon::console::events::EventBus) {
 
 fn main() -> std::process::ExitCode {
     // The guard is this binary run again (see evo_daemon::runtime::guard).
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == evo_daemon::runtime::guard::GUARD_ARG)
-    {
-        return evo_daemon::runtime::guard::run();
+    if std::env::args_os().nth(1).is_some_and(|a| a == GUARD_ARG) {
+        return guard::run();
     }
     let args = Args::parse();
     // Before any thread starts: it edits the environment.
     let mut inherited = evo_daemon::runtime::socket_activation::take_inherited();
-    evo_daemon::search::model::bound_candle_threads();
+    model::bound_candle_threads();
     // What open consoles hear of evod, passed down from here.
-    let events = evo_daemon::console::events::EventBus::new();
+    let events = EventBus::new();
     init_logging(&args.log_format, events.clone());
     let opts = match resolve(&args, events) {
         Ok(o) => o,
@@ -209,7 +221,7 @@ fn main() -> std::process::ExitCode {
     };
     let http = http_options(&args, &opts, &mut inherited);
     // Before the first child is spawned, and before threads and sockets.
-    evo_daemon::runtime::guard::start();
+    guard::start();
     // Actors run on the system thread; MCP I/O on one tokio worker. Measured
     // against 2 workers and a single thread for everything (evo-bench, see
     // ARCHITECTURE.md): one worker has the fewest cross-thread wakeups on the
@@ -243,7 +255,7 @@ fn main() -> std::process::ExitCode {
     }
     let ran = system.run();
     // The children are ended (or evod failed to run): the guard may go.
-    evo_daemon::runtime::guard::bye();
+    guard::bye();
     if let Err(e) = ran {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
@@ -254,12 +266,12 @@ fn main() -> std::process::ExitCode {
 async fn run(
     mut opts: DaemonOptions,
     inherited: Inherited,
-    http: Option<evo_daemon::http::HttpOptions>,
+    http: Option<HttpOptions>,
 ) -> Result<(), String> {
     // Refused (beyond loopback without auth) or unable to listen: evod
     // stops here, before any child starts.
     let http = match http {
-        Some(options) => Some(evo_daemon::http::bind(options).await?),
+        Some(options) => Some(http::bind(options).await?),
         None => None,
     };
     #[cfg(unix)]
@@ -286,11 +298,11 @@ async fn run(
     let store_settings = evo_daemon::config::load(&opts.config_path)
         .map(|c| c.store)
         .unwrap_or_default();
-    opts.store = evo_daemon::store::Store::open(&store_settings)?;
+    opts.store = Store::open(&store_settings)?;
     tracing::info!(
         socket = %opts.socket_path.display(),
         config = %opts.config_path.display(),
-        version = evo_daemon::VERSION,
+        version = VERSION,
         "evod listening"
     );
     let cache_dir = opts.cache_dir.clone();
@@ -302,16 +314,13 @@ async fn run(
     let catalog = Catalog::new(snapshot.clone())
         .with_persistence(refresher.clone().recipient())
         .with_pins(
-            evo_daemon::policy::integrity::PinBook::load(&opts.cache_dir),
+            PinBook::load(&opts.cache_dir),
             refresher.clone().recipient(),
         )
         .start();
-    let semantic = Arc::new(ArcSwap::from_pointee(
-        evo_daemon::search::embedder::SemanticView::off(),
-    ));
-    let search = evo_daemon::supervisor::SearchStage {
-        embedder: evo_daemon::search::embedder::Embedder::new(&opts.cache_dir, semantic.clone())
-            .start(),
+    let semantic = Arc::new(ArcSwap::from_pointee(SemanticView::off()));
+    let search = SearchStage {
+        embedder: Embedder::new(&opts.cache_dir, semantic.clone()).start(),
         view: semantic,
     };
     let stop = StopSignal::new();
@@ -325,11 +334,10 @@ async fn run(
         stop.clone(),
     )
     .start();
-    let console =
-        evo_daemon::console::Console::new(supervisor.clone(), stop.clone(), events, &cache_dir);
-    let console_access = evo_daemon::console::listener::Loopback::new(console.clone());
+    let console = Console::new(supervisor.clone(), stop.clone(), events, &cache_dir);
+    let console_access = Loopback::new(console.clone());
     if let Some(bound) = http {
-        let front = evo_daemon::http::serve(
+        let front = http::serve(
             bound,
             supervisor.clone(),
             snapshot.clone(),
@@ -337,21 +345,14 @@ async fn run(
             console.clone(),
             store,
         );
-        supervisor.do_send(evo_daemon::supervisor::AttachEndpoint(front.control()));
+        supervisor.do_send(AttachEndpoint(front.control()));
     } else {
         // Without an HTTP endpoint the console's own listener opens again
         // at once for browsers a previous run signed in.
         console_access.reopen();
     }
-    supervisor.do_send(evo_daemon::supervisor::AttachConsole(Arc::new(
-        console_access,
-    )));
-    actix::spawn(evo_daemon::control::serve(
-        listener,
-        supervisor.clone(),
-        snapshot,
-        stop,
-    ));
+    supervisor.do_send(AttachConsole(Arc::new(console_access)));
+    actix::spawn(control::serve(listener, supervisor.clone(), snapshot, stop));
     let on_signal = supervisor.clone();
     actix::spawn(async move {
         wait_for_signal().await;

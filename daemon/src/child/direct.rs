@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::process::ChildStdin;
 use tokio::sync::{Mutex, oneshot};
 
+use crate::VERSION;
 use crate::runtime::ndjson::write_line;
 
 pub(super) const STDIN_CLOSED: &str = "the child's stdin is closed";
@@ -151,7 +152,7 @@ impl DirectCalls {
             json!({
                 "io.modelcontextprotocol/protocolVersion": protocol_version,
                 "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "evo", "version": crate::VERSION},
+                "io.modelcontextprotocol/clientInfo": {"name": "evo", "version": VERSION},
             })
         });
         let _ = self.envelope.set(envelope);

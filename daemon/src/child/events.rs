@@ -17,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RoleClient};
 
 use super::link::ServerLink;
+use crate::VERSION;
 use crate::catalog::resources::OfferCaps;
 use crate::catalog::{Catalog, ChildLog};
 use crate::error_text::readable_error;
@@ -54,7 +55,7 @@ impl ClientHandler for ChildEvents {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
-            Implementation::new("evo", crate::VERSION),
+            Implementation::new("evo", VERSION),
         )
     }
 

@@ -16,6 +16,7 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
 
 use super::events::{Event, EventBus};
+use crate::runtime::log_tag;
 
 /// Lines kept.
 pub const CAPACITY: usize = 1000;
@@ -85,7 +86,7 @@ fn keep(event: &tracing::Event<'_>, events: &EventBus) {
         "t": t,
         "level": meta.level().as_str(),
         "target": meta.target(),
-        "server": v.server.or_else(|| crate::runtime::log_tag::untagged_rmcp_event(event).map(|s| s.to_string())),
+        "server": v.server.or_else(|| log_tag::untagged_rmcp_event(event).map(|s| s.to_string())),
         "msg": msg,
     })
     .to_string()

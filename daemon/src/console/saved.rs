@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::runtime::atomic_file;
+use crate::runtime::atomic_file::Mode;
 use serde::{Deserialize, Serialize};
 
 pub const FILE: &str = "console.json";
@@ -52,8 +54,7 @@ pub fn store(path: &Path, saved: &Saved) -> Result<(), String> {
     let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut text = serde_json::to_vec_pretty(saved).map_err(|e| e.to_string())?;
     text.push(b'\n');
-    crate::runtime::atomic_file::write(path, &text, crate::runtime::atomic_file::Mode::OwnerOnly)
-        .map_err(fail)
+    atomic_file::write(path, &text, Mode::OwnerOnly).map_err(fail)
 }
 
 pub fn hex(bytes: &[u8]) -> String {

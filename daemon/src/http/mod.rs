@@ -46,9 +46,18 @@ use crate::auth::endpoint::{Ending, EndpointControl};
 use crate::auth::origin;
 use crate::catalog::snapshot::Snapshot;
 use crate::config::serve::HttpSettings;
+use crate::console::Console;
+use crate::console::ReachedThrough;
+use crate::metrics::CONTENT_TYPE;
 use crate::runtime::http_serving::{self as serving, Body, text};
 use crate::runtime::shutdown::StopSignal;
+use crate::session::ActivationSet;
+use crate::session::Close;
 use crate::session::{HttpCaller, SessionServer};
+use crate::store::Event;
+use crate::store::Shared;
+use crate::store::Store;
+use crate::store::events::SharedEvents;
 use crate::supervisor::{GatherMetrics, OpenSession, Readiness, Supervisor};
 
 /// How long a client may take to send a request's body.
@@ -84,9 +93,9 @@ struct Inner {
     tls: Option<tls::Tls>,
     stop: StopSignal,
     /// The web console, served under `/ui`.
-    console: crate::console::Console,
+    console: Console,
     /// The shared store, when instances share sessions through Redis.
-    shared: Option<Arc<crate::store::Shared>>,
+    shared: Option<Arc<Shared>>,
 }
 
 /// Starts serving on the bound listeners.
@@ -95,8 +104,8 @@ pub fn serve(
     supervisor: Addr<Supervisor>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     stop: StopSignal,
-    console: crate::console::Console,
-    store: crate::store::Store,
+    console: Console,
+    store: Store,
 ) -> McpEndpoint {
     let listening = bound.addrs();
     let loopback = bound.loopback();
@@ -112,12 +121,9 @@ pub fn serve(
     let opts_max = max_message_bytes;
     let auth = Arc::new(Authenticator::new(settings.auth.is_some(), jwt.clone()));
     let registry = Arc::new(Registry::default());
-    let events = store.shared().map(|s| {
-        Arc::new(crate::store::events::SharedEvents::new(
-            s.clone(),
-            settings.session_timeout_s,
-        ))
-    });
+    let events = store
+        .shared()
+        .map(|s| Arc::new(SharedEvents::new(s.clone(), settings.session_timeout_s)));
     let mut local = LocalSessionManager::default();
     if let Some(events) = &events {
         local = local.with_event_store(events.clone());
@@ -382,7 +388,7 @@ impl McpEndpoint {
         if let Err(why) = origin::check_origin(origin, &self.0.origins) {
             return text(StatusCode::FORBIDDEN, format!("forbidden: {why}"));
         }
-        let reached = crate::console::ReachedThrough {
+        let reached = ReachedThrough {
             secure: self.0.tls.is_some(),
             auth: Some(self.0.auth.clone()),
         };
@@ -645,7 +651,7 @@ impl McpEndpoint {
         let body = crate::metrics::metrics().render(&gathered);
         Response::builder()
             .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)
+            .header(header::CONTENT_TYPE, CONTENT_TYPE)
             .body(Full::new(Bytes::from(body)).boxed())
             .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
     }
@@ -691,7 +697,7 @@ impl McpEndpoint {
             let prepared = restoring.unwrap_or_else(Prepared::none);
             let (mut response, unused) = prepared.run(self.0.mcp.handle(req)).await;
             if let Some(session) = unused {
-                session.do_send(crate::session::Close);
+                session.do_send(Close);
             }
             if delete && response.status() == StatusCode::ACCEPTED {
                 // Ended, nothing to say: what clients expect of a DELETE.
@@ -741,7 +747,7 @@ impl McpEndpoint {
             // Ended here for every instance: nothing to restore.
             let _ = shared.session_delete(id).await;
             shared
-                .publish(crate::store::Event::SessionEnded { id: id.to_string() })
+                .publish(Event::SessionEnded { id: id.to_string() })
                 .await;
             return Err(Response::builder()
                 .status(StatusCode::NO_CONTENT)
@@ -876,7 +882,7 @@ impl McpEndpoint {
         let request = Request::from_parts(parts, Full::new(bytes.clone()));
         let (response, unused) = prepared.run(self.0.mcp.handle(request)).await;
         if let Some(session) = unused {
-            session.do_send(crate::session::Close);
+            session.do_send(Close);
         }
         if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             // The content type was checked above: rmcp could not read the
@@ -908,7 +914,7 @@ impl McpEndpoint {
         &self,
         who: &Identity,
         era: evo_proto::ctl::SessionEra,
-        shared: Option<(String, crate::session::ActivationSet)>,
+        shared: Option<(String, ActivationSet)>,
     ) -> Result<SessionServer, Response<Body>> {
         let (name, activated) = shared.unzip();
         let opened = self

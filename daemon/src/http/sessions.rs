@@ -33,7 +33,14 @@ use rmcp::transport::streamable_http_server::session::{
 use std::time::{Duration, Instant};
 
 use crate::auth::check::Identity;
+use crate::session::SessionView;
 use crate::session::{self, Session, SessionServer};
+use crate::store::Event;
+use crate::store::Shared;
+use crate::store::events::SharedEvents;
+use crate::store::sessions::SessionRecord;
+use crate::supervisor::ShareSession;
+use crate::supervisor::Supervisor;
 
 /// What the front prepared for the request rmcp is handling in this task.
 pub struct Prepared {
@@ -48,7 +55,7 @@ pub struct Prepared {
     /// there (so rmcp's `load` costs no second round trip).
     restoring: RefCell<Option<(String, SessionState)>>,
     /// The opening session's view, named after the id rmcp creates.
-    view: RefCell<Option<crate::session::SessionView>>,
+    view: RefCell<Option<SessionView>>,
 }
 
 tokio::task_local! {
@@ -273,10 +280,10 @@ pub struct TrackedSessions {
     pub registry: Arc<Registry>,
     /// With the shared store: each session's activations are kept there
     /// under its id (the Supervisor names the session after it).
-    pub share_with: Option<Addr<crate::supervisor::Supervisor>>,
+    pub share_with: Option<Addr<Supervisor>>,
     /// With the shared store: the SSE events of every stream (also
     /// `inner`'s event store), for resumption on any instance.
-    pub events: Option<Arc<crate::store::events::SharedEvents>>,
+    pub events: Option<Arc<SharedEvents>>,
 }
 
 impl SessionManager for TrackedSessions {
@@ -293,7 +300,7 @@ impl SessionManager for TrackedSessions {
                     events.shared().breaker_begun(&id);
                 }
                 if let Some(supervisor) = &self.share_with {
-                    supervisor.do_send(crate::supervisor::ShareSession {
+                    supervisor.do_send(ShareSession {
                         session: session.clone(),
                         name: id.to_string(),
                     });
@@ -416,7 +423,7 @@ impl SessionManager for TrackedSessions {
 /// rmcp's session store on the shared store: what another instance needs
 /// to serve a session this one opened. See the module docs.
 pub struct SharedSessions {
-    pub shared: Arc<crate::store::Shared>,
+    pub shared: Arc<Shared>,
     pub registry: Arc<Registry>,
     pub ttl_s: u64,
 }
@@ -444,7 +451,7 @@ impl SessionStore for SharedSessions {
         let Some(owner) = self.registry.owner_of(session_id) else {
             return Ok(());
         };
-        let record = crate::store::sessions::SessionRecord {
+        let record = SessionRecord {
             owner,
             state: state.clone(),
         };
@@ -457,7 +464,7 @@ impl SessionStore for SharedSessions {
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
         self.shared.session_delete(session_id).await?;
         self.shared
-            .publish(crate::store::Event::SessionEnded {
+            .publish(Event::SessionEnded {
                 id: session_id.to_string(),
             })
             .await;

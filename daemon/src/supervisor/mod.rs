@@ -30,6 +30,37 @@ mod sessions;
 mod shared_store;
 mod tokens;
 pub mod watch;
+use crate::auth::tokens::TokenTable;
+use crate::catalog::CachedTools;
+use crate::catalog::ChildLog;
+use crate::catalog::SetPermissions;
+use crate::catalog::SetProfiles;
+use crate::catalog::SubscribeLogs;
+use crate::catalog::cache;
+use crate::catalog::cache::CachedServer;
+use crate::catalog::refresher::FlushNow;
+use crate::catalog::refresher::PersistProfiles;
+use crate::catalog::refresher::Refresher;
+use crate::catalog::refresher::Revalidate;
+use crate::child::link::ServerState;
+use crate::config::Limits;
+use crate::metrics::Gathered;
+use crate::names;
+use crate::oauth::store;
+use crate::policy::approvals::ApprovalBook;
+use crate::policy::approvals::Gate;
+use crate::policy::permissions::PermissionEnv;
+use crate::policy::permissions::Permissions;
+use crate::policy::profiles::PROFILES_FILE;
+use crate::policy::profiles::ProfileBook;
+use crate::policy::profiles::SavedProfiles;
+use crate::search::embedder::Configure;
+use crate::search::embedder::Embedder;
+use crate::search::embedder::SemanticView;
+use crate::store::Event;
+use crate::store::Store;
+use crate::store::instances::PUBLISH_EVERY;
+use crate::store::redis::OP_TIMEOUT;
 pub use requests::Ctl;
 pub use sessions::{OpenSession, OpenedSession, Refused, SaveNamed, SessionClosed};
 pub use shared_store::ShareSession;
@@ -49,7 +80,7 @@ pub struct DaemonOptions {
     /// The listener came from systemd, which owns the socket file.
     pub socket_activated: bool,
     /// Where shared state lives (files, or Redis with `store.redis_url`).
-    pub store: crate::store::Store,
+    pub store: Store,
     /// What open consoles hear of evod (handed on to sessions and children).
     pub events: EventBus,
 }
@@ -83,21 +114,21 @@ pub struct Supervisor {
     opts: DaemonOptions,
     config: Config,
     config_error: Option<String>,
-    permissions: Arc<crate::policy::permissions::Permissions>,
+    permissions: Arc<Permissions>,
     permissions_error: Option<String>,
     /// Whether a permissions file (or its absence) ever loaded: until one
     /// does, an unusable file denies everything.
     permissions_loaded: bool,
-    approvals: crate::policy::approvals::ApprovalBook,
+    approvals: ApprovalBook,
     children: Vec<ChildHandle>,
     catalog: Addr<Catalog>,
     /// Children starting at once (`limits.max_concurrent_starts`).
     gate: Arc<child::StartGate>,
-    refresher: Addr<crate::catalog::refresher::Refresher>,
+    refresher: Addr<Refresher>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// The semantic search stage: the Embedder and what it publishes.
-    embedder: Addr<crate::search::embedder::Embedder>,
-    semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
+    embedder: Addr<Embedder>,
+    semantic: Arc<ArcSwap<SemanticView>>,
     sessions: HashMap<String, SessionEntry>,
     /// Activations of named sessions, kept across reconnects and restarts.
     named: BTreeMap<String, ActivationSet>,
@@ -107,11 +138,11 @@ pub struct Supervisor {
     /// This actor's own address (for what finishes off its thread).
     me: Option<Addr<Supervisor>>,
     /// Profiles in force: the config's, with a person's run-time changes.
-    profiles: crate::policy::profiles::ProfileBook,
+    profiles: ProfileBook,
     /// Every run-time change to profiles as saved in the cache directory,
     /// kept for profiles the config does not define (now), so taking one
     /// out of the config and back loses nothing.
-    saved_profiles: crate::policy::profiles::SavedProfiles,
+    saved_profiles: SavedProfiles,
     next_session: u64,
     started: Instant,
     shutting_down: bool,
@@ -124,7 +155,7 @@ pub struct Supervisor {
     /// The HTTP endpoint, when evod serves `serve.http`.
     endpoint: Option<EndpointControl>,
     /// The API tokens for the HTTP endpoint, as last read or written.
-    tokens: Arc<crate::auth::tokens::TokenTable>,
+    tokens: Arc<TokenTable>,
     /// Why the tokens file could not be read, when it could not.
     tokens_error: Option<String>,
     /// The API tokens in force came from the shared store (else, with one,
@@ -136,8 +167,8 @@ pub struct Supervisor {
 
 /// The semantic search stage the Supervisor configures and sessions read.
 pub struct SearchStage {
-    pub embedder: Addr<crate::search::embedder::Embedder>,
-    pub view: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
+    pub embedder: Addr<Embedder>,
+    pub view: Arc<ArcSwap<SemanticView>>,
 }
 
 impl Supervisor {
@@ -150,7 +181,7 @@ impl Supervisor {
             .unwrap_or(std::path::Path::new("."));
         let settings = self.config.search.clone();
         let model_dir = settings.model_dir(config_dir, &self.opts.cache_dir);
-        self.embedder.do_send(crate::search::embedder::Configure {
+        self.embedder.do_send(Configure {
             settings,
             model_dir,
         });
@@ -159,7 +190,7 @@ impl Supervisor {
     pub fn new(
         opts: DaemonOptions,
         catalog: Addr<Catalog>,
-        refresher: Addr<crate::catalog::refresher::Refresher>,
+        refresher: Addr<Refresher>,
         snapshot: Arc<ArcSwap<Snapshot>>,
         search: SearchStage,
         stop: StopSignal,
@@ -170,7 +201,7 @@ impl Supervisor {
         } else {
             (
                 load_named_sessions(&named_sessions_path(&opts)),
-                load_saved_profiles(&opts.cache_dir.join(crate::policy::profiles::PROFILES_FILE)),
+                load_saved_profiles(&opts.cache_dir.join(PROFILES_FILE)),
             )
         };
         Supervisor {
@@ -230,8 +261,8 @@ impl Supervisor {
     /// force, and at start, when none are, denies every tool until it is
     /// fixed. Returns whether they changed.
     fn load_permissions(&mut self) -> Result<bool, String> {
-        let env = crate::policy::permissions::PermissionEnv::from_process();
-        match crate::policy::permissions::Permissions::load(&self.opts.permissions_path, &env) {
+        let env = PermissionEnv::from_process();
+        match Permissions::load(&self.opts.permissions_path, &env) {
             Ok(p) => {
                 for w in p.warnings() {
                     tracing::warn!(permissions = %self.opts.permissions_path.display(), "{w}");
@@ -244,7 +275,7 @@ impl Supervisor {
                 tracing::info!(role = ?p.active_role(), "permissions loaded");
                 self.permissions = Arc::new(p);
                 self.catalog
-                    .do_send(crate::catalog::SetPermissions(self.permissions.clone()));
+                    .do_send(SetPermissions(self.permissions.clone()));
                 Ok(true)
             }
             Err(e) => {
@@ -252,10 +283,9 @@ impl Supervisor {
                 self.permissions_error = Some(msg.clone());
                 if !self.permissions_loaded {
                     tracing::error!("{msg}; denying every tool until the file is fixed");
-                    self.permissions =
-                        Arc::new(crate::policy::permissions::Permissions::unusable(&msg));
+                    self.permissions = Arc::new(Permissions::unusable(&msg));
                     self.catalog
-                        .do_send(crate::catalog::SetPermissions(self.permissions.clone()));
+                        .do_send(SetPermissions(self.permissions.clone()));
                     return Err(format!("{msg}; every tool is denied until it is fixed"));
                 }
                 tracing::error!("{msg}; keeping the permissions in force");
@@ -268,7 +298,7 @@ impl Supervisor {
     /// matching config hash is listed from the cache at once and its child
     /// is not spawned until a call needs it (lazy start); a stale entry is
     /// re-discovered in the background.
-    fn start_children(&mut self, mut cache: HashMap<String, crate::catalog::cache::CachedServer>) {
+    fn start_children(&mut self, mut cache: HashMap<String, CachedServer>) {
         let max_age = self.config.cache.max_age();
         let around = self.surroundings(&self.config.limits);
         let mut cached = HashMap::new();
@@ -291,7 +321,7 @@ impl Supervisor {
                 }
                 cached.insert(
                     spec.id.clone(),
-                    crate::catalog::CachedTools {
+                    CachedTools {
                         tools: c.tools,
                         offered: c.offered,
                         fetched_at,
@@ -302,8 +332,7 @@ impl Supervisor {
         }
         self.send_servers(cached, HashMap::new());
         if !stale.is_empty() {
-            self.refresher
-                .do_send(crate::catalog::refresher::Revalidate(stale));
+            self.refresher.do_send(Revalidate(stale));
         }
     }
 
@@ -327,7 +356,7 @@ impl Supervisor {
 
     /// What the children launched under `limits` share; the start gate
     /// takes the (possibly new) limit.
-    fn surroundings(&self, limits: &crate::config::Limits) -> child::SharedByChildren {
+    fn surroundings(&self, limits: &Limits) -> child::SharedByChildren {
         self.gate.set_limit(limits.max_concurrent_starts);
         child::SharedByChildren {
             catalog: self.catalog.clone(),
@@ -397,7 +426,7 @@ impl Supervisor {
                     );
                     h.addr.do_send(child::Retune(spec.clone()));
                     // "Failed until reload or refresh": a reload retries it.
-                    if h.link.state() == crate::child::link::ServerState::Failed {
+                    if h.link.state() == ServerState::Failed {
                         h.addr.do_send(child::Restart);
                         report.restarted.push(spec.id.clone());
                     }
@@ -423,7 +452,7 @@ impl Supervisor {
                             .push(format!("{} (was {})", spec.id, h.spec.id));
                         h.addr.do_send(child::Shutdown);
                         // A remote server keeps its OAuth tokens under its new id.
-                        crate::oauth::store::rename(&h.spec.id, &spec.id);
+                        store::rename(&h.spec.id, &spec.id);
                     }
                     let (addr, link) = launch(&spec);
                     next.push(ChildHandle { spec, addr, link });
@@ -448,7 +477,7 @@ impl Supervisor {
             });
             match new_spec {
                 Some(h) => {
-                    let name = crate::names::exposed_name(&h.spec.prefix, &e.upstream);
+                    let name = names::exposed_name(&h.spec.prefix, &e.upstream);
                     if name != e.name {
                         remap.insert(e.name.clone(), name);
                     }
@@ -491,11 +520,7 @@ impl Supervisor {
     }
 
     /// Tells the Catalog the servers now configured, in config order.
-    fn send_servers(
-        &self,
-        cached: HashMap<String, crate::catalog::CachedTools>,
-        renamed: HashMap<String, String>,
-    ) {
+    fn send_servers(&self, cached: HashMap<String, CachedTools>, renamed: HashMap<String, String>) {
         self.catalog.do_send(SetServers {
             servers: self
                 .children
@@ -538,12 +563,11 @@ impl Supervisor {
     /// which resolves them into every snapshot (sessions using a changed
     /// one hear list_changed).
     fn apply_profiles(&mut self) {
-        let book =
-            crate::policy::profiles::ProfileBook::new(&self.config.profiles, &self.saved_profiles);
+        let book = ProfileBook::new(&self.config.profiles, &self.saved_profiles);
         if book != self.profiles {
             self.profiles = book;
             self.catalog
-                .do_send(crate::catalog::SetProfiles(Arc::new(self.profiles.clone())));
+                .do_send(SetProfiles(Arc::new(self.profiles.clone())));
         }
     }
 
@@ -562,7 +586,7 @@ impl Supervisor {
                 self.save_profiles();
             }
             self.catalog
-                .do_send(crate::catalog::SetProfiles(Arc::new(self.profiles.clone())));
+                .do_send(SetProfiles(Arc::new(self.profiles.clone())));
         }
         changed
     }
@@ -576,14 +600,12 @@ impl Supervisor {
                         tracing::error!(profile = %name, "profile changes not written to the store: {e}");
                     }
                 }
-                shared.publish(crate::store::Event::Profiles).await;
+                shared.publish(Event::Profiles).await;
             });
             return;
         }
         self.refresher
-            .do_send(crate::catalog::refresher::PersistProfiles(
-                self.saved_profiles.clone(),
-            ));
+            .do_send(PersistProfiles(self.saved_profiles.clone()));
     }
 
     /// Live sessions using `profile`.
@@ -610,7 +632,7 @@ fn load_named_sessions(path: &std::path::Path) -> BTreeMap<String, ActivationSet
     }
 }
 
-fn load_saved_profiles(path: &std::path::Path) -> crate::policy::profiles::SavedProfiles {
+fn load_saved_profiles(path: &std::path::Path) -> SavedProfiles {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
             tracing::warn!(path = %path.display(), error = %e, "saved profile changes are unreadable; starting from the config's profiles (the file is replaced at the next change)");
@@ -626,21 +648,19 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.catalog.do_send(Subscribe(ctx.address().recipient()));
         self.catalog
-            .do_send(crate::catalog::SubscribeLogs(ctx.address().recipient()));
+            .do_send(SubscribeLogs(ctx.address().recipient()));
         self.catalog
             .do_send(Subscribe(self.embedder.clone().recipient()));
         self.me = Some(ctx.address());
         if let Some(shared) = self.opts.store.shared() {
             shared.set_listener(ctx.address().recipient());
-            ctx.run_interval(crate::store::instances::PUBLISH_EVERY, |act, _| {
-                act.publish_sessions()
-            });
+            ctx.run_interval(PUBLISH_EVERY, |act, _| act.publish_sessions());
         }
         self.load_config();
         self.configure_search();
         let _ = self.load_permissions();
         self.reload_tokens();
-        let file = crate::catalog::cache::load_cache(&self.opts.cache_dir);
+        let file = cache::load_cache(&self.opts.cache_dir);
         let Some(shared) = self.opts.store.shared().cloned() else {
             self.start_children(file);
             self.watch_files(ctx);
@@ -656,7 +676,7 @@ impl Actor for Supervisor {
         // else is handled, so the first session sees it.
         ctx.wait(
             async move {
-                shared.wait_connected(crate::store::redis::OP_TIMEOUT).await;
+                shared.wait_connected(OP_TIMEOUT).await;
                 shared.catalog_get(&wanted).await
             }
             .into_actor(self)
@@ -733,7 +753,7 @@ impl Handler<Readiness> for Supervisor {
 pub struct GatherMetrics;
 
 impl Handler<GatherMetrics> for Supervisor {
-    type Result = ResponseFuture<crate::metrics::Gathered>;
+    type Result = ResponseFuture<Gathered>;
     fn handle(&mut self, _: GatherMetrics, _: &mut Context<Self>) -> Self::Result {
         use evo_proto::ctl::SessionEra;
         let sessions = self
@@ -765,7 +785,7 @@ impl Handler<GatherMetrics> for Supervisor {
                     restarts.push((id, st.restarts));
                 }
             }
-            crate::metrics::Gathered {
+            Gathered {
                 sessions,
                 children: states,
                 restarts,
@@ -774,9 +794,9 @@ impl Handler<GatherMetrics> for Supervisor {
     }
 }
 
-impl Handler<crate::catalog::ChildLog> for Supervisor {
+impl Handler<ChildLog> for Supervisor {
     type Result = ();
-    fn handle(&mut self, msg: crate::catalog::ChildLog, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: ChildLog, _: &mut Context<Self>) {
         for s in self.sessions.values() {
             s.addr.do_send(msg.clone());
         }
@@ -823,13 +843,9 @@ impl Handler<CheckApproval> for Supervisor {
 }
 
 /// Logs a held call and tells open consoles the approvals changed.
-pub(crate) fn log_held(
-    events: &EventBus,
-    msg: &CheckApproval,
-    gate: &crate::policy::approvals::Gate,
-) {
+pub(crate) fn log_held(events: &EventBus, msg: &CheckApproval, gate: &Gate) {
     events.changed(Topic::Approvals);
-    if let crate::policy::approvals::Gate::Pending(id) = gate {
+    if let Gate::Pending(id) = gate {
         tracing::warn!(id = %id, tool = %msg.tool, identity = msg.identity.as_deref().unwrap_or(evo_proto::ctl::LOCAL_IDENTITY), "call held for approval: run `evoctl approve {id}` or `evoctl deny {id}`");
     }
 }
@@ -872,7 +888,7 @@ impl Handler<Shutdown> for Supervisor {
         Box::pin(
             async move {
                 futures::future::join_all(stops).await;
-                let _ = refresher.send(crate::catalog::refresher::FlushNow).await;
+                let _ = refresher.send(FlushNow).await;
                 // Let answers to calls that failed with the children reach
                 // their sessions, then end the sessions (each says goodbye).
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;

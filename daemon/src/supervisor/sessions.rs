@@ -8,9 +8,12 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 
 use super::{SessionEntry, Supervisor};
+use crate::catalog::refresher::PersistNamed;
 use crate::config::DiscoveryMode;
 use crate::console::events::{EventBus, Topic};
+use crate::search::embedder::SemanticView;
 use crate::session::{self, ActivationSet, Session};
+use crate::store::Shared;
 
 impl Supervisor {
     /// The mode for a new session, strongest first: `evoctl shim --mode`,
@@ -38,8 +41,7 @@ impl Supervisor {
     }
 
     pub(super) fn save_named(&self) {
-        self.refresher
-            .do_send(crate::catalog::refresher::PersistNamed(self.named.clone()));
+        self.refresher.do_send(PersistNamed(self.named.clone()));
     }
 }
 
@@ -88,7 +90,7 @@ pub struct OpenedSession {
     pub addr: Addr<Session>,
     pub view: session::SessionView,
     pub search_limit: usize,
-    pub semantic: Arc<ArcSwap<crate::search::embedder::SemanticView>>,
+    pub semantic: Arc<ArcSwap<SemanticView>>,
     pub instructions_budget: usize,
     pub max_message_bytes: usize,
     /// The permissions role of its HTTP identity (`None`: `active_role`).
@@ -96,7 +98,7 @@ pub struct OpenedSession {
     /// Its HTTP identity (`None`: the local owner).
     pub identity: Option<String>,
     /// The shared store, for the per-session state kept there.
-    pub shared: Option<Arc<crate::store::Shared>>,
+    pub shared: Option<Arc<Shared>>,
     pub events: EventBus,
 }
 

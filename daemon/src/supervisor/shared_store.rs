@@ -5,7 +5,9 @@
 use actix::prelude::*;
 
 use super::Supervisor;
+use crate::config::serve::DEFAULT_SESSION_TIMEOUT_S;
 use crate::console::events::Topic;
+use crate::policy::profiles::Changes;
 use crate::session::{self, Session};
 
 impl Supervisor {
@@ -30,9 +32,7 @@ impl Supervisor {
                     .serve
                     .http
                     .as_ref()
-                    .map_or(crate::config::serve::DEFAULT_SESSION_TIMEOUT_S, |h| {
-                        h.session_timeout_s
-                    })
+                    .map_or(DEFAULT_SESSION_TIMEOUT_S, |h| h.session_timeout_s)
             });
         self.unsynced.activations.remove(&name);
         let key = name.clone();
@@ -63,7 +63,7 @@ impl Supervisor {
             return;
         };
         let names = std::mem::take(&mut self.unsynced.profiles);
-        let changes: Vec<(String, Option<crate::policy::profiles::Changes>)> = names
+        let changes: Vec<(String, Option<Changes>)> = names
             .into_iter()
             .map(|n| {
                 let c = self.saved_profiles.profiles.get(&n).cloned();

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::Supervisor;
+use crate::auth::tokens::TokenTable;
 use crate::config;
+use crate::store::StoreError;
 
 impl Supervisor {
     /// The tokens file in force: `serve.http.auth.tokens_file`, else
@@ -36,7 +38,7 @@ impl Supervisor {
 
     pub(super) fn load_tokens_file(&mut self) {
         let path = self.tokens_path();
-        match crate::auth::tokens::TokenTable::load(&path) {
+        match TokenTable::load(&path) {
             Ok(table) => {
                 self.tokens_error = None;
                 if table != *self.tokens {
@@ -52,7 +54,7 @@ impl Supervisor {
 
     /// Puts `table` in force: the front accepts its tokens from the next
     /// request on, and the sessions of tokens it lacks end.
-    pub(super) fn set_tokens(&mut self, table: crate::auth::tokens::TokenTable) {
+    pub(super) fn set_tokens(&mut self, table: TokenTable) {
         let table = Arc::new(table);
         if let Some(endpoint) = &self.endpoint {
             endpoint.set_tokens(table.clone());
@@ -76,13 +78,10 @@ impl Supervisor {
         );
     }
 
-    pub(super) fn apply_shared_tokens(
-        &mut self,
-        got: Result<Vec<String>, crate::store::StoreError>,
-    ) {
+    pub(super) fn apply_shared_tokens(&mut self, got: Result<Vec<String>, StoreError>) {
         let table = got
             .map_err(|e| e.to_string())
-            .and_then(|records| crate::auth::tokens::TokenTable::from_records(&records));
+            .and_then(|records| TokenTable::from_records(&records));
         match table {
             Ok(table) => {
                 self.tokens_error = None;

@@ -6,6 +6,8 @@ use actix::prelude::*;
 use evo_proto::ctl::{self, CtlReply, ErrorKind, Reply};
 
 use crate::console::events::Topic;
+use crate::policy::approvals::Approval;
+use crate::store::Event;
 use crate::supervisor::Supervisor;
 
 impl Supervisor {
@@ -37,9 +39,7 @@ impl Supervisor {
             return Box::pin(async move {
                 let decided = shared.approval_decide(&id, approve).await;
                 if decided.is_ok() {
-                    shared
-                        .publish(crate::store::Event::Approval { id: id.clone() })
-                        .await;
+                    shared.publish(Event::Approval { id: id.clone() }).await;
                 }
                 approvals_changed();
                 answer(decided)
@@ -56,7 +56,7 @@ impl Supervisor {
     /// `evoctl approvals`: the held calls of this instance, or of every
     /// instance (from the shared store).
     pub(super) fn pending_approvals(&mut self) -> ResponseFuture<CtlReply> {
-        let row = |a: crate::policy::approvals::Approval, age_s: u64| ctl::PendingApproval {
+        let row = |a: Approval, age_s: u64| ctl::PendingApproval {
             age_s,
             id: a.id,
             tool: a.tool,

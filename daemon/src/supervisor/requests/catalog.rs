@@ -7,8 +7,16 @@ use std::time::Instant;
 use actix::prelude::*;
 use evo_proto::ctl::{self, CtlReply, ErrorKind, Reply};
 
+use crate::catalog::Catalog;
+use crate::catalog::IntegrityRefusal;
+use crate::error_text;
+use crate::metrics;
+use crate::schema;
+use crate::schema::example;
 use crate::search;
+use crate::search::embedder;
 use crate::session;
+use crate::session::disclosure;
 use crate::supervisor::Supervisor;
 
 impl Supervisor {
@@ -64,7 +72,7 @@ impl Supervisor {
                     name: p.name.clone(),
                     server: p.server.id.clone(),
                     upstream: p.upstream.clone(),
-                    summary: crate::schema::summary(p.prompt.description.as_deref()),
+                    summary: schema::summary(p.prompt.description.as_deref()),
                     arguments: p
                         .prompt
                         .arguments
@@ -110,7 +118,7 @@ impl Supervisor {
                         format!(
                             "server '{}' could not read '{uri}': {}",
                             server.id,
-                            crate::error_text::readable_error(&e)
+                            error_text::readable_error(&e)
                         ),
                     );
                 }
@@ -179,9 +187,8 @@ impl Supervisor {
             .clamp(1, search::MAX_LIMIT);
         Box::pin(async move {
             let started = Instant::now();
-            let outcome =
-                crate::search::embedder::search(&semantic, &snapshot, &query, limit, None).await;
-            crate::metrics::metrics().search(started.elapsed());
+            let outcome = embedder::search(&semantic, &snapshot, &query, limit, None).await;
+            metrics::metrics().search(started.elapsed());
             let round = |x: f32| (x as f64 * 1000.0).round() / 1000.0;
             CtlReply::data(Reply::Search(ctl::SearchResults {
                 query,
@@ -217,9 +224,9 @@ impl Supervisor {
         reply: fn(R) -> Reply,
     ) -> ResponseFuture<CtlReply>
     where
-        M: Message<Result = Result<R, crate::catalog::IntegrityRefusal>> + Send + 'static,
+        M: Message<Result = Result<R, IntegrityRefusal>> + Send + 'static,
         R: Send + 'static,
-        crate::catalog::Catalog: Handler<M>,
+        Catalog: Handler<M>,
     {
         let asked = self.catalog.send(msg);
         Box::pin(async move {
@@ -249,9 +256,9 @@ impl Supervisor {
                 input_schema: (*e.tool.input_schema).clone(),
                 example: ctl::ExampleCall {
                     name: e.name.clone(),
-                    arguments: crate::schema::example::example_arguments(&e.tool.input_schema),
+                    arguments: example::example_arguments(&e.tool.input_schema),
                 },
-                text: crate::session::disclosure::describe_tool(e),
+                text: disclosure::describe_tool(e),
             })),
             None => CtlReply::error(
                 ErrorKind::UnknownTool,
@@ -266,6 +273,6 @@ impl Supervisor {
     /// `evoctl docs`.
     pub(super) fn docs(&self) -> CtlReply {
         let snapshot = self.snapshot.load_full();
-        CtlReply::data(Reply::Docs(crate::session::disclosure::docs(&snapshot)))
+        CtlReply::data(Reply::Docs(disclosure::docs(&snapshot)))
     }
 }

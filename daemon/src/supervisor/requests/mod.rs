@@ -13,6 +13,8 @@ mod tokens;
 use actix::prelude::*;
 use evo_proto::ctl::{CtlReply, CtlRequest, ErrorKind, Reply};
 
+use crate::catalog::DiffTools;
+use crate::catalog::TrustTools;
 use crate::supervisor::Supervisor;
 
 /// A control request from `evoctl`.
@@ -56,10 +58,10 @@ impl Handler<Ctl> for Supervisor {
             CtlRequest::Approvals => self.pending_approvals(),
             CtlRequest::Reload => ready(self.reload_on_request(ctx)),
             CtlRequest::Diff { server, tool } => {
-                self.ask_catalog(crate::catalog::DiffTools { server, tool }, Reply::Diff)
+                self.ask_catalog(DiffTools { server, tool }, Reply::Diff)
             }
             CtlRequest::Trust { server, tool } => {
-                self.ask_catalog(crate::catalog::TrustTools { server, tool }, Reply::Action)
+                self.ask_catalog(TrustTools { server, tool }, Reply::Action)
             }
             req @ (CtlRequest::TokenCreate { .. }
             | CtlRequest::TokenList

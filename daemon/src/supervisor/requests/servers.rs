@@ -8,10 +8,16 @@ use actix::prelude::*;
 use evo_proto::ctl::{self, CtlReply, ErrorKind, Reply};
 
 use super::{ready, unknown_server};
+use crate::VERSION;
 use crate::auth::endpoint::EndpointControl;
 use crate::catalog::CatalogStatus;
+use crate::catalog::IntegrityStatus;
+use crate::catalog::ServerCatalogInfo;
+use crate::child::link::ServerState;
 use crate::child::{self, ChildServer};
 use crate::config::{self, ServerSpec};
+use crate::runtime::guard;
+use crate::search::embedder::SemanticView;
 use crate::supervisor::{ChildHandle, Shutdown, Supervisor};
 
 impl Supervisor {
@@ -66,12 +72,12 @@ impl Supervisor {
             path: permissions_path,
         };
         let daemon = ctl::DaemonInfo {
-            version: crate::VERSION.into(),
+            version: VERSION.into(),
             pid: std::process::id(),
             socket: self.opts.socket_path.display().to_string(),
             uptime_s: self.started.elapsed().as_secs(),
             tools: snapshot.tools.len(),
-            guard_error: crate::runtime::guard::problem(),
+            guard_error: guard::problem(),
         };
         Box::pin(async move {
             // Children first, then the catalog: a child is ready only once
@@ -81,10 +87,7 @@ impl Supervisor {
                 states.push(addr.send(child::GetStatus).await.ok());
             }
             let cat = catalog.send(CatalogStatus).await.unwrap_or_default();
-            let (integrity, quarantined) = catalog
-                .send(crate::catalog::IntegrityStatus)
-                .await
-                .unwrap_or_default();
+            let (integrity, quarantined) = catalog.send(IntegrityStatus).await.unwrap_or_default();
             let mut servers = Vec::new();
             for ((spec, _), st) in children.into_iter().zip(states) {
                 let info = cat.iter().find(|c| c.id == spec.id);
@@ -247,7 +250,7 @@ impl Supervisor {
 fn server_status(
     spec: &ServerSpec,
     st: Option<&child::ChildStatus>,
-    info: Option<&crate::catalog::ServerCatalogInfo>,
+    info: Option<&ServerCatalogInfo>,
 ) -> ctl::ServerStatus {
     ctl::ServerStatus {
         id: spec.id.clone(),
@@ -269,13 +272,7 @@ fn server_status(
             .map(|d| d.as_secs()),
         stderr_tail: st
             .as_ref()
-            .filter(|s| {
-                matches!(
-                    s.state,
-                    crate::child::link::ServerState::Failed
-                        | crate::child::link::ServerState::Restarting
-                )
-            })
+            .filter(|s| matches!(s.state, ServerState::Failed | ServerState::Restarting))
             .map(|s| s.stderr_tail.clone())
             .unwrap_or_default(),
         starting_s: st
@@ -300,7 +297,7 @@ fn file_warning(w: &config::ConfigWarning) -> ctl::FileWarning {
 }
 
 /// `status`'s `search`: the stages in force and the model's progress.
-fn search_status(view: &crate::search::embedder::SemanticView) -> ctl::SearchStatus {
+fn search_status(view: &SemanticView) -> ctl::SearchStatus {
     use crate::search::embedder::StageState;
     let (state, embedded, tools, error) = match &view.state {
         StageState::Off => ("off", 0, 0, None),

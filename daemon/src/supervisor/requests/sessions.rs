@@ -4,7 +4,13 @@
 use actix::prelude::*;
 use evo_proto::ctl::{self, CtlReply, ErrorKind, Reply};
 
+use crate::catalog::snapshot::Snapshot;
+use crate::catalog::snapshot::ToolEntry;
+use crate::schema;
+use crate::session::native_tools;
 use crate::session::{self, Session};
+use crate::store::Event;
+use crate::store::Shared;
 use crate::supervisor::{SessionEntry, Supervisor};
 
 /// A live session `evoctl` named, or the one it picked (the most recently
@@ -173,11 +179,11 @@ impl Supervisor {
                     format!("session {} closed", target.label()),
                 );
             };
-            let mut tools: Vec<ctl::ToolLine> = crate::session::native_tools::tools()
+            let mut tools: Vec<ctl::ToolLine> = native_tools::tools()
                 .iter()
                 .map(|t| ctl::ToolLine {
                     name: t.name.to_string(),
-                    summary: crate::schema::summary(t.description.as_deref()),
+                    summary: schema::summary(t.description.as_deref()),
                     domain: "evo".into(),
                     hot: true,
                     permission: Some("allow".into()),
@@ -236,10 +242,7 @@ impl Supervisor {
 
 /// A listed tool as `evoctl list` shows it, with its permission and the
 /// rule that decided it.
-fn tool_line(
-    snapshot: &crate::catalog::snapshot::Snapshot,
-    e: &crate::catalog::snapshot::ToolEntry,
-) -> ctl::ToolLine {
+fn tool_line(snapshot: &Snapshot, e: &ToolEntry) -> ctl::ToolLine {
     let decision = snapshot.decided.get(&e.name);
     ctl::ToolLine {
         name: e.name.clone(),
@@ -257,7 +260,7 @@ fn tool_line(
 /// instance holding it hears of it (the client's list_changed goes out
 /// from there). `None`: the store does not know the session either.
 async fn remote_set_active(
-    shared: &crate::store::Shared,
+    shared: &Shared,
     name: &str,
     tools: &[String],
     active: bool,
@@ -275,7 +278,7 @@ async fn remote_set_active(
     Some(match shared.activations_change(name, tools, active).await {
         Ok((changed, after)) => {
             shared
-                .publish(crate::store::Event::Activations {
+                .publish(Event::Activations {
                     name: name.to_string(),
                 })
                 .await;

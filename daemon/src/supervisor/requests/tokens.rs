@@ -7,6 +7,8 @@ use actix::prelude::*;
 use evo_proto::ctl::{self, CtlReply, CtlRequest, ErrorKind, Reply};
 
 use super::ready;
+use crate::auth::tokens::TokenTable;
+use crate::store::Event;
 use crate::supervisor::{RefreshTokens, Supervisor};
 
 impl Supervisor {
@@ -122,7 +124,7 @@ impl Supervisor {
             } => {
                 // The checks and the token of the file path, on a scratch
                 // table: the store decides whether the name is free.
-                let mut scratch = crate::auth::tokens::TokenTable::default();
+                let mut scratch = TokenTable::default();
                 if let Some(refused) = self.token_checks(&role, &profile) {
                     return Box::pin(std::future::ready(refused));
                 }
@@ -141,7 +143,7 @@ impl Supervisor {
                 Box::pin(async move {
                     match shared.token_add(&name, &record).await {
                         Ok(true) => {
-                            shared.publish(crate::store::Event::Tokens).await;
+                            shared.publish(Event::Tokens).await;
                             refresh().await;
                             tracing::info!(token = %name, role = ?role, profile = ?profile, "API token created (in the shared store)");
                             CtlReply::data(Reply::TokenCreated(ctl::TokenCreated {
@@ -166,7 +168,7 @@ impl Supervisor {
             CtlRequest::TokenRevoke { name } => Box::pin(async move {
                 match shared.token_remove(&name).await {
                     Ok(true) => {
-                        shared.publish(crate::store::Event::Tokens).await;
+                        shared.publish(Event::Tokens).await;
                         refresh().await;
                         tracing::info!(token = %name, "API token revoked (in the shared store)");
                         CtlReply::data(Reply::Action(ctl::ActionReport {
