@@ -7,11 +7,30 @@ use std::sync::Arc;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use clap::Parser;
+use evo_daemon::VERSION;
 use evo_daemon::catalog::Catalog;
 use evo_daemon::catalog::refresher::Refresher;
 use evo_daemon::catalog::snapshot::Snapshot;
 use evo_daemon::config::DiscoveryMode;
+use evo_daemon::console::Console;
+use evo_daemon::console::events::EventBus;
+use evo_daemon::console::listener::Loopback;
+use evo_daemon::console::logring::LogRing;
+use evo_daemon::control;
+use evo_daemon::http;
+use evo_daemon::http::HttpOptions;
+use evo_daemon::policy::integrity::PinBook;
+use evo_daemon::runtime::guard;
+use evo_daemon::runtime::guard::GUARD_ARG;
 use evo_daemon::runtime::shutdown::StopSignal;
+use evo_daemon::runtime::socket_activation::Inherited;
+use evo_daemon::search::embedder::Embedder;
+use evo_daemon::search::embedder::SemanticView;
+use evo_daemon::search::model;
+use evo_daemon::store::Store;
+use evo_daemon::supervisor::AttachConsole;
+use evo_daemon::supervisor::AttachEndpoint;
+use evo_daemon::supervisor::SearchStage;
 use evo_daemon::supervisor::{DaemonOptions, Shutdown, Supervisor};
 
 /// evod: one MCP endpoint for many MCP servers.
@@ -103,26 +122,6 @@ fn resolve(args: &Args, events: EventBus) -> Result<DaemonOptions, String> {
         events,
     })
 }
-
-use evo_daemon::VERSION;
-use evo_daemon::console::Console;
-use evo_daemon::console::events::EventBus;
-use evo_daemon::console::listener::Loopback;
-use evo_daemon::console::logring::LogRing;
-use evo_daemon::control;
-use evo_daemon::http;
-use evo_daemon::http::HttpOptions;
-use evo_daemon::policy::integrity::PinBook;
-use evo_daemon::runtime::guard;
-use evo_daemon::runtime::guard::GUARD_ARG;
-use evo_daemon::runtime::socket_activation::Inherited;
-use evo_daemon::search::embedder::Embedder;
-use evo_daemon::search::embedder::SemanticView;
-use evo_daemon::search::model;
-use evo_daemon::store::Store;
-use evo_daemon::supervisor::AttachConsole;
-use evo_daemon::supervisor::AttachEndpoint;
-use evo_daemon::supervisor::SearchStage;
 
 /// The HTTP endpoint's settings: the config's `serve.http`, with `--http`
 /// for its address (turning it on when the config has none), or what

@@ -21,9 +21,9 @@ pub mod snapshot;
 use crate::catalog::cache::CachedServer;
 use crate::catalog::refresher::Persist;
 use crate::catalog::refresher::PersistPins;
-use crate::catalog::resources::Held;
 use crate::catalog::resources::OfferKind;
 use crate::catalog::resources::Offered;
+use crate::catalog::resources::QuarantinedOffers;
 use crate::child::link::ServerLink;
 use crate::names;
 use crate::policy::integrity;
@@ -51,7 +51,7 @@ struct ServerSlot {
     offered: Offered,
     /// Offers whose definition changed since pinned (pin key → the fields
     /// that changed).
-    held_offers: Held,
+    held_offers: QuarantinedOffers,
 }
 
 /// The Catalog actor. See the module docs.

@@ -182,7 +182,14 @@ impl Offers {
     /// `held` is each server's quarantined offers (pin key → the fields
     /// that changed).
     pub fn build<'a>(
-        servers: impl Iterator<Item = (&'a ServerSpec, &'a Arc<ServerLink>, &'a Offered, &'a Held)>,
+        servers: impl Iterator<
+            Item = (
+                &'a ServerSpec,
+                &'a Arc<ServerLink>,
+                &'a Offered,
+                &'a QuarantinedOffers,
+            ),
+        >,
         permissions: &Permissions,
     ) -> Offers {
         let mut offers = Offers::default();
@@ -346,7 +353,7 @@ impl Offers {
 }
 
 /// A server's quarantined offers: pin key → the fields that changed.
-pub type Held = std::collections::BTreeMap<String, Vec<String>>;
+pub type QuarantinedOffers = std::collections::BTreeMap<String, Vec<String>>;
 
 /// The answer to a get or read of a quarantined offer: names the server,
 /// the offer and the fields that changed, never their new text (it is

@@ -28,11 +28,26 @@ use std::sync::Arc;
 
 use rmcp::model::Tool;
 
+use crate::catalog::resources::Offered;
+use crate::catalog::resources::Offers;
+use crate::catalog::resources::QuarantinedOffers;
 use crate::child::link::ServerLink;
+use crate::child::link::ServerState;
+use crate::config;
 use crate::config::ServerSpec;
 use crate::names;
+use crate::policy::permissions::Hints;
 use crate::policy::permissions::Permission;
+use crate::policy::permissions::Permissions;
+use crate::policy::profiles::Profile;
+use crate::policy::profiles::ProfileBook;
+use crate::policy::profiles::Resolved;
+use crate::repair::CompiledSchema;
 use crate::schema;
+use crate::session::native_tools::NAMES;
+use crate::session::native_tools::OWNER;
+use crate::session::tool_card;
+use crate::session::tool_card::CardSchema;
 
 /// One proxied tool as the catalog exposes it.
 pub struct ToolEntry {
@@ -564,24 +579,9 @@ pub struct ServerTools<'a> {
     pub offered: &'a Offered,
     /// Its quarantined prompts, resources and templates (pin key → the
     /// fields that changed).
-    pub held_offers: &'a Held,
+    pub held_offers: &'a QuarantinedOffers,
 }
 
-use crate::catalog::resources::Held;
-use crate::catalog::resources::Offered;
-use crate::catalog::resources::Offers;
-use crate::child::link::ServerState;
-use crate::config;
-use crate::policy::permissions::Hints;
-use crate::policy::permissions::Permissions;
-use crate::policy::profiles::Profile;
-use crate::policy::profiles::ProfileBook;
-use crate::policy::profiles::Resolved;
-use crate::repair::CompiledSchema;
-use crate::session::native_tools::NAMES;
-use crate::session::native_tools::OWNER;
-use crate::session::tool_card;
-use crate::session::tool_card::CardSchema;
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
 pub use evo_proto::ctl::ToolSource;
 
@@ -790,7 +790,7 @@ mod tests {
         (specs, links)
     }
 
-    /// Held offers are absent from the lists and refused by name or URI
+    /// QuarantinedOffers offers are absent from the lists and refused by name or URI
     /// (a URI only a held template matches included), and a later server
     /// listing the same URI does not take the reads meant for the first.
     #[test]
@@ -807,7 +807,7 @@ mod tests {
             ..Default::default()
         };
         let changed = vec!["description".to_string()];
-        let held: crate::catalog::resources::Held = [
+        let held: crate::catalog::resources::QuarantinedOffers = [
             "prompt:greet",
             "resource:fx://readme",
             "template:fx://echo/{t}",
@@ -815,7 +815,10 @@ mod tests {
         .iter()
         .map(|k| (k.to_string(), changed.clone()))
         .collect();
-        let (none, no_tools) = (crate::catalog::resources::Held::new(), BTreeMap::new());
+        let (none, no_tools) = (
+            crate::catalog::resources::QuarantinedOffers::new(),
+            BTreeMap::new(),
+        );
         let servers: Vec<ServerTools<'_>> = [(0, &held), (1, &none)]
             .into_iter()
             .map(|(i, held_offers)| ServerTools {

@@ -22,7 +22,7 @@ pub enum Topic {
     Servers,
     /// Sessions opened, closed, their activations.
     Sessions,
-    /// Held calls waiting, or decided.
+    /// QuarantinedOffers calls waiting, or decided.
     Approvals,
     /// The catalog (tools, quarantine, profiles' members).
     Catalog,

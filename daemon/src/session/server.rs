@@ -60,7 +60,7 @@ pub struct SessionServer {
     /// `None`: the role in force (`active_role`).
     pub role: Option<String>,
     /// That identity (`token:NAME`, `oauth:SUB`); `None`: the local owner.
-    /// Held calls are approved for it alone.
+    /// QuarantinedOffers calls are approved for it alone.
     pub identity: Option<String>,
     /// Where answers the socket transport sends unparsed are filed; `None`
     /// over HTTP.

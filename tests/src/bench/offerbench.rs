@@ -102,7 +102,7 @@ pub fn offer_benchmarks() {
             ..Default::default()
         })
         .collect();
-    let held = evo_daemon::catalog::resources::Held::new();
+    let held = evo_daemon::catalog::resources::QuarantinedOffers::new();
     let offers = Offers::build(
         specs
             .iter()

@@ -290,7 +290,7 @@ fn approval_round(
         json!({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                "params": {"name": "fx_echo", "arguments": {"text": text}}})
     };
-    // Held (retried while the store is away).
+    // QuarantinedOffers (retried while the store is away).
     let ap = loop {
         let (_, _, r, _) = balanced(ports, n, Some(id), &body(7000)).expect("held call answered");
         let t = r["result"]["content"][0]["text"]
