@@ -8,7 +8,8 @@
 //! Pure modules (values in, values out): [`config`], [`policy`], [`search`],
 //! [`repair`], [`schema`], [`names`]. Shared state: [`store`]. Credentials
 //! of HTTP callers: [`auth`]; evo's own logins to remote servers: [`oauth`].
-//! Process plumbing: [`runtime`]. Counters: [`metrics`].
+//! Process plumbing: [`runtime`]. Counters: [`metrics`]. Errors as a person
+//! reads them: [`error_text`].
 
 pub mod auth;
 pub mod catalog;
