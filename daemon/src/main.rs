@@ -221,9 +221,8 @@ fn main() -> std::process::ExitCode {
     // Actors run on the system thread; MCP I/O on one tokio worker. Measured
     // against 2 workers and a single thread for everything (evo-bench, see
     // docs/performance.md, "Threads and busy-poll"): one worker has the
-    // fewest cross-thread wakeups on the
-    // hot path while keeping actor work (snapshot builds, cache loads) off
-    // the sessions' I/O thread.
+    // fewest cross-thread wakeups on the hot path while keeping actor work
+    // (snapshot builds, cache loads) off the sessions' I/O thread.
     let system = System::with_tokio_rt(|| {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         builder.worker_threads(1).enable_all();
