@@ -2,6 +2,22 @@
 //! handshake, and hands an `mcp` connection to a new Session or serves `ctl`
 //! requests. Runs on the actor thread (sessions are actors); each session's
 //! MCP traffic then runs on the tokio worker threads.
+//!
+//! The daemon answers every `Hello` with one `Welcome` line (`ok`, `session_id`, `mode` or
+//! `error`), so the shim can report refusals. A connection must send its handshake line within 10
+//! s.
+//!
+//! A handed-over session's lifeline carries one line when evod ends the session itself (the client
+//! left, or evod stops: `{"bye":"session ended"}`); the shim then exits 0. A lifeline that closes
+//! without it means evod died: the shim says so on stderr and exits 3, so a client can tell a crash
+//! from an end. Stopping evod ends every session and waits (up to 2 s) for these goodbyes.
+//!
+//! The shim's `Hello` says `stdio: true` when its fds 0 and 1 are pipes or sockets (not a terminal
+//! or a file, which the daemon could not poll, and not with `EVO_SHIM_COPY=1`); evod's `Welcome`
+//! says `stdio: true`; the shim sends both descriptors over the control socket (`SCM_RIGHTS`, one
+//! marker byte; `evo_proto::fdpass`) and waits. evod serves the session on the client's own pipes
+//! (set non-blocking; the shim restores their mode when it exits) and keeps the control socket as
+//! the lifeline. Windows keeps the copying pump.
 
 use actix::prelude::*;
 use evo_proto::frame::{self, FrameError};

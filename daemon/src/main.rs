@@ -1,5 +1,13 @@
 //! `evod`: the evo daemon. Parses the command line, sets up logging, binds the
 //! control socket and starts the actors.
+//!
+//! The control socket is bound by `evo_proto::paths::listen`: a missing directory is created 0700,
+//! an existing one keeps its mode (`--socket /tmp/x.sock` must not lock others out of `/tmp`); the
+//! socket itself is 0600 and `control.rs` checks peers by uid. A path that exists and is not a
+//! socket is never replaced.
+//!
+//! `serve.http` is read and bound at start, before any actor starts, so a refusal or a port in use
+//! stops evod before a child runs; a reload that changes it says a restart is needed.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -223,9 +231,9 @@ fn main() -> std::process::ExitCode {
     guard::start();
     // Actors run on the system thread; MCP I/O on one tokio worker. Measured
     // against 2 workers and a single thread for everything (evo-bench, see
-    // ARCHITECTURE.md): one worker has the fewest cross-thread wakeups on the
-    // hot path while keeping actor work (snapshot builds, cache loads) off
-    // the sessions' I/O thread.
+    // docs/performance.md, "Threads and busy-poll"): one worker has the
+    // fewest cross-thread wakeups on the hot path while keeping actor work
+    // (snapshot builds, cache loads) off the sessions' I/O thread.
     let system = System::with_tokio_rt(|| {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         builder.worker_threads(1).enable_all();

@@ -1,6 +1,11 @@
 //! The catalog cache file (`catalog.json` in the cache directory): each
 //! server's last good tool list, so a daemon starts serving at once and
 //! children start lazily. Read at start, written by the Refresher.
+//!
+//! At start each server whose cache entry has its config hash is listed from the cache and starts
+//! `idle`; the first call starts it. Entries older than `cache.max_age_hours` are re-discovered in
+//! the background. Every discovery that changes a server's tools is persisted (debounced, atomic);
+//! a child that lists no tools never replaces a good list.
 
 use std::collections::HashMap;
 use std::path::Path;

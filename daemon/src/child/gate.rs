@@ -8,6 +8,14 @@
 //! its start ended); dropping it hands the slot to the next in line. A
 //! [`Ticket`] is a place in the line; dropping it leaves the line, and a
 //! slot it was handed but never took is passed on.
+//!
+//! Remote (HTTP) servers take no slot: connecting costs this machine nothing. A newcomer never
+//! passes the line, and a reload's new limit applies at once (raised) or as starts finish
+//! (lowered). `start_timeout_s` counts from the slot, not from the queue; a start that times out
+//! while others are starting is excused (`restarts.rs`). Status shows `queued` (`queue_position`, 1
+//! next) and `starting` (`starting_s`). Why the gate: with it open, children that each need a
+//! second of CPU all start at once, each becomes slower than rmcp's 10 s probe, and the set never
+//! converges (docs/performance.md, "Cold starts").
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};

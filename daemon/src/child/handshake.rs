@@ -1,6 +1,11 @@
 //! A child's MCP handshake, whatever its transport: what a start brings to it
 //! ([`Handshake`]), what it yields ([`Connected`]: the client and every page
 //! of the child's lists) and how it fails ([`StartError`]).
+//!
+//! A child lists its resources, templates and prompts right after its tools, each only if its
+//! capabilities say it has them (`list_offers`), and again on `resources/list_changed` or
+//! `prompts/list_changed` (`events.rs`; on its listen stream for a 2026-07-28 child). A child whose
+//! resources or prompts list fails keeps serving its tools; the failure is logged.
 
 use std::future::Future;
 use std::pin::Pin;

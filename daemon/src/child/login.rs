@@ -2,6 +2,14 @@
 //! run starts with, what a 401 means (a login needed, or wrong headers), and
 //! `evoctl login` / `logout` and a client's URL elicitation (one login flow,
 //! shared).
+//!
+//! A remote child's start that gets 401 (`StartError::Unauthorized`; for Streamable HTTP the
+//! challenge is kept by the `Authed` client wrapper, since rmcp's handshake error drops it) runs
+//! RFC 9728 / RFC 8414 discovery (rmcp's `AuthorizationManager`): metadata found, the ChildServer
+//! enters `LoginRequired` (no retry, no run) and says `evoctl login ID`. A 401 with no metadata is
+//! an ordinary failure (wrong `headers`) and reconnects, unless the challenge names
+//! `resource_metadata` or the server has an `oauth` entry: then it still needs a login, and says
+//! why discovery failed.
 
 use std::sync::Arc;
 

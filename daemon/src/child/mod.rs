@@ -14,6 +14,17 @@
 //! (`events.rs`); how a run ends and restarts (`restarts.rs`); a remote
 //! server's OAuth login (`login.rs`); and what sessions hold of the server
 //! (`link.rs`, `direct.rs`).
+//!
+//! A run's life: `Idle` (listed from the cache, nothing running) or a start at once; `Queued` for a
+//! slot of the start gate (stdio children); `Starting` holds the run (process, generation) and the
+//! callers waiting; once the handshake and every page of `tools/list` are in the catalog it is
+//! `Ready` and its peer is published. Events carry their run's generation, so a late event of an
+//! earlier run is ignored.
+//!
+//! Progress from a child is forwarded by the child's transport as it reads it, in order, before the
+//! call's result can reach rmcp (rmcp runs each notification on a task of its own, which lost the
+//! last one to the result about 9 times in 10 with server-everything): the stdio transport does it
+//! on its lines (`io.rs`), remote transports through `remote::ProgressFirst`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

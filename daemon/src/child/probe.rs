@@ -16,6 +16,11 @@
 //! refused or not answered, the stream is ended and [`ModernLate`] is set: the
 //! ChildServer starts the child again probing with `server/discover` alone,
 //! without rmcp's 10 s fallback, instead of waiting out the start deadline.
+//!
+//! The wrapper is put around every child transport by the shared handshake (`handshake.rs`).
+//! Besides the failed start, the late answer made npx children die of EPIPE after a slow cold
+//! start. Starting again with the probe alone is not counted as a crash; rmcp's own servers answer
+//! `initialize` and go on.
 
 use std::collections::HashSet;
 use std::sync::Arc;

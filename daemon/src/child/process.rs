@@ -3,6 +3,16 @@
 //! of its own (which ends the group as soon as its leader exits), and ended
 //! the same way on every path ([`ChildProcess::terminate`]); and how a stdio
 //! child is started and connected ([`connect`]).
+//!
+//! Every way a child stops (shutdown, `evoctl refresh`, a reload that restarts or removes it, idle
+//! stop) goes through `ChildProcess::terminate`: SIGTERM to its process group, 1.5 s for the leader
+//! to exit, SIGKILL to the group whatever the leader did (its tree ends too), then the leader is
+//! reaped. Shutdown first closes the child's stdin and gives it the same grace. A crash or broken
+//! connection kills the group at once. A refresh starts the new child while the old one is being
+//! ended. The reaper task learns of the leader's exit from a pidfd, without reaping it, so the
+//! group's id cannot have been handed to another process when it is signalled. Children start with
+//! their stdio only: every other descriptor is marked close-on-exec before exec, including any evod
+//! itself inherited from whoever started it.
 
 use std::collections::VecDeque;
 use std::process::Stdio;

@@ -3,6 +3,12 @@
 //! ([`Authed`], around rmcp's reqwest client), and progress forwarded in
 //! order ([`ProgressFirst`]); and how a Streamable HTTP child is connected
 //! ([`connect`]).
+//!
+//! A remote (Streamable HTTP) server has no process to watch: while ready its ChildServer pings it
+//! every 10 s (10 s to answer), and a lost ping or a call that fails in transport on its live
+//! connection marks it down; it is reconnected with backoff and never marked failed
+//! (`restarts.rs`). Remote children share one pooled reqwest client (rmcp's default disables
+//! pooling, so every message opened a TCP connection).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};

@@ -2,6 +2,17 @@
 //! (excused while the machine is busy), a run that went down (restarted with
 //! backoff, or marked failed after repeated crashes), and the callers still
 //! waiting told why.
+//!
+//! A start that times out while at least one other child holds a slot is "excused": started again
+//! at the back of the line, counted in `restarts` but not as a crash, at most twice in a row; the
+//! third counts. With `limits.max_concurrent_starts` at 1 nothing is excused (nobody else was
+//! starting), nor is a remote server (it takes no slot).
+//!
+//! A crash goes to `Backoff` (restarted at once, then after 250 ms doubling to 30 s, ±20%); five
+//! within 60 s go to `Failed` until `evoctl refresh` or a reload. A child that cannot be started at
+//! all (its command is missing, a header is invalid) is `Failed` at once, since retrying cannot
+//! help. A remote server that goes away is never failed, only reconnected with the same backoff:
+//! its outage is not a crash loop of ours (`evoctl status` shows `restarting` with the last error).
 
 use std::time::{Duration, Instant};
 

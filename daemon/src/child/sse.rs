@@ -10,6 +10,13 @@
 //! `on_closed` (the ChildServer takes the server down and reconnects with
 //! backoff) and rmcp sees the end of the transport, which fails the calls in
 //! flight at once.
+//!
+//! HTTP+SSE children handshake with `initialize` only: the transport predates 2026-07-28, so there
+//! is no `server/discover` probe. The endpoint must be on the stream's origin, because the server's
+//! headers and token go there. A message over `limits.max_message_bytes` or not JSON-RPC is dropped
+//! with a warning naming the server (its call times out). The stream's end takes the server down at
+//! once, without waiting for the ping. A 401 to the stream's GET refreshes the token once and asks
+//! again; so does each POST.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,6 +10,13 @@
 //! The bus is an [`EventBus`] handle `main` makes and passes down (as it does
 //! the `StopSignal`): to the log layer, the console, the Supervisor, and
 //! through it to sessions and children.
+//!
+//! A ping is a broadcast send, skipped when no console listens. A console's stream task drains what
+//! is queued before it writes, so a burst (a reload touching many servers) is one event; a console
+//! that falls 256 events behind is told `all` changed instead of being sent a backlog. Each page
+//! re-renders a table only when what it shows changed (a signature of the rows), so a live update
+//! does not take the focus from a button someone is on. Pings also come from a session changing its
+//! activations, a profile change and a reload.
 
 use std::sync::Arc;
 

@@ -5,6 +5,9 @@
 //! evod never logs secrets on purpose; the ring also masks what would be
 //! one if it slipped through: fields named like credentials, API tokens
 //! (`evo_` and 64 hex digits) and `Bearer …` values.
+//!
+//! Each event is kept as a JSON line (time, level, target, `server` field, message and fields), cut
+//! at 2 KiB.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;

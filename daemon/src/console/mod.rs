@@ -21,6 +21,25 @@
 //!
 //! Live updates: one server-sent event stream per page ([`events`]); the
 //! page refetches what a ping names.
+//!
+//! Sign-in: `evoctl ui` is a control request; the Supervisor has the console mint a one-time token
+//! (`access.rs`; 32 random bytes, kept as its SHA-256 for 10 minutes, removed at its first use,
+//! valid or not) and answers the link: on the HTTP front's first address (a wildcard address as
+//! loopback; `public_url` when set), else on the console's own listener on 127.0.0.1, started then
+//! on a free port. The cookie is `Secure` over TLS; the CSRF token is per session, carried by the
+//! page in a `<meta>` and compared in constant time. The signed-in page moves on by script
+//! (`location.replace`), which takes the link out of the history and makes the next request
+//! same-site, which a Strict cookie needs. The link signs in the owner: whoever reads it has the
+//! control socket already. A bearer header needs no CSRF token (a header is not an ambient
+//! credential); token sessions end when the token is revoked. Pages carry a
+//! `Content-Security-Policy` of `'self'` only, `X-Frame-Options: DENY` and `nosniff`; all server
+//! text goes into the page as `textContent`.
+//!
+//! A button posts a control request (`{"cmd":"approve","id":"ap3"}`, the JSON `evoctl` writes on
+//! the socket) to `/ui/api/ctl`. The console checks the request against its allow-list (the owner:
+//! what a person steers evod with, not `stop` or tokens; a token identity: reads only, its own
+//! sessions and approvals) and sends it to the Supervisor; the reply goes back as the `CtlReply`
+//! JSON. Log lines ride the same event stream to owner pages.
 
 pub mod access;
 pub mod events;

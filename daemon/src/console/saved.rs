@@ -4,6 +4,11 @@
 //! port the console listened on, so an open page finds evod again and
 //! stays signed in. Token sign-ins are not kept: a restarted evod cannot
 //! tell whether the token was revoked meanwhile.
+//!
+//! The file is written when they change. At start, with saved sessions and no `serve.http`, evod
+//! opens the console's listener again at once on the same port (a free one if taken:
+//! `listener.rs`), so an open page's `EventSource` reconnects, sees another `run` id in its `hello`
+//! and says evod restarted.
 
 use std::path::{Path, PathBuf};
 

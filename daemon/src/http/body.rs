@@ -1,6 +1,12 @@
 //! What the endpoint checks of a request before rmcp reads it: the POST
 //! body (JSON, one message, not a batch) and the `Accept` and
 //! `Content-Type` headers, with the JSON-RPC errors it answers.
+//!
+//! Bad input is answered here, before rmcp: rmcp would answer a body that is not a JSON-RPC message
+//! with 415 and plain text, so the front checks the content type itself and turns such a 415 into
+//! 400 with the JSON-RPC error (`-32600`, under the message's id). A refused request's small body
+//! (at most 64 KiB) is read before the refusal so the connection stays usable; a larger one is not
+//! read and the connection closes.
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! manager) behind checks of evo's own, on hyper's HTTP/1 server.
 //!
 //! A request to the MCP path goes: Host and Origin ([`origin`]), the bearer
-//! credential ([`auth`]: API tokens, OAuth access tokens via [`jwt`]), the
+//! credential (`auth`: API tokens, OAuth access tokens via `jwt`), the
 //! identity's role, then for a POST the body: content type, size (413 past
 //! `limits.max_message_bytes`, read no further), JSON (400 with a JSON-RPC
 //! parse error), no batches. Then the Session that serves it is chosen
@@ -14,6 +14,11 @@
 //! by message (opening a session, readiness, metrics), and the Supervisor
 //! reaches the front through the [`EndpointControl`] it is handed (tokens,
 //! revocation, status), not this module's types.
+//!
+//! hyper runs the front on the tokio worker, never the actor thread. rmcp's own Host/Origin checks
+//! are off: the front's allow loopback origins without a list, which rmcp's do not. Past the checks
+//! rmcp runs the same `SessionServer` the socket uses: calls, approvals, permissions (read from the
+//! snapshot built for the identity's role).
 
 mod bind;
 mod body;

@@ -17,6 +17,10 @@
 //!   session store ([`SharedSessions`]); a request for an id this instance
 //!   does not hold, whose record is the caller's, opens a Session here and
 //!   rmcp replays the handshake into it ([`Prepared::restoring`]).
+//!
+//! A stateless Session is keyed by identity, role and profile, shown `era: 2026-07-28` in `evoctl
+//! sessions`, and also ended when its token is revoked. Initialize-era sessions end by DELETE
+//! (204), rmcp's idle timeout (the same `serve.http.session_timeout_s`) or revocation.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

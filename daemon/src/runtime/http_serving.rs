@@ -3,6 +3,10 @@
 //! plain-text and JSON answers, and the accept loop. Every connection it
 //! accepts runs as a session of the [`StopSignal`], so stopping evod ends
 //! it (gracefully, within a moment) and waits for it.
+//!
+//! It speaks HTTP/1.1 only (hyper's `http1`): a browser opens at most six connections to one host,
+//! so more than five console tabs of one browser on one evod leave the rest waiting for their event
+//! stream.
 
 use std::convert::Infallible;
 use std::future::Future;

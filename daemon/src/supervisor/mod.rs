@@ -2,6 +2,8 @@
 //! ChildServer actors, keeps the directory of live sessions (and the saved
 //! activations of named ones), answers control requests, and shuts the daemon
 //! down.
+//!
+//! An invalid config or permissions file keeps what is in force and shows in `evoctl status`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -2,6 +2,15 @@
 //! servers that run now. The Supervisor applies the plan (starting,
 //! stopping, restarting children and re-prefixing activations); deciding it
 //! needs nothing but the two lists of servers.
+//!
+//! Hot reload treats entries as start does: an entry that cannot be used (an unresolvable `${VAR}`,
+//! a bad header) fails that server alone, shown `failed` with its own error and listed under
+//! `failed` by `evoctl reload`; the valid servers apply. Only a file that cannot be taken as a
+//! whole (unreadable, not valid JSON, an invalid setting outside the server entries) keeps the
+//! running config whole.
+//!
+//! A renamed server is detected by an identical transport (command, args, env, cwd or url, headers)
+//! under a new id whose old id is gone; its child restarts under the new id.
 
 use crate::config::ServerSpec;
 

@@ -1,6 +1,9 @@
 //! Sessions opening and closing: the messages sessions and fronts send the
 //! Supervisor about them, and the activations of named sessions kept across
 //! reconnects.
+//!
+//! Named sessions' activations live in `<cache dir>/sessions.json`, handed to the Refresher on
+//! every change (`PersistNamed`, written at once), so a daemon restart keeps them.
 
 use std::sync::Arc;
 
