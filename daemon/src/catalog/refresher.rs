@@ -227,7 +227,9 @@ impl Handler<Written> for Refresher {
     type Result = ();
     fn handle(&mut self, msg: Written, ctx: &mut Context<Self>) {
         self.in_flight.remove(&msg.0);
-        let at_once = msg.0 == self.sessions_path || msg.0 == self.pins_path;
+        // Files written at once stay so when a change came in while the
+        // last write was under way.
+        let at_once = [&self.sessions_path, &self.pins_path, &self.profiles_path].contains(&&msg.0);
         if self.pending.contains_key(&msg.0) && at_once {
             self.write(msg.0, ctx);
         } else if self.pending.contains_key(&msg.0) && !self.scheduled {
