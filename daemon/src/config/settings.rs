@@ -253,8 +253,7 @@ pub(super) fn parse_discovery(
             count(value).map_err(|err| at("instructions_budget", err))?;
     }
     if let Some(value) = present(object, "startup_wait_ms") {
-        settings.startup_wait_ms =
-            count(value).map_err(|err| at("startup_wait_ms", err))? as u64;
+        settings.startup_wait_ms = count(value).map_err(|err| at("startup_wait_ms", err))? as u64;
     }
     Ok(settings)
 }

@@ -312,7 +312,11 @@ impl SessionServer {
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
         loop {
             let published = self.snapshot.load_full();
-            let known = published.clone().for_role(self.role.as_deref()).get(name).is_some();
+            let known = published
+                .clone()
+                .for_role(self.role.as_deref())
+                .get(name)
+                .is_some();
             if known || Instant::now() >= deadline || ctx.ct.is_cancelled() {
                 return;
             }

@@ -64,10 +64,7 @@ impl SessionServer {
 /// The note the instructions end with when servers were still starting as
 /// they were written: which, and that their tools come with list_changed.
 pub(super) fn still_starting_note(snapshot: &Snapshot) -> Option<String> {
-    let ids: Vec<&str> = snapshot
-        .starting_unheard()
-        .map(|l| l.id.as_str())
-        .collect();
+    let ids: Vec<&str> = snapshot.starting_unheard().map(|l| l.id.as_str()).collect();
     if ids.is_empty() {
         return None;
     }

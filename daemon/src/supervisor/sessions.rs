@@ -204,9 +204,7 @@ impl Handler<OpenSession> for Supervisor {
             search_limit: self.config.discovery.search_limit,
             semantic: self.semantic.clone(),
             instructions_budget: self.config.discovery.instructions_budget,
-            startup_wait: Duration::from_millis(
-                self.config.discovery.startup_wait_ms,
-            ),
+            startup_wait: Duration::from_millis(self.config.discovery.startup_wait_ms),
             max_message_bytes: self.config.limits.max_message_bytes,
             role,
             identity,
