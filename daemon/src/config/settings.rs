@@ -483,6 +483,7 @@ mod tests {
         assert_eq!(config.discovery.mode, None);
         assert_eq!(config.discovery.search_limit, 8);
         assert_eq!(config.discovery.instructions_budget, 8192);
+        assert_eq!(config.discovery.startup_wait_ms, 2_000);
         assert_eq!(config.cache.max_age_hours, 24.0);
         assert_eq!(config.cache.max_age(), Duration::from_secs(24 * 3600));
         assert_eq!(config.limits.max_message_bytes, 16 * 1024 * 1024);
