@@ -222,6 +222,7 @@ impl Catalog {
                     &NONE_HELD
                 },
                 offered: &s.offered,
+                heard: s.source != ToolSource::None,
             })
             .collect();
         let snapshot = Arc::new(Snapshot::build_all(
@@ -237,6 +238,10 @@ impl Catalog {
             }
         }
         self.published.store(snapshot.clone());
+        before.mark_superseded();
+        for role in before.by_role.values() {
+            role.mark_superseded();
+        }
         for r in &self.on_change {
             r.do_send(CatalogChanged {
                 snapshot: snapshot.clone(),
@@ -483,14 +488,23 @@ impl Handler<ToolsDiscovered> for Catalog {
         let tools_changed = !empty_relist && slot.tools != msg.tools;
         if !tools_changed && !offers_changed {
             if slot.source != ToolSource::Live && !empty_relist {
+                // A first list that brings nothing (no tools, no offers)
+                // still says what the server offers: published, so sessions
+                // stop waiting for it and advertising offers on its behalf.
+                let first = slot.source == ToolSource::None;
                 slot.source = ToolSource::Live;
                 self.persist();
+                if first {
+                    self.publish();
+                }
             }
             return done();
         }
         if tools_changed {
             slot.entries = entries_for(&slot.spec, &slot.link, &msg.tools, &self.discovery_hot);
             slot.tools = msg.tools;
+        }
+        if !empty_relist {
             slot.source = ToolSource::Live;
         }
         self.check_integrity(i);

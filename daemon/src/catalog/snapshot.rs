@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use rmcp::model::Tool;
 
+use crate::catalog::resources::OfferCaps;
 use crate::catalog::resources::Offered;
 use crate::catalog::resources::Offers;
 use crate::catalog::resources::QuarantinedOffers;
@@ -107,6 +108,13 @@ pub struct Snapshot {
     /// Servers that have listed no tools yet: while one is still starting,
     /// a call naming a tool evo does not know waits for it.
     pub unlisted: Vec<Arc<ServerLink>>,
+    /// Servers that have not said what they offer (no list of theirs, live
+    /// or cached): they may yet bring tools, resources and prompts, so a
+    /// session's first answers wait for those still starting, and sessions
+    /// advertise resources and prompts for them.
+    pub unheard: Vec<Arc<ServerLink>>,
+    /// Set when a newer snapshot is published ([`Snapshot::superseded`]).
+    replaced: tokio::sync::watch::Sender<bool>,
     /// Indices of the hot tools in `tools`, ascending.
     pub hot: Vec<usize>,
     /// Every profile resolved against `tools` ([`Snapshot::with_profiles`]).
@@ -171,6 +179,7 @@ impl Snapshot {
                 held: &held,
                 held_offers: &held,
                 offered: &offered,
+                heard: true,
             })
             .collect();
         Snapshot::build_all(version, &views, permissions, &Default::default())
@@ -229,6 +238,44 @@ impl Snapshot {
     /// does not count: a crash loop must not hold up every unknown name.
     pub fn still_listing(&self) -> bool {
         self.unlisted.iter().any(|l| l.state().is_starting())
+    }
+
+    /// Servers that have not said what they offer and are starting: a
+    /// session's first answers wait for them (`discovery.startup_wait_ms`).
+    /// Before the Catalog has its servers (version 0) nothing is known yet,
+    /// so that counts as starting too.
+    pub fn first_answers_pending(&self) -> bool {
+        self.version == 0 || self.starting_unheard().next().is_some()
+    }
+
+    /// The servers [`Snapshot::first_answers_pending`] waits for.
+    pub fn starting_unheard(&self) -> impl Iterator<Item = &Arc<ServerLink>> {
+        self.unheard.iter().filter(|l| l.state().is_starting())
+    }
+
+    /// What sessions advertise besides tools: what at least one server
+    /// offers, and resources, prompts and completions while a server has
+    /// not said whether it offers them (their lists answer what is known so
+    /// far, and list_changed follows as more arrives).
+    pub fn may_offer(&self) -> OfferCaps {
+        let mut caps = self.offers.caps;
+        if !self.unheard.is_empty() {
+            caps.resources = true;
+            caps.prompts = true;
+            caps.completions = true;
+        }
+        caps
+    }
+
+    /// Resolves once a newer snapshot than this one is published.
+    pub async fn superseded(&self) {
+        let mut replaced = self.replaced.subscribe();
+        let _ = replaced.wait_for(|r| *r).await;
+    }
+
+    /// Marks this snapshot replaced by a newer one (the Catalog, on publish).
+    pub fn mark_superseded(&self) {
+        self.replaced.send_replace(true);
     }
 
     /// The rule that makes each call of `name` wait for a person, if one
@@ -362,6 +409,11 @@ impl Snapshot {
             .filter(|s| s.entries.is_empty())
             .map(|s| s.link.clone())
             .collect();
+        let unheard = servers
+            .iter()
+            .filter(|s| !s.heard)
+            .map(|s| s.link.clone())
+            .collect();
         // A doubled name never shadows another tool's own name.
         also.retain(|name, _| !index.contains_key(name));
         quarantined.retain(|name, q| *name == q.name || !index.contains_key(name));
@@ -384,6 +436,8 @@ impl Snapshot {
             relied_on,
             quarantined,
             unlisted,
+            unheard,
+            replaced: Default::default(),
             hot,
             profiles: HashMap::new(),
             offers,
@@ -580,6 +634,8 @@ pub struct ServerTools<'a> {
     /// Its quarantined prompts, resources and templates (pin key → the
     /// fields that changed).
     pub held_offers: &'a QuarantinedOffers,
+    /// It has said what it offers (a list of its own, live or cached).
+    pub heard: bool,
 }
 
 /// Where a server's listed tools came from; `evoctl status` reports it as is.
@@ -828,6 +884,7 @@ mod tests {
                 held: &no_tools,
                 offered: &offered,
                 held_offers,
+                heard: true,
             })
             .collect();
         let s = Snapshot::build(1, &servers, &Default::default());
@@ -882,6 +939,7 @@ mod tests {
                 held: &held,
                 held_offers: &none,
                 offered: &offered,
+                heard: true,
             },
             ServerTools {
                 spec: &specs[1],
@@ -890,6 +948,7 @@ mod tests {
                 held: &none,
                 held_offers: &none,
                 offered: &offered,
+                heard: true,
             },
         ];
         let s = Snapshot::build(1, &servers, &Default::default());

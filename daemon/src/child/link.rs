@@ -150,6 +150,8 @@ pub struct ServerLink {
     /// Direct tool calls on a stdio child (see [`super::direct`]).
     direct: ArcSwapOption<DirectCalls>,
     state: AtomicU8,
+    /// `state` for those who wait for it to move ([`ServerLink::past_starting`]).
+    states: tokio::sync::watch::Sender<ServerState>,
     /// `None` for a link built outside a running daemon (tests, benchmarks).
     child: Option<ServerActor>,
     /// Calls in flight whose client asked for progress: the child-side
@@ -205,6 +207,7 @@ impl ServerLink {
             peer: ArcSwapOption::empty(),
             direct: ArcSwapOption::empty(),
             state: AtomicU8::new(ServerState::Starting as u8),
+            states: tokio::sync::watch::Sender::new(ServerState::Starting),
             child,
             progress: Default::default(),
             in_flight: Default::default(),
@@ -306,6 +309,15 @@ impl ServerLink {
         self.direct.store(direct);
         self.peer.store(peer.map(Arc::new));
         self.state.store(state as u8, Ordering::Release);
+        self.states.send_replace(state);
+    }
+
+    /// Resolves once the server is past starting (ready, failed, waiting
+    /// for a login or a restart, stopped): what a session's first answers
+    /// wait for.
+    pub async fn past_starting(&self) {
+        let mut states = self.states.subscribe();
+        let _ = states.wait_for(|s| !s.is_starting()).await;
     }
 
     /// A call on `used` failed in transport. If that is still the live

@@ -39,7 +39,13 @@ pub(super) const SERVER_KEYS: &[&str] = &[
     "auth",
     "oauth",
 ];
-pub(super) const DISCOVERY_KEYS: &[&str] = &["mode", "hot", "search_limit", "instructions_budget"];
+pub(super) const DISCOVERY_KEYS: &[&str] = &[
+    "mode",
+    "hot",
+    "search_limit",
+    "instructions_budget",
+    "startup_wait_ms",
+];
 pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
 pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
 pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];

@@ -621,6 +621,7 @@ mod tests {
             (r#"{"discovery": {"hot": ["a", 2]}}"#, "invalid", "discovery.hot[1]: expected a string, found 2"),
             (r#"{"discovery": {"search_limit": 0}}"#, "invalid", "discovery.search_limit: must be at least 1"),
             (r#"{"discovery": {"instructions_budget": -1}}"#, "invalid", "discovery.instructions_budget: expected a whole number"),
+            (r#"{"discovery": {"startup_wait_ms": "2s"}}"#, "invalid", "discovery.startup_wait_ms: expected a whole number"),
             (r#"{"discovery": true}"#, "invalid", "'discovery' must be an object"),
             (r#"{"cache": {"max_age_hours": -1}}"#, "invalid", "cache.max_age_hours: expected a number of hours"),
             (r#"{"limits": {"max_message_bytes": 1.5}}"#, "invalid", "limits.max_message_bytes: expected a whole number"),

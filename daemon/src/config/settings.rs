@@ -20,6 +20,9 @@ use super::server::ServerSpec;
 pub const DEFAULT_SEARCH_LIMIT: usize = 8;
 /// `discovery.instructions_budget` (bytes) when unset.
 pub const DEFAULT_INSTRUCTIONS_BUDGET: usize = 8192;
+/// `discovery.startup_wait_ms` when unset: how long a session's first
+/// answers wait for servers that are starting with nothing cached.
+pub const DEFAULT_STARTUP_WAIT_MS: u64 = 2_000;
 /// `cache.max_age_hours` when unset.
 pub const DEFAULT_CACHE_MAX_AGE_HOURS: f64 = 24.0;
 /// `limits.max_message_bytes` when unset: 16 MiB.
@@ -99,6 +102,10 @@ pub struct DiscoverySettings {
     pub search_limit: usize,
     /// Byte budget for the tool lines in the server `instructions`.
     pub instructions_budget: usize,
+    /// How long a session's first answers (`initialize`, the first lists,
+    /// a call by exact name) wait for configured servers that are starting
+    /// and have said nothing yet (no cache), in milliseconds; 0 never waits.
+    pub startup_wait_ms: u64,
 }
 
 impl Default for DiscoverySettings {
@@ -108,6 +115,7 @@ impl Default for DiscoverySettings {
             hot: Vec::new(),
             search_limit: DEFAULT_SEARCH_LIMIT,
             instructions_budget: DEFAULT_INSTRUCTIONS_BUDGET,
+            startup_wait_ms: DEFAULT_STARTUP_WAIT_MS,
         }
     }
 }
@@ -243,6 +251,9 @@ pub(super) fn parse_discovery(
     if let Some(value) = present(object, "instructions_budget") {
         settings.instructions_budget =
             count(value).map_err(|err| at("instructions_budget", err))?;
+    }
+    if let Some(value) = present(object, "startup_wait_ms") {
+        settings.startup_wait_ms = count(value).map_err(|err| at("startup_wait_ms", err))? as u64;
     }
     Ok(settings)
 }
@@ -472,6 +483,7 @@ mod tests {
         assert_eq!(config.discovery.mode, None);
         assert_eq!(config.discovery.search_limit, 8);
         assert_eq!(config.discovery.instructions_budget, 8192);
+        assert_eq!(config.discovery.startup_wait_ms, 2_000);
         assert_eq!(config.cache.max_age_hours, 24.0);
         assert_eq!(config.cache.max_age(), Duration::from_secs(24 * 3600));
         assert_eq!(config.limits.max_message_bytes, 16 * 1024 * 1024);

@@ -30,6 +30,7 @@ use super::server::{Asker, SessionServer, text_result, unknown_tool_message};
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 use crate::child::direct::Direct;
 use crate::child::link::ProgressRoute;
+use crate::child::link::ServerLink;
 use crate::child::link::ServerState;
 use crate::config::DiscoveryMode;
 use crate::error_text;
@@ -38,6 +39,7 @@ use crate::policy::approvals::canonical_key;
 use crate::repair::{self, Checked};
 use crate::schema::example;
 use crate::session::result_limit;
+use crate::session::startup;
 use crate::store::Shared;
 use crate::store::breaker::Prior;
 
@@ -308,11 +310,17 @@ impl SessionServer {
     /// after the server is ready.
     async fn listed(&self, name: &str, ctx: &RequestContext<RoleServer>) {
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        while self.catalog().get(name).is_none()
-            && Instant::now() < deadline
-            && !ctx.ct.is_cancelled()
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        loop {
+            let published = self.snapshot.load_full();
+            let known = published
+                .clone()
+                .for_role(self.role.as_deref())
+                .get(name)
+                .is_some();
+            if known || Instant::now() >= deadline || ctx.ct.is_cancelled() {
+                return;
+            }
+            startup::next_change(&published, &[], deadline, &ctx.ct).await;
         }
     }
 
@@ -320,7 +328,8 @@ impl SessionServer {
     /// (a shim autostarted it, or a child is still coming up) a name may be
     /// missing only because its server has not listed yet: while a server
     /// that has listed nothing is still starting, wait for the name to
-    /// appear, up to [`LISTING_WAIT`] or the client's cancellation.
+    /// appear, up to [`LISTING_WAIT`] or the client's cancellation (woken by
+    /// each new snapshot and by those servers moving past starting).
     pub(super) async fn snapshot_knowing(
         &self,
         name: &str,
@@ -328,7 +337,8 @@ impl SessionServer {
     ) -> Arc<Snapshot> {
         let deadline = Instant::now() + LISTING_WAIT;
         loop {
-            let snapshot = self.catalog();
+            let published = self.snapshot.load_full();
+            let snapshot = published.clone().for_role(self.role.as_deref());
             let settled = snapshot.get(name).is_some()
                 || snapshot.denied.contains_key(name)
                 || snapshot.quarantined.contains_key(name)
@@ -336,7 +346,13 @@ impl SessionServer {
             if settled || Instant::now() >= deadline || ctx.ct.is_cancelled() {
                 return snapshot;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let starting: Vec<Arc<ServerLink>> = published
+                .unlisted
+                .iter()
+                .filter(|l| l.state().is_starting())
+                .cloned()
+                .collect();
+            startup::next_change(&published, &starting, deadline, &ctx.ct).await;
         }
     }
 

@@ -46,6 +46,7 @@ pub mod native_tools;
 pub mod offers;
 pub mod result_limit;
 mod server;
+mod startup;
 pub mod tool_card;
 pub mod transport;
 

@@ -6,7 +6,8 @@
 //! A URI no server lists and no template matches is `-32002` naming `evoctl resources`. Lists are
 //! paginated towards clients in pages of 500; the cursor is an offset evo gave out, and any other
 //! is invalid params. With no child offering resources, prompts or completions, those methods
-//! answer `-32601` saying none of the servers offers them. Results of initialize-era children get
+//! answer `-32601` saying none of the servers offers them; while a configured server has not
+//! said what it offers (it is starting with nothing cached), they answer what is known so far. Results of initialize-era children get
 //! `resultType: complete` for 2026-07-28 clients.
 //!
 //! A session answers lists from the snapshot and routes `resources/read`, `prompts/get` and
@@ -249,14 +250,16 @@ fn none_offer(method: &str, what: &str) -> ErrorData {
 }
 
 impl SessionServer {
-    /// Refuses `method` unless a child offers `what` (`has`).
+    /// Refuses `method` unless a child offers `what` (`has`), or may yet
+    /// (it has not said what it offers): then the lists answer what is
+    /// known so far.
     fn offered(
         &self,
         method: &str,
         what: &str,
         has: impl Fn(&OfferCaps) -> bool,
     ) -> Result<(), ErrorData> {
-        if has(&self.catalog().offers.caps) {
+        if has(&self.catalog().may_offer()) {
             Ok(())
         } else {
             Err(none_offer(method, what))

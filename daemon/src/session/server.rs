@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -30,6 +31,7 @@ use crate::search::embedder;
 use crate::search::embedder::SemanticView;
 use crate::session::disclosure;
 use crate::session::native_tools;
+use crate::session::startup;
 use crate::store::Shared;
 use crate::supervisor::OpenedSession;
 use crate::supervisor::Supervisor;
@@ -51,6 +53,9 @@ pub struct SessionServer {
     pub semantic: Arc<ArcSwap<SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
+    /// Until when its first answers wait for servers still starting
+    /// (`discovery.startup_wait_ms` from its start; see [`super::startup`]).
+    pub first_answers_by: Instant,
     /// Identical failing calls of this session (see [`super::breaker`]).
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
     /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
@@ -117,6 +122,7 @@ impl SessionServer {
             search_limit: opened.search_limit,
             semantic: opened.semantic.clone(),
             instructions_budget: opened.instructions_budget,
+            first_answers_by: Instant::now() + opened.startup_wait,
             breaker: Default::default(),
             asks: Default::default(),
             role: opened.role.clone(),
@@ -154,15 +160,16 @@ impl SessionServer {
     /// instructions, worded for the session's era.
     fn info(&self, modern: bool) -> ServerConfig {
         let snapshot = self.catalog();
-        let offers = snapshot.offers.caps;
+        let offers = snapshot.may_offer();
         #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but still spoken
         let mut capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        // Only what at least one child offers; evo announces changes to
-        // its merged lists itself, so listChanged is always on.
+        // What at least one child offers, or may yet (one has not said);
+        // evo announces changes to its merged lists itself, so listChanged
+        // is always on.
         if offers.resources {
             let mut resources = rmcp::model::ResourcesCapability::default();
             resources.subscribe = Some(offers.subscribe);
@@ -195,6 +202,9 @@ impl SessionServer {
         );
         if modern && self.mode == DiscoveryMode::Dynamic {
             text.push_str(native_tools::MODERN_NOTE);
+        }
+        if let Some(note) = startup::still_starting_note(&snapshot) {
+            text.push_str(&note);
         }
         info.instructions = Some(text);
         info
@@ -332,6 +342,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
         self.view.request(&ctx);
+        self.first_answers(&ctx.ct).await;
         Ok(rmcp::model::DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             self.info(true),
@@ -347,11 +358,12 @@ impl ServerHandler for SessionServer {
     ) -> Option<SubscriptionFilter> {
         let snapshot = self.catalog();
         let offers = &snapshot.offers;
+        let may_offer = snapshot.may_offer();
         let mut filter = SubscriptionFilter::builder().tools_list_changed();
-        if offers.caps.resources {
+        if may_offer.resources {
             filter = filter.resources_list_changed();
         }
-        if offers.caps.prompts {
+        if may_offer.prompts {
             filter = filter.prompts_list_changed();
         }
         let mut filter = filter.build();
@@ -407,6 +419,7 @@ impl ServerHandler for SessionServer {
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         self.session.do_send(super::Attach(context.peer.clone()));
+        self.first_answers(&context.ct).await;
         self.negotiate_initialize(&request)
     }
 
@@ -456,6 +469,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
         self.view.request(&ctx);
+        self.first_answers(&ctx.ct).await;
         self.resources_page(request.as_ref())
     }
 
@@ -465,6 +479,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
         self.view.request(&ctx);
+        self.first_answers(&ctx.ct).await;
         self.templates_page(request.as_ref())
     }
 
@@ -483,6 +498,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
         self.view.request(&ctx);
+        self.first_answers(&ctx.ct).await;
         self.prompts_page(request.as_ref())
     }
 
@@ -501,6 +517,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
         self.view.request(&ctx);
+        self.first_answers(&ctx.ct).await;
         self.completion(request).await
     }
 
@@ -550,6 +567,7 @@ impl ServerHandler for SessionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.view.request(&ctx);
+        self.first_answers(&ctx.ct).await;
         let result = ListToolsResult::with_all_items(self.list());
         Ok(if self.view.is_modern() {
             result

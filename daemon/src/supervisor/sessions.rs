@@ -6,6 +6,7 @@
 //! every change (`PersistNamed`, written at once), so a daemon restart keeps them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -95,6 +96,8 @@ pub struct OpenedSession {
     pub search_limit: usize,
     pub semantic: Arc<ArcSwap<SemanticView>>,
     pub instructions_budget: usize,
+    /// `discovery.startup_wait_ms`.
+    pub startup_wait: Duration,
     pub max_message_bytes: usize,
     /// The permissions role of its HTTP identity (`None`: `active_role`).
     pub role: Option<String>,
@@ -204,6 +207,7 @@ impl Handler<OpenSession> for Supervisor {
             search_limit: self.config.discovery.search_limit,
             semantic: self.semantic.clone(),
             instructions_budget: self.config.discovery.instructions_budget,
+            startup_wait: Duration::from_millis(self.config.discovery.startup_wait_ms),
             max_message_bytes: self.config.limits.max_message_bytes,
             role,
             identity,
