@@ -17,6 +17,8 @@ pub mod cache;
 pub mod refresher;
 pub mod resources;
 pub mod snapshot;
+#[cfg(test)]
+mod tests;
 
 use crate::catalog::cache::CachedServer;
 use crate::catalog::refresher::Persist;
@@ -75,6 +77,10 @@ pub struct Catalog {
     pins: PinBook,
     integrity: IntegrityMode,
     persist_pins: Option<Recipient<PersistPins>>,
+    /// How many tool definitions have been handed to the pins to hash: the
+    /// work a list costs, which tests read to see that a list that did not
+    /// change is not hashed again.
+    tool_definitions_hashed: u64,
     /// The Supervisor has said which servers there are: until then nothing
     /// is published (a catalog without its servers would answer "no such
     /// tool" for names a cached list is about to bring, as when the
@@ -84,6 +90,21 @@ pub struct Catalog {
 
 /// Nothing is held: what servers' quarantine lists are under `warn`/`off`.
 static NONE_HELD: BTreeMap<String, Vec<String>> = BTreeMap::new();
+
+/// Which of a server's lists [`Catalog::check_integrity`] checks: those that
+/// arrived changed (a config hash change or a new mode: both).
+#[derive(Debug, Clone, Copy)]
+struct Lists {
+    tools: bool,
+    offers: bool,
+}
+
+impl Lists {
+    const BOTH: Lists = Lists {
+        tools: true,
+        offers: true,
+    };
+}
 
 impl Catalog {
     pub fn new(published: Arc<ArcSwap<Snapshot>>) -> Catalog {
@@ -103,6 +124,7 @@ impl Catalog {
             pins: PinBook::default(),
             integrity: IntegrityMode::default(),
             persist_pins: None,
+            tool_definitions_hashed: 0,
         }
     }
 
@@ -113,12 +135,13 @@ impl Catalog {
         self
     }
 
-    /// Checks slot `i`'s tools, then its prompts, resources and templates,
-    /// against their pins (pinning what is new), logs what that found, and
-    /// records what changed. Runs when a list arrives (from the child or the
-    /// cache); its cost is a hash per item, on the catalog's thread; the
+    /// Checks slot `i`'s tools and/or its prompts, resources and templates
+    /// (as `lists` says) against their pins (pinning what is new), logs what
+    /// that found, and records what changed. Runs when a list arrives (from
+    /// the child or the cache); its cost is a hash per item checked, on the
+    /// catalog's thread, so only the lists that changed are checked; the
     /// same lists again change nothing.
-    fn check_integrity(&mut self, i: usize) {
+    fn check_integrity(&mut self, i: usize, lists: Lists) {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
@@ -130,9 +153,16 @@ impl Catalog {
         let id = slot.spec.id.clone();
         let hash = slot.spec.hash.to_string();
         let now = crate::catalog::cache::unix_secs(SystemTime::now());
-        let tool_events = self.pins.observe(&id, &hash, &slot.tools, now);
-        let offered = integrity::offer_definitions(&slot.offered);
-        let offer_events = self.pins.observe_offers(&id, &hash, offered, now);
+        let mut tool_events = Vec::new();
+        if lists.tools {
+            self.tool_definitions_hashed += slot.tools.len() as u64;
+            tool_events = self.pins.observe(&id, &hash, &slot.tools, now);
+        }
+        let mut offer_events = Vec::new();
+        if lists.offers {
+            let offered = integrity::offer_definitions(&slot.offered);
+            offer_events = self.pins.observe_offers(&id, &hash, offered, now);
+        }
         let prefix = &slot.spec.prefix;
         for event in &tool_events {
             log_integrity_event(&id, event, self.integrity, "tool", &|tool| {
@@ -415,7 +445,7 @@ impl Handler<SetServers> for Catalog {
         self.servers_set = true;
         for i in 0..self.slots.len() {
             if mode_changed || !kept.contains(&self.slots[i].spec.id) {
-                self.check_integrity(i);
+                self.check_integrity(i, Lists::BOTH);
             }
         }
         self.publish();
@@ -507,7 +537,11 @@ impl Handler<ToolsDiscovered> for Catalog {
         if !empty_relist {
             slot.source = ToolSource::Live;
         }
-        self.check_integrity(i);
+        let lists = Lists {
+            tools: tools_changed,
+            offers: offers_changed,
+        };
+        self.check_integrity(i, lists);
         self.persist();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.acks.push(tx);
@@ -536,7 +570,11 @@ impl Handler<OffersDiscovered> for Catalog {
         let slot = &mut self.slots[i];
         if slot.offered != msg.offered {
             slot.offered = msg.offered;
-            self.check_integrity(i);
+            let lists = Lists {
+                tools: false,
+                offers: true,
+            };
+            self.check_integrity(i, lists);
             self.persist();
             self.publish_soon(ctx);
         }

@@ -36,7 +36,11 @@
 //! Each run loads its `Bearer` from the token file: requests read the current token from an
 //! `ArcSwap` (no lock, no I/O). A token within a tenth of its life (at most a minute) of expiry, or
 //! one the server answered 401 to, is refreshed under the Bearer's mutex, so concurrent requests
-//! wait for one refresh and take its result. The refresh builds its `AuthorizationManager` on first
+//! wait for one refresh and take its result. Runs of one server alive at once (a restart overlapping
+//! the old run, a reload) share its refresh token, so a refresh also holds the server's lock in
+//! `store` ([`store::refresh_lock`]): a run that waited there takes the token the other run stored
+//! instead of spending the refresh token again, which a rotating authorization server would answer
+//! by revoking the grant. The refresh builds its `AuthorizationManager` on first
 //! use (discovery once per run, never on the call path of a valid token). A timer task per Bearer
 //! (holding a weak reference, so it ends with the run) wakes at that point and refreshes through
 //! the same single flight, so a token is renewed ahead of its expiry with no request in between; a
@@ -60,6 +64,8 @@ use crate::error_text;
 mod diagnose;
 pub mod login;
 pub mod store;
+#[cfg(test)]
+mod tests;
 
 /// A remote server's auth state, as `evoctl status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -311,6 +317,13 @@ impl Bearer {
         if matches!(&**self.state.load(), AuthState::LoginRequired { .. }) {
             return Err(self.login_message());
         }
+        // Another run of this server may be spending the same refresh token:
+        // wait for it, then take what it stored rather than spend the token again.
+        let server_wide = store::refresh_lock(&self.server);
+        let _spending = server_wide.lock().await;
+        if let Some(c) = self.take_stored(rejected) {
+            return Ok(c);
+        }
         match self.exchange(&mut refresher).await {
             Ok((response, received_at)) => {
                 let current = Current::of(&response, received_at)
@@ -346,6 +359,29 @@ impl Bearer {
                 ))
             }
         }
+    }
+
+    /// The token file's access token when it is fresh and not the one this
+    /// run has (or had refused): another run of the server refreshed it.
+    fn take_stored(&self, rejected: Option<&HeaderValue>) -> Option<Arc<Current>> {
+        let file = store::load(&self.server, &self.binding)?;
+        let credentials = file.credentials?;
+        let response = credentials.token_response?;
+        let received_at = credentials.token_received_at?;
+        let stored = Current::of(&response, received_at)?;
+        let have = self.current.load();
+        let known = have.as_ref().is_some_and(|c| c.token == stored.token);
+        if !stored.fresh() || known || rejected.is_some_and(|r| *r == stored.header) {
+            return None;
+        }
+        let stored = Arc::new(stored);
+        self.current.store(Some(stored.clone()));
+        self.state.store(Arc::new(AuthState::Ok {
+            expires_at: expires_at_of(&response, received_at),
+        }));
+        tracing::info!(server = %self.server, "access token taken from another run's refresh");
+        self.schedule_refresh();
+        Some(stored)
     }
 
     fn login_message(&self) -> String {

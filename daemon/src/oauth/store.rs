@@ -5,7 +5,9 @@
 //! settings ([`TokenFile::binding`]): one whose binding differs is stale and
 //! is never used.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::config;
 use crate::runtime::atomic_file::{self, Mode};
@@ -14,7 +16,11 @@ use serde::{Deserialize, Serialize};
 
 /// The directory token files live in.
 pub fn dir() -> PathBuf {
-    static DIR: std::sync::LazyLock<PathBuf> = std::sync::LazyLock::new(|| {
+    #[cfg(test)]
+    if let Some(dir) = TEST_DIR.with(|d| d.borrow().clone()) {
+        return dir;
+    }
+    static DIR: LazyLock<PathBuf> = LazyLock::new(|| {
         let env = |k: &str| {
             std::env::var_os(k)
                 .filter(|v| !v.is_empty())
@@ -27,6 +33,26 @@ pub fn dir() -> PathBuf {
         state.join("oauth")
     });
     DIR.clone()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A unit test's token directory, for the thread it runs on (tests run
+    /// in parallel; the real directory is read from the environment once).
+    pub(crate) static TEST_DIR: std::cell::RefCell<Option<PathBuf>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The lock every run of server `id` takes to spend its refresh token: two
+/// runs alive at once (a restart overlapping the old run, a reload) hold the
+/// same refresh token, and an authorization server that rotates refresh
+/// tokens revokes the whole grant when a used one comes back. One lock per
+/// id for the life of evod (ids are config keys: few).
+pub fn refresh_lock(id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+        LazyLock::new(Mutex::default);
+    let mut locks = LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    locks.entry(id.to_owned()).or_default().clone()
 }
 
 /// What is kept for one server.

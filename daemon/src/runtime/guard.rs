@@ -29,9 +29,12 @@
 //! and its `+` line (the leader has just been exec'd; its parent-death
 //! signal still ends it).
 //!
-//! evod without a guard (one that cannot start, stops reading or dies) still runs; `evoctl status`
-//! (`daemon.guard_error`) and the log say what is lost (a SIGKILLed evod may then leave children's
-//! processes behind).
+//! A guard that dies (killed, crashed) or stops reading is replaced: evod notices within
+//! [`WATCH_EVERY`] (or at its next line, whichever comes first), starts a new one and tells it every
+//! group still registered, which evod keeps for that purpose. Replacing it is logged. A guard that
+//! keeps dying ([`MAX_RESTARTS`] within [`RESTART_WINDOW`]) or cannot start is given up: evod still
+//! runs; `evoctl status` (`daemon.guard_error`) and the log say what is lost (a SIGKILLed evod may
+//! then leave children's processes behind).
 //!
 //! Running its own binary again means there is no second binary to install. The stop signals the
 //! guard ignores are SIGINT, SIGTERM, SIGHUP, SIGQUIT and the job-control ones.
@@ -48,11 +51,28 @@ pub const GUARD_ARG: &str = "--guard";
 pub const GRACE: Duration = Duration::from_millis(1500);
 /// How long a clean evod waits for its guard to exit after `bye`.
 const BYE_WAIT: Duration = Duration::from_secs(2);
+/// How often evod checks that its guard is still there.
+pub const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// How many times a guard is replaced within [`RESTART_WINDOW`] before evod
+/// gives up on it (something kills every guard at once, or it cannot run).
+pub const MAX_RESTARTS: usize = 5;
+/// See [`MAX_RESTARTS`].
+pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
-/// evod's end of the guard: the process and the pipe to it, or why there
-/// is none. One per evod process, like the parent-death signal it backs up.
+/// evod's end of the guard. One per evod process, like the parent-death
+/// signal it backs up.
 struct Guard {
-    state: Mutex<State>,
+    inner: Mutex<Inner>,
+}
+
+/// The guard process (or why there is none) and what a new one must be told.
+struct Inner {
+    state: State,
+    /// Every group registered and not yet ended: what a replacement guard is
+    /// told first, so it ends the same groups the lost one would have.
+    groups: HashSet<u32>,
+    /// When guards were replaced, within the last [`RESTART_WINDOW`].
+    restarts: Vec<Instant>,
 }
 
 enum State {
@@ -73,9 +93,9 @@ const LOST: &str = "if evod is killed (SIGKILL, out of memory), processes its ch
                     running in their process groups (a wrapper's background job, npx's \
                     grandchildren) stay behind";
 
-/// Starts the guard. Call once, at startup, before any child is spawned.
-/// Without a guard evod still runs; the error is logged and shown by
-/// [`problem`].
+/// Starts the guard, and the thread that replaces it if it dies. Call once,
+/// at startup, before any child is spawned. Without a guard evod still
+/// runs; the error is logged and shown by [`problem`].
 pub fn start() {
     let state = match spawn_guard() {
         Ok((child, pipe)) => {
@@ -88,9 +108,107 @@ pub fn start() {
             State::Lost(why)
         }
     };
-    let _ = GUARD.set(Guard {
-        state: Mutex::new(state),
-    });
+    let inner = Inner {
+        state,
+        groups: HashSet::new(),
+        restarts: Vec::new(),
+    };
+    let started = GUARD
+        .set(Guard {
+            inner: Mutex::new(inner),
+        })
+        .is_ok();
+    if started {
+        let watcher = std::thread::Builder::new()
+            .name("evod-guard-watch".into())
+            .spawn(watch);
+        if let Err(e) = watcher {
+            tracing::warn!(error = %e, "could not start the thread that replaces a dead guard");
+        }
+    }
+}
+
+/// Replaces the guard when it has died, until evod says `bye` or gives up.
+fn watch() {
+    let Some(guard) = GUARD.get() else { return };
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        let mut inner = guard.lock();
+        if !matches!(inner.state, State::Running { .. }) {
+            return;
+        }
+        inner.replace_if_exited();
+    }
+}
+
+impl Guard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Inner {
+    /// Replaces a guard that has exited; nothing if it runs (or is gone for good).
+    fn replace_if_exited(&mut self) {
+        let State::Running { child, .. } = &mut self.state else {
+            return;
+        };
+        if let Ok(Some(status)) = child.try_wait() {
+            self.replace(&format!("the guard process exited ({status})"));
+        }
+    }
+
+    /// Starts a new guard in place of one that is gone (`why`, already
+    /// reaped or killed) and tells it every registered group; gives up after
+    /// too many replacements.
+    fn replace(&mut self, why: &str) {
+        let now = Instant::now();
+        self.restarts
+            .retain(|&at| now.duration_since(at) < RESTART_WINDOW);
+        if self.restarts.len() >= MAX_RESTARTS {
+            let why = format!(
+                "{why}, after {MAX_RESTARTS} guards were replaced within {}s no new one is started: \
+                 {LOST}; restart evod to get a new guard",
+                RESTART_WINDOW.as_secs()
+            );
+            tracing::error!("{why}");
+            self.state = State::Lost(why);
+            return;
+        }
+        self.restarts.push(now);
+        let (mut child, mut pipe) = match spawn_guard() {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                let why = format!(
+                    "{why} and a new one could not start ({e}): {LOST}; restart evod to get a new guard"
+                );
+                tracing::error!("{why}");
+                self.state = State::Lost(why);
+                return;
+            }
+        };
+        let lines: String = self
+            .groups
+            .iter()
+            .map(|pgid| format!("+{pgid}\n"))
+            .collect();
+        if let Err(e) = pipe.write_all(lines.as_bytes()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let why = format!(
+                "{why} and a new one could not be told the children's groups ({e}): {LOST}; restart evod to get a new guard"
+            );
+            tracing::error!("{why}");
+            self.state = State::Lost(why);
+            return;
+        }
+        tracing::warn!(
+            pid = child.id(),
+            groups = self.groups.len(),
+            "{why}; a new guard process was started and told the children's process groups"
+        );
+        self.state = State::Running { child, pipe };
+    }
 }
 
 #[cfg(unix)]
@@ -166,21 +284,28 @@ fn spawn_guard() -> std::io::Result<(Child, ChildStdin)> {
 
 /// Tells the guard that `pgid` is a child's new process group.
 pub fn register(pgid: u32) {
-    send(&format!("+{pgid}\n"));
+    update(pgid, true);
 }
 
 /// Tells the guard that group `pgid` has been ended (SIGKILL sent while its
 /// leader was unreaped): it must never be signalled again.
 pub fn unregister(pgid: u32) {
-    send(&format!("-{pgid}\n"));
+    update(pgid, false);
 }
 
-fn send(line: &str) {
+fn update(pgid: u32, registered: bool) {
     let Some(guard) = GUARD.get() else {
         return; // no guard was started (unit tests)
     };
-    let mut state = guard.state.lock().unwrap_or_else(|e| e.into_inner());
-    let State::Running { child, pipe } = &mut *state else {
+    let mut inner = guard.lock();
+    let line = if registered {
+        inner.groups.insert(pgid);
+        format!("+{pgid}\n")
+    } else {
+        inner.groups.remove(&pgid);
+        format!("-{pgid}\n")
+    };
+    let State::Running { child, pipe } = &mut inner.state else {
         return;
     };
     // A line is far below PIPE_BUF, so it is written whole or not at all;
@@ -197,30 +322,20 @@ fn send(line: &str) {
                 format!("the guard process stopped reading ({e}) and was killed")
             }
         };
-        let why = format!("{why}: {LOST}; restart evod to get a new guard");
-        tracing::error!("{why}");
-        *state = State::Lost(why);
+        // The new guard is told every group, this one included.
+        inner.replace(&why);
     }
 }
 
-/// Why there is no guard, if there is none (for `evoctl status`).
+/// Why there is no guard, if there is none (for `evoctl status`). A guard
+/// found dead is replaced first.
 pub fn problem() -> Option<String> {
     let guard = GUARD.get()?;
-    let mut state = guard.state.lock().unwrap_or_else(|e| e.into_inner());
-    match &mut *state {
-        State::Running { child, .. } => match child.try_wait() {
-            Ok(Some(status)) => {
-                let why = format!(
-                    "the guard process exited ({status}): {LOST}; restart evod to get a new guard"
-                );
-                tracing::error!("{why}");
-                *state = State::Lost(why.clone());
-                Some(why)
-            }
-            _ => None,
-        },
+    let mut inner = guard.lock();
+    inner.replace_if_exited();
+    match &inner.state {
         State::Lost(why) => Some(why.clone()),
-        State::Done => None,
+        State::Running { .. } | State::Done => None,
     }
 }
 
@@ -228,11 +343,11 @@ pub fn problem() -> Option<String> {
 /// moment) for the guard to exit, so it is not left behind.
 pub fn bye() {
     let Some(guard) = GUARD.get() else { return };
-    let mut state = guard.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut inner = guard.lock();
     let State::Running {
         mut child,
         mut pipe,
-    } = std::mem::replace(&mut *state, State::Done)
+    } = std::mem::replace(&mut inner.state, State::Done)
     else {
         return;
     };

@@ -8,7 +8,10 @@
 // token seconds), CC_CLIENT_ID / CC_CLIENT_SECRET (a client for the client-credentials grant),
 // CIMD=1 to accept client ID metadata documents (oidc-provider's own feature; its SSRF guard,
 // which refuses loopback addresses, is left out so it can fetch the test's document from
-// 127.0.0.1 over HTTPS, trusted through NODE_EXTRA_CA_CERTS).
+// 127.0.0.1 over HTTPS, trusted through NODE_EXTRA_CA_CERTS). ROTATE=1 rotates refresh tokens on
+// every use (a used one presented again revokes the whole grant, as rotating servers do);
+// TOKEN_DELAY_MS holds each token request that long before answering it, so tests can overlap
+// two refreshes. Every token request and every grant is logged.
 import { generateKeyPairSync } from "node:crypto";
 import Provider, { errors } from "oidc-provider";
 
@@ -16,6 +19,8 @@ const port = Number(process.env.PORT);
 const resources = process.env.RESOURCE.split(",");
 const cimd = process.env.CIMD === "1";
 const ttl = Number(process.env.TTL || "60");
+const rotate = process.env.ROTATE === "1";
+const tokenDelay = Number(process.env.TOKEN_DELAY_MS || "0");
 const issuer = `http://127.0.0.1:${port}`;
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const jwk = { ...privateKey.export({ format: "jwk" }), kid: "evo-test", use: "sig", alg: "RS256" };
@@ -57,6 +62,7 @@ const provider = new Provider(issuer, {
   },
   // Refresh tokens for every code grant (not only with offline_access and a consent prompt).
   issueRefreshToken: () => true,
+  ...(rotate ? { rotateRefreshToken: true } : {}),
   ttl: { AccessToken: ttl, ClientCredentials: ttl, RefreshToken: 3600, Grant: 3600, Session: 3600 },
   pkce: { required: () => true },
   ...(cimd ? { fetch: (url, { dispatcher, ...options }) => globalThis.fetch(url, options) } : {}),
@@ -64,6 +70,14 @@ const provider = new Provider(issuer, {
   clientDefaults: { grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] },
 });
 provider.proxy = false;
+provider.use(async (ctx, next) => {
+  if (ctx.method === "POST" && ctx.path === "/token") {
+    console.error("token request received");
+    if (tokenDelay) await new Promise((done) => setTimeout(done, tokenDelay));
+  }
+  await next();
+});
+provider.on("grant.success", (ctx) => console.error("grant.success", ctx.oidc.params.grant_type));
 provider.on("server_error", (ctx, err) => console.error("server_error", err));
 provider.on("grant.error", (ctx, err) => console.error("grant.error", err.message, err.error_description || ""));
 provider.on("authorization.error", (ctx, err) => console.error("authorization.error", err.message, err.error_description || ""));

@@ -424,15 +424,31 @@ fn the_guard_outlives_signals_meant_for_evod() {
 }
 
 #[test]
-fn status_says_when_the_guard_is_lost() {
+fn status_says_when_the_guard_is_lost_for_good() {
     let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
     pid_of(&d, "fx");
     let status = d.ctl_json(&["status"]);
     assert!(status["daemon"].get("guard_error").is_none(), "{status}");
-    let guard = guard_of(&d).expect("evod has a guard process");
-    // SAFETY: a plain signal to a process of this test's evod.
-    unsafe {
-        libc::kill(guard as i32, libc::SIGKILL);
+    // A dead guard is replaced (see below), up to 5 times a minute; the
+    // 6th death is not, and that is what status reports.
+    let mut guard = guard_of(&d).expect("evod has a guard process");
+    for replaced in 0..=5 {
+        // SAFETY: a plain signal to a process of this test's evod.
+        unsafe {
+            libc::kill(guard as i32, libc::SIGKILL);
+        }
+        if replaced == 5 {
+            break;
+        }
+        let dead = guard;
+        eventually(
+            with_log("a new guard", &d.log),
+            Duration::from_secs(10),
+            || {
+                guard = guard_of(&d).filter(|&g| g != dead).unwrap_or(dead);
+                guard != dead
+            },
+        );
     }
     let status = d.wait_status("status to report the lost guard", |s| {
         s["daemon"]["guard_error"].is_string()
@@ -447,4 +463,55 @@ fn status_says_when_the_guard_is_lost() {
     // evod itself carries on.
     let mut c = d.legacy_session();
     assert_eq!(c.call_text("fx_echo", json!({"text": "on"})).0, "on");
+}
+
+#[test]
+fn a_guard_that_dies_is_replaced_and_a_later_sigkill_still_leaves_nothing() {
+    let _left = Leftovers(vec![7307, 7308]);
+    // A wrapper's background job, and the shape of `npx server`: a
+    // grandchild under a leader that was not exec'd.
+    let npxish = "sh -c 'sleep 7308; true' & \"$0\"; true";
+    let d = Daemon::start(&json!({"mcpServers": {
+        "plain": wrapper_server(7307),
+        "npxish": {"command": "sh", "args": ["-c", npxish, fixture().to_string_lossy()]},
+    }}));
+    let leaders = [pid_of(&d, "plain"), pid_of(&d, "npxish")];
+    assert_eq!(processes("sleep 7307").len(), 1);
+    assert_eq!(processes("sleep 7308").len(), 1);
+    let first = guard_of(&d).expect("evod has a guard process");
+    // SAFETY: a plain signal to a process of this test's evod.
+    unsafe {
+        libc::kill(first as i32, libc::SIGKILL);
+    }
+    let mut second = None;
+    eventually(
+        with_log("evod to start a new guard", &d.log),
+        Duration::from_secs(10),
+        || {
+            second = guard_of(&d).filter(|&g| g != first);
+            second.is_some()
+        },
+    );
+    let second = second.expect("a new guard");
+    let status = d.ctl_json(&["status"]);
+    assert!(status["daemon"].get("guard_error").is_none(), "{status}");
+    // The new guard knows every live group: evod's death ends them all.
+    sigkill(&d);
+    assert_none_left(7307, "evod SIGKILLed after its guard was replaced");
+    assert_none_left(
+        7308,
+        "evod SIGKILLed after its guard was replaced (grandchild)",
+    );
+    for pgid in leaders {
+        assert_group_ends(pgid, "evod SIGKILLed after its guard was replaced");
+    }
+    eventually("the new guard to exit", Duration::from_secs(10), || {
+        !alive(second)
+    });
+    assert!(
+        d.log_text()
+            .contains("evod died; ending the process groups of its 2 child(ren)"),
+        "{}",
+        d.log_text()
+    );
 }
