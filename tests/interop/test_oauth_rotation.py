@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from evo_harness import text, wait_for
-from test_oauth_remote import SCOPES, TIMEOUT_S, World, call, login, running_world
+from evo_harness.oauth import SCOPES, TIMEOUT_S, World, call, login, running_world
 
 pytestmark = pytest.mark.anyio
 
