@@ -41,12 +41,18 @@ fn tokens_are_created_listed_revoked_and_only_their_hash_is_kept() {
         &["--mode", "legacy"],
     );
     d.wait_ready(&["fx"]);
-    // Without a credential: 401 and the challenge.
+    // Without a credential: 401 and the challenge, which (tokens only, no
+    // OAuth to discover) says in RFC 6750's terms what is wanted, so a
+    // client shows evo's message rather than its own OAuth hint.
     let r = HttpMcp::modern(port, None).call_method("tools/list", json!({}));
     assert_eq!(r.status, 401, "{}", r.text());
+    let challenge = r.header("www-authenticate").unwrap_or_default();
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
     assert!(
-        r.header("www-authenticate")
-            .is_some_and(|h| h.starts_with("Bearer"))
+        challenge.contains("error=\"invalid_request\"")
+            && challenge.contains("error_description=\"")
+            && challenge.contains("evoctl token create"),
+        "{challenge}"
     );
 
     let token = create_token(&d, &["ci"]);
