@@ -44,6 +44,7 @@ use crate::catalog::refresher::Refresher;
 use crate::catalog::refresher::Revalidate;
 use crate::child::link::ServerState;
 use crate::config::Limits;
+use crate::config::serve::ServeSettings;
 use crate::metrics::Gathered;
 use crate::names;
 use crate::oauth::store;
@@ -114,6 +115,9 @@ pub struct Supervisor {
     opts: DaemonOptions,
     config: Config,
     config_error: Option<String>,
+    /// `serve` as the HTTP endpoint took it at start: it keeps these until
+    /// evod restarts, so a reload compares against them, not the last file.
+    serving: ServeSettings,
     permissions: Arc<Permissions>,
     permissions_error: Option<String>,
     /// Whether a permissions file (or its absence) ever loaded: until one
@@ -208,6 +212,7 @@ impl Supervisor {
             opts,
             config: Config::default(),
             config_error: None,
+            serving: ServeSettings::default(),
             permissions: Default::default(),
             permissions_error: None,
             permissions_loaded: false,
@@ -244,6 +249,7 @@ impl Supervisor {
             Ok(cfg) => {
                 self.log_problems(&cfg);
                 self.config_error = None;
+                self.serving = cfg.serve.clone();
                 self.config = cfg;
                 self.apply_profiles();
             }
@@ -394,16 +400,19 @@ impl Supervisor {
         // As at start: an entry that cannot be used fails that server alone
         // (shown failed with its error); the valid ones apply.
         self.log_problems(&cfg);
-        if cfg.serve != self.config.serve {
-            tracing::warn!(
-                "serve.http changed: the HTTP endpoint keeps its settings until evod restarts (the tokens file is read again now)"
-            );
+        let mut report = ctl::ActionReport {
+            warnings: cfg.warnings.iter().map(ToString::to_string).collect(),
+            ..Default::default()
+        };
+        if cfg.serve != self.serving {
+            let why = "serve.http changed: the HTTP endpoint keeps its listener and auth settings until evod restarts (the tokens file is read again now)";
+            tracing::warn!("{why}");
+            report.restart_needed.push(why.to_string());
         }
         self.config_error = None;
         // Children started by this reload read messages up to the new limit.
         let around = self.surroundings(&cfg.limits);
         let snapshot = self.snapshot.load_full();
-        let mut report = ctl::ActionReport::default();
         let plan = {
             let running: Vec<&ServerSpec> = self.children.iter().map(|h| &*h.spec).collect();
             reload::plan(&running, &cfg.servers)
@@ -514,6 +523,11 @@ impl Supervisor {
                 "; {} server(s) cannot be used until their entries are fixed",
                 report.failed.len()
             ));
+        }
+        if !report.restart_needed.is_empty() {
+            report
+                .message
+                .push_str("; some changes apply only when evod restarts");
         }
         tracing::info!(added = ?report.added, removed = ?report.removed, restarted = ?report.restarted, reprefixed = ?report.reprefixed, "{}", report.message);
         Ok(report)

@@ -220,9 +220,11 @@ fn a_failed_child_names_the_variables_its_config_lacks_until_the_env_file_sets_t
 
     // Set in the env file, the variable is no longer missing: the child (still
     // broken) restarts with it and its error carries no note.
+    // The reload says it (exit 1, and which restarted server failed again).
     write_env(&env, "EVO_IT_CERT=/etc/ssl/certs/ca.pem\n");
     let (code, out, err) = d.ctl(&["reload"]);
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("broken: failed: "), "{out}");
     eventually(
         with_log("broken to fail without the note", &d.log),
         Duration::from_secs(30),

@@ -753,8 +753,9 @@ fn refresh_without_a_terminal_reports_the_outcome() {
     });
     // Off a terminal, refresh waits for the outcome and prints it (no
     // progress line): what happened, not only what was asked.
+    // A server that ends failed is a failed refresh: exit 1.
     let (code, out, err) = d.ctl(&["refresh"]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[..2],
