@@ -58,6 +58,7 @@ use crate::policy::profiles::SavedProfiles;
 use crate::search::embedder::Configure;
 use crate::search::embedder::Embedder;
 use crate::search::embedder::SemanticView;
+use crate::session::config_trouble::ConfigTrouble;
 use crate::store::Event;
 use crate::store::Store;
 use crate::store::instances::PUBLISH_EVERY;
@@ -118,6 +119,11 @@ pub struct Supervisor {
     /// `serve` as the HTTP endpoint took it at start: it keeps these until
     /// evod restarts, so a reload compares against them, not the last file.
     serving: ServeSettings,
+    /// `config_error` as sessions' agents are told it.
+    config_trouble: ConfigTrouble,
+    /// A version of the config loaded since start (it stays in force while
+    /// a later one cannot be read).
+    config_loaded: bool,
     permissions: Arc<Permissions>,
     permissions_error: Option<String>,
     /// Whether a permissions file (or its absence) ever loaded: until one
@@ -213,6 +219,8 @@ impl Supervisor {
             config: Config::default(),
             config_error: None,
             serving: ServeSettings::default(),
+            config_trouble: ConfigTrouble::default(),
+            config_loaded: false,
             permissions: Default::default(),
             permissions_error: None,
             permissions_loaded: false,
@@ -249,6 +257,8 @@ impl Supervisor {
             Ok(cfg) => {
                 self.log_problems(&cfg);
                 self.config_error = None;
+                self.config_trouble.clear();
+                self.config_loaded = true;
                 self.serving = cfg.serve.clone();
                 self.config = cfg;
                 self.apply_profiles();
@@ -259,6 +269,8 @@ impl Supervisor {
                     "{e}; running with no servers until the file is fixed (saving it applies it)"
                 );
                 self.config_error = Some(e.to_string());
+                self.config_trouble
+                    .set(&self.opts.config_path, &e.to_string(), false);
             }
         }
     }
@@ -394,6 +406,8 @@ impl Supervisor {
                 let msg = e.to_string();
                 tracing::error!("{msg}; keeping the running config");
                 self.config_error = Some(msg.clone());
+                self.config_trouble
+                    .set(&self.opts.config_path, &msg, self.config_loaded);
                 return Err(format!("{msg}; the running config stays in force"));
             }
         };
@@ -410,6 +424,8 @@ impl Supervisor {
             report.restart_needed.push(why.to_string());
         }
         self.config_error = None;
+        self.config_trouble.clear();
+        self.config_loaded = true;
         // Children started by this reload read messages up to the new limit.
         let around = self.surroundings(&cfg.limits);
         let snapshot = self.snapshot.load_full();
