@@ -303,7 +303,11 @@ fn file_health(what: &str, f: &FileStatus, always: bool) -> Vec<String> {
         if !always {
             return Vec::new();
         }
-        "ok".to_string()
+        if f.missing {
+            "no such file (its defaults apply)".to_string()
+        } else {
+            "ok".to_string()
+        }
     } else {
         let n = f.warnings.len();
         format!("ok, {n} warning{}", if n == 1 { "" } else { "s" })
