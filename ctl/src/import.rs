@@ -504,6 +504,27 @@ fn outcome(status: &StatusReport, id: &str) -> Outcome {
 }
 
 impl Pickup {
+    /// `2 server(s) imported: 1 applied, 1 disabled`: each outcome with
+    /// its count, in a fixed order.
+    fn counts(&self) -> String {
+        let parts: Vec<String> = ["applied", "disabled", "failed", "missing"]
+            .iter()
+            .filter_map(|outcome| {
+                let n = self
+                    .servers
+                    .iter()
+                    .filter(|s| s.outcome == *outcome)
+                    .count();
+                (n > 0).then(|| format!("{n} {outcome}"))
+            })
+            .collect();
+        format!(
+            "{} server(s) imported: {}",
+            self.servers.len(),
+            parts.join(", ")
+        )
+    }
+
     /// The lines a person reads: what evod did, server by server.
     pub fn print(&self) {
         let config = self.config.display();
@@ -526,10 +547,10 @@ impl Pickup {
                 return;
             }
         } else {
-            println!(
-                "evod reloaded {config}: {}",
-                self.message.as_deref().unwrap_or("done")
-            );
+            // Counted from the servers written, not the reload's own diff:
+            // the file watcher may have applied part of it already, and a
+            // disabled server is no change to what runs.
+            println!("evod reloaded {config}: {}", self.counts());
         }
         for s in &self.servers {
             let state = s.state.map(|st| st.as_str()).unwrap_or("");

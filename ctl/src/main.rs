@@ -596,14 +596,24 @@ async fn control(
     {
         eprintln!("{why}: open the address above in one");
     }
+    // A change evod read but cannot apply until it restarts is not done:
+    // scripts see it in the exit code, with or without `--json`.
+    let mut outcome = match &reply {
+        Reply::Action(r) if !r.restart_needed.is_empty() => ExitCode::from(EXIT_REFUSED),
+        _ => ExitCode::SUCCESS,
+    };
     // A person at a terminal watches re-discovery finish on one updating
-    // line; off a terminal `refresh` waits for it and prints each server's
-    // outcome (scripts and logs learn what happened, not only what was
-    // asked). `--json` gets the reply alone, one stable shape.
+    // line; off a terminal `refresh` and `reload` wait for it and print
+    // each server's outcome (scripts and logs learn what happened, not only
+    // what was asked), and a server that ends failed makes the exit code 1.
+    // `--json` gets the reply alone, one stable shape.
     if !json {
         let terminal = io::stdout().is_terminal();
         let ids = match (&request, reply) {
             (CtlRequest::Refresh { .. }, Reply::Action(r)) => r.restarted,
+            (CtlRequest::Reload, Reply::Action(r)) => {
+                r.added.into_iter().chain(r.restarted).collect()
+            }
             // A daemon still discovering its servers (first start of many):
             // follow it until each is ready or failed.
             (CtlRequest::Status, Reply::Status(s)) if terminal => s
@@ -614,9 +624,20 @@ async fn control(
                 .collect(),
             _ => Vec::new(),
         };
-        follow_refresh(socket, &ids, terminal).await;
+        if follow_refresh(socket, &ids, terminal).await == Settled::SomeFailed {
+            outcome = ExitCode::from(EXIT_REFUSED);
+        }
     }
-    ExitCode::SUCCESS
+    outcome
+}
+
+/// How the servers a command restarted ended up.
+#[derive(Debug, PartialEq, Eq)]
+enum Settled {
+    /// Each is ready, gone, or still starting when evoctl stopped waiting.
+    Fine,
+    /// At least one ended `failed`.
+    SomeFailed,
 }
 
 /// The single-threaded runtime a command that talks to the daemon runs on,
@@ -661,14 +682,14 @@ fn open_browser(url: &str) -> Result<(), String> {
 const REFRESH_POLL: Duration = Duration::from_millis(200);
 const REFRESH_PATIENCE: Duration = Duration::from_secs(120);
 
-/// Waits until every server in `ids` is `ready` or `failed`: on a terminal
+/// Waits until every server in `ids` has settled (`ready`, `failed`, …): on a terminal
 /// one updating line shows the progress; elsewhere each server's outcome is
 /// printed once known. The daemon queues each Restart before it replies, and
 /// a child answers status only after its queued messages, so the first poll
 /// already sees the restart rather than the old `ready`.
-async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
+async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) -> Settled {
     if ids.is_empty() {
-        return;
+        return Settled::Fine;
     }
     let started = Instant::now();
     let mut stdout = io::stdout();
@@ -679,7 +700,7 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
             if terminal {
                 let _ = writeln!(stdout);
             }
-            return;
+            return Settled::Fine;
         };
         let progress = output::refresh_progress(&status, ids);
         if terminal {
@@ -694,7 +715,11 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
                     let _ = writeln!(stdout, "{}", output::refresh_outcome(&status, id));
                 }
             }
-            return;
+            return if progress.failed {
+                Settled::SomeFailed
+            } else {
+                Settled::Fine
+            };
         }
         if started.elapsed() >= REFRESH_PATIENCE {
             let _ = writeln!(
@@ -703,7 +728,7 @@ async fn follow_refresh(socket: &Path, ids: &[String], terminal: bool) {
                 if terminal { "\n" } else { "" },
                 REFRESH_PATIENCE.as_secs()
             );
-            return;
+            return Settled::Fine;
         }
         sleep(REFRESH_POLL).await;
     }

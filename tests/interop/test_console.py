@@ -220,6 +220,14 @@ def test_the_overview_shows_a_config_edit_live(cevo: ConsoleEvo, browser: Any, s
     wait(browser).until(EC.text_to_be_present_in_element((By.ID, "health"), "mcp.config.json:3"))
     cevo.config.write_text(good)
     wait(browser).until_not(EC.text_to_be_present_in_element((By.ID, "health"), "mcp.config.json:3"))
+    # A permissions file that is not there is said to be missing, not shown as one that loaded.
+    permissions = cevo.tmp / "permissions.yml"
+    kept = permissions.read_text()
+    permissions.unlink()
+    wait(browser).until(EC.text_to_be_present_in_element((By.ID, "health"), "no such file"))
+    assert "✓ permissions" not in text_of(browser, "#health")
+    permissions.write_text(kept)
+    wait(browser).until(EC.text_to_be_present_in_element((By.ID, "health"), "✓ permissions"))
     shot(browser, shots, "overview")
 
 

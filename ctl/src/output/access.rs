@@ -15,6 +15,9 @@ pub fn token_created(t: &TokenCreated) -> Printout {
         t.profile.as_deref().unwrap_or("-"),
         t.file
     ));
+    if let Some(why) = &t.unchecked {
+        p.note(format!("warning: {why}"));
+    }
     p.line(t.token.clone());
     p
 }

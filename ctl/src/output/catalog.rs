@@ -14,11 +14,12 @@ use serde_json::json;
 
 use super::text::{Printout, pretty, table};
 
-/// `evoctl list`: the session it is for on stderr, a line per tool.
+/// `evoctl list`: the session it is for, then a line per tool. On stdout,
+/// so that whoever reads the list (a pipe, a log) also reads whose it is.
 pub fn tools(l: &ToolList) -> Printout {
     let mut p = Printout::default();
     if let Some(s) = &l.session {
-        p.note(format!(
+        p.line(format!(
             "session {}",
             session_label(s, l.session_name.as_deref())
         ));
@@ -237,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn list_names_the_session_on_stderr() {
+    fn list_names_the_session_first() {
         let mut hot = tool("fx_time", None);
         hot.hot = true;
         let l = ToolList {
@@ -246,10 +247,10 @@ mod tests {
             tools: vec![tool("fx_echo", None), hot],
         };
         let p = tools(&l);
-        assert_eq!(p.stderr(), "session s1 (dave)\n");
+        assert_eq!(p.stderr(), "");
         assert_eq!(
             p.stdout(),
-            "fx_echo — Echoes text. (fx)\nfx_time — Echoes text. (fx) [hot]\n"
+            "session s1 (dave)\nfx_echo — Echoes text. (fx)\nfx_time — Echoes text. (fx) [hot]\n"
         );
     }
 

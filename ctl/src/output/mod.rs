@@ -80,6 +80,12 @@ fn action(r: &ActionReport) -> Printout {
         }
     }
     p.lines(r.failed.iter().map(|failed| format!("failed: {failed}")));
+    p.lines(r.warnings.iter().map(|w| format!("warning: {w}")));
+    p.lines(
+        r.restart_needed
+            .iter()
+            .map(|why| format!("needs a restart: {why}")),
+    );
     p
 }
 
@@ -94,12 +100,14 @@ mod tests {
             added: vec!["a".into(), "b".into()],
             restarted: vec!["c".into()],
             failed: vec!["d: bad command".into()],
+            warnings: vec!["/c/mcp.json:3: unknown key 'x' ignored".into()],
+            restart_needed: vec!["serve.http changed".into()],
             trusted: vec!["fx:echo".into()],
             ..Default::default()
         };
         assert_eq!(
             action(&r).stdout(),
-            "reloaded\nadded: a, b\nrestarted: c\nfailed: d: bad command\n"
+            "reloaded\nadded: a, b\nrestarted: c\nfailed: d: bad command\nwarning: /c/mcp.json:3: unknown key 'x' ignored\nneeds a restart: serve.http changed\n"
         );
     }
 }

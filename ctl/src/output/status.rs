@@ -303,7 +303,11 @@ fn file_health(what: &str, f: &FileStatus, always: bool) -> Vec<String> {
         if !always {
             return Vec::new();
         }
-        "ok".to_string()
+        if f.missing {
+            "no such file (its defaults apply)".to_string()
+        } else {
+            "ok".to_string()
+        }
     } else {
         let n = f.warnings.len();
         format!("ok, {n} warning{}", if n == 1 { "" } else { "s" })
@@ -316,8 +320,12 @@ fn file_health(what: &str, f: &FileStatus, always: bool) -> Vec<String> {
 /// Where a refresh stands, for the line `evoctl refresh` keeps updating.
 pub struct RefreshProgress {
     pub line: String,
-    /// Every targeted server is `ready` or `failed`.
+    /// Every targeted server has settled: `ready`, `failed`, or a state
+    /// nothing more happens in by itself (`disabled`, `login_required`,
+    /// `idle`).
     pub done: bool,
+    /// At least one targeted server is `failed`.
+    pub failed: bool,
 }
 
 /// Counts the servers in `ids` that are `ready` or `failed` in `status`. A
@@ -334,8 +342,18 @@ pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgres
         .filter(|id| state(id) == Some(ServerState::Failed))
         .map(String::as_str)
         .collect();
-    let gone = ids.iter().filter(|id| state(id).is_none()).count();
-    let done = ready + failed.len() + gone == ids.len();
+    let done = ids.iter().all(|id| {
+        state(id).is_none_or(|s| {
+            matches!(
+                s,
+                ServerState::Ready
+                    | ServerState::Failed
+                    | ServerState::Disabled
+                    | ServerState::LoginRequired
+                    | ServerState::Idle
+            )
+        })
+    });
     let verb = if done {
         "re-discovered"
     } else {
@@ -348,7 +366,11 @@ pub fn refresh_progress(status: &StatusReport, ids: &[String]) -> RefreshProgres
             failed.join(", ")
         ));
     }
-    RefreshProgress { line, done }
+    RefreshProgress {
+        line,
+        done,
+        failed: !failed.is_empty(),
+    }
 }
 
 /// One server's outcome once a refresh has settled: `fx: ready, 14 tools`,

@@ -157,15 +157,28 @@ fn quoted(value: &str) -> String {
     q
 }
 
+/// What a request without a credential is told (the 401's body, and its
+/// challenge when there is no OAuth to discover).
+pub const MISSING_CREDENTIAL: &str = "this endpoint needs `Authorization: Bearer TOKEN` (an API token from `evoctl token create`, or an OAuth access token)";
+
 /// The `WWW-Authenticate` value for a refusal. `metadata` is the URL of the
-/// protected resource metadata (with OAuth), else the realm alone is named.
+/// protected resource metadata (with OAuth), else the realm is named with,
+/// for a missing credential, RFC 6750's `error` and `error_description`: a
+/// client then shows evo's message instead of starting (or suggesting) an
+/// OAuth flow the endpoint does not offer.
 pub fn challenge(denied: &Denied, metadata: Option<&str>) -> String {
     let mut parts = vec![String::from("Bearer realm=\"evo\"")];
     if let Some(url) = metadata {
         parts.push(format!("resource_metadata={}", quoted(url)));
     }
     match denied {
-        Denied::Missing => {}
+        // With OAuth the metadata URL is the answer: RFC 6750 asks for no
+        // error code then, and clients start discovery from it.
+        Denied::Missing if metadata.is_some() => {}
+        Denied::Missing => {
+            parts.push("error=\"invalid_request\"".into());
+            parts.push(format!("error_description={}", quoted(MISSING_CREDENTIAL)));
+        }
         Denied::Invalid(why) => {
             parts.push("error=\"invalid_token\"".into());
             parts.push(format!("error_description={}", quoted(why)));
@@ -237,6 +250,13 @@ mod tests {
         );
         assert!(bad.contains("error=\"invalid_token\""));
         assert!(bad.contains(r#"error_description="the token has \"expired\"""#));
+        let tokens_only = challenge(&Denied::Missing, None);
+        assert!(
+            tokens_only.starts_with(
+                "Bearer realm=\"evo\", error=\"invalid_request\", error_description=\""
+            ) && tokens_only.contains("evoctl token create"),
+            "{tokens_only}"
+        );
         let scope = challenge(&Denied::Scope(vec!["mcp".into(), "tools".into()]), None);
         assert_eq!(
             scope,

@@ -72,6 +72,12 @@ impl EndpointControl {
         status
     }
 
+    /// The endpoint asks for credentials (`serve.http.auth` was set when it
+    /// started): only then is an API token checked.
+    pub fn checks_credentials(&self) -> bool {
+        self.auth.required
+    }
+
     /// Where browsers reach the console on the endpoint.
     pub fn console_base(&self) -> &str {
         &self.console_base

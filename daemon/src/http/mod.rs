@@ -508,7 +508,7 @@ impl McpEndpoint {
             Denied::Missing => (
                 StatusCode::UNAUTHORIZED,
                 "invalid_request",
-                "this endpoint needs `Authorization: Bearer TOKEN` (an API token from `evoctl token create`, or an OAuth access token)".to_string(),
+                auth::MISSING_CREDENTIAL.to_string(),
             ),
             Denied::Invalid(why) => (StatusCode::UNAUTHORIZED, "invalid_token", why.clone()),
             Denied::Scope(scopes) => (

@@ -286,9 +286,10 @@ impl SessionServer {
         answers: Answers,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let text = snapshot
-            .refusal(name)
-            .unwrap_or_else(|| unknown_tool_message(snapshot, name, Asker::Agent));
+        let text = snapshot.refusal(name).unwrap_or_else(|| {
+            self.config_trouble
+                .appended(unknown_tool_message(snapshot, name, Asker::Agent))
+        });
         if let Some(server) = snapshot.login_required_owner(name) {
             return match self.after_login_offer(server, name, text, ctx).await {
                 Ok(_) => {

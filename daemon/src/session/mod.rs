@@ -40,6 +40,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionSink};
 mod approval;
 pub mod breaker;
 mod call;
+pub mod config_trouble;
 pub mod disclosure;
 mod login;
 pub mod native_tools;

@@ -29,6 +29,7 @@ use crate::metrics;
 use crate::search;
 use crate::search::embedder;
 use crate::search::embedder::SemanticView;
+use crate::session::config_trouble::ConfigTrouble;
 use crate::session::disclosure;
 use crate::session::native_tools;
 use crate::session::startup;
@@ -74,6 +75,9 @@ pub struct SessionServer {
     /// live there, so any instance serving the session sees them.
     pub shared: Option<Arc<Shared>>,
     pub events: crate::console::events::EventBus,
+    /// The config could not be read: said wherever an answer would look
+    /// empty or wrong for no visible reason.
+    pub config_trouble: ConfigTrouble,
 }
 
 /// How long a 2026-07-28 client may treat a tools/list as fresh. The
@@ -130,6 +134,7 @@ impl SessionServer {
             raw: None,
             shared: opened.shared.clone(),
             events: opened.events.clone(),
+            config_trouble: opened.config_trouble.clone(),
         }
     }
 
@@ -206,7 +211,7 @@ impl SessionServer {
         if let Some(note) = startup::still_starting_note(&snapshot) {
             text.push_str(&note);
         }
-        info.instructions = Some(text);
+        info.instructions = Some(self.config_trouble.appended(text));
         info
     }
 
@@ -223,7 +228,11 @@ impl SessionServer {
         match (snapshot.get(name), snapshot.quarantined.get(name)) {
             (Some(entry), _) => text_result(disclosure::describe_tool(entry), false),
             (None, Some(held)) => text_result(held.refusal(), true),
-            (None, None) => text_result(unknown_tool_message(&snapshot, name, Asker::Agent), true),
+            (None, None) => text_result(
+                self.config_trouble
+                    .appended(unknown_tool_message(&snapshot, name, Asker::Agent)),
+                true,
+            ),
         }
     }
 
@@ -271,6 +280,9 @@ impl SessionServer {
         .await;
         metrics::metrics().search(started.elapsed());
         let mut text = search::render(&outcome, params.schemas || modern);
+        if outcome.hits.is_empty() {
+            text = self.config_trouble.appended(text);
+        }
         if modern {
             self.view.touch();
             if !outcome.hits.is_empty() {

@@ -46,6 +46,7 @@ use crate::catalog::refresher::Refresher;
 use crate::catalog::refresher::Revalidate;
 use crate::child::link::ServerState;
 use crate::config::Limits;
+use crate::config::serve::ServeSettings;
 use crate::metrics::Gathered;
 use crate::names;
 use crate::oauth::store;
@@ -59,6 +60,7 @@ use crate::policy::profiles::SavedProfiles;
 use crate::search::embedder::Configure;
 use crate::search::embedder::Embedder;
 use crate::search::embedder::SemanticView;
+use crate::session::config_trouble::ConfigTrouble;
 use crate::store::Event;
 use crate::store::Store;
 use crate::store::instances::PUBLISH_EVERY;
@@ -116,6 +118,14 @@ pub struct Supervisor {
     opts: DaemonOptions,
     config: Config,
     config_error: Option<String>,
+    /// `serve` as the HTTP endpoint took it at start: it keeps these until
+    /// evod restarts, so a reload compares against them, not the last file.
+    serving: ServeSettings,
+    /// `config_error` as sessions' agents are told it.
+    config_trouble: ConfigTrouble,
+    /// A version of the config loaded since start (it stays in force while
+    /// a later one cannot be read).
+    config_loaded: bool,
     permissions: Arc<Permissions>,
     permissions_error: Option<String>,
     /// Whether a permissions file (or its absence) ever loaded: until one
@@ -210,6 +220,9 @@ impl Supervisor {
             opts,
             config: Config::default(),
             config_error: None,
+            serving: ServeSettings::default(),
+            config_trouble: ConfigTrouble::default(),
+            config_loaded: false,
             permissions: Default::default(),
             permissions_error: None,
             permissions_loaded: false,
@@ -246,6 +259,9 @@ impl Supervisor {
             Ok(cfg) => {
                 self.log_problems(&cfg);
                 self.config_error = None;
+                self.config_trouble.clear();
+                self.config_loaded = true;
+                self.serving = cfg.serve.clone();
                 self.config = cfg;
                 self.apply_profiles();
             }
@@ -255,6 +271,8 @@ impl Supervisor {
                     "{e}; running with no servers until the file is fixed (saving it applies it)"
                 );
                 self.config_error = Some(e.to_string());
+                self.config_trouble
+                    .set(&self.opts.config_path, &e.to_string(), false);
             }
         }
     }
@@ -390,22 +408,29 @@ impl Supervisor {
                 let msg = e.to_string();
                 tracing::error!("{msg}; keeping the running config");
                 self.config_error = Some(msg.clone());
+                self.config_trouble
+                    .set(&self.opts.config_path, &msg, self.config_loaded);
                 return Err(format!("{msg}; the running config stays in force"));
             }
         };
         // As at start: an entry that cannot be used fails that server alone
         // (shown failed with its error); the valid ones apply.
         self.log_problems(&cfg);
-        if cfg.serve != self.config.serve {
-            tracing::warn!(
-                "serve.http changed: the HTTP endpoint keeps its settings until evod restarts (the tokens file is read again now)"
-            );
+        let mut report = ctl::ActionReport {
+            warnings: cfg.warnings.iter().map(ToString::to_string).collect(),
+            ..Default::default()
+        };
+        if cfg.serve != self.serving {
+            let why = "serve.http changed: the HTTP endpoint keeps its listener and auth settings until evod restarts (the tokens file is read again now)";
+            tracing::warn!("{why}");
+            report.restart_needed.push(why.to_string());
         }
         self.config_error = None;
+        self.config_trouble.clear();
+        self.config_loaded = true;
         // Children started by this reload read messages up to the new limit.
         let around = self.surroundings(&cfg.limits);
         let snapshot = self.snapshot.load_full();
-        let mut report = ctl::ActionReport::default();
         let plan = {
             let running: Vec<&ServerSpec> = self.children.iter().map(|h| &*h.spec).collect();
             reload::plan(&running, &cfg.servers)
@@ -516,6 +541,11 @@ impl Supervisor {
                 "; {} server(s) cannot be used until their entries are fixed",
                 report.failed.len()
             ));
+        }
+        if !report.restart_needed.is_empty() {
+            report
+                .message
+                .push_str("; some changes apply only when evod restarts");
         }
         tracing::info!(added = ?report.added, removed = ?report.removed, restarted = ?report.restarted, reprefixed = ?report.reprefixed, "{}", report.message);
         Ok(report)

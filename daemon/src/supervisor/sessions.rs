@@ -16,6 +16,7 @@ use crate::catalog::refresher::PersistNamed;
 use crate::config::DiscoveryMode;
 use crate::console::events::{EventBus, Topic};
 use crate::search::embedder::SemanticView;
+use crate::session::config_trouble::ConfigTrouble;
 use crate::session::{self, ActivationSet, Session};
 use crate::store::Shared;
 
@@ -106,6 +107,8 @@ pub struct OpenedSession {
     /// The shared store, for the per-session state kept there.
     pub shared: Option<Arc<Shared>>,
     pub events: EventBus,
+    /// Whether the config could not be read, as the agent is told.
+    pub config_trouble: ConfigTrouble,
 }
 
 impl Handler<OpenSession> for Supervisor {
@@ -213,6 +216,7 @@ impl Handler<OpenSession> for Supervisor {
             identity,
             shared,
             events: self.opts.events.clone(),
+            config_trouble: self.config_trouble.clone(),
         })
     }
 }

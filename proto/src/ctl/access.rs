@@ -30,6 +30,10 @@ pub struct TokenCreated {
     pub created: String,
     /// The tokens file it was recorded in.
     pub file: String,
+    /// Why the endpoint does not check it yet (no HTTP endpoint, or one
+    /// without `serve.http.auth`); absent when it is checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchecked: Option<String>,
 }
 
 /// One API token as `token list` shows it (never the token).

@@ -167,4 +167,11 @@ pub struct ActionReport {
     /// Tools whose new definitions were accepted (`trust`), as `server:tool`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted: Vec<String>,
+    /// The config's warnings, `file:line: message` (reload repeats them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Changes read but not applied until evod restarts (`serve.http`):
+    /// each says what and why. Not empty: `evoctl` exits 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart_needed: Vec<String>,
 }

@@ -301,6 +301,9 @@ pub struct FileStatus {
     /// What its last load ignored (unknown keys, skipped env file lines), in the order found.
     #[serde(default)]
     pub warnings: Vec<FileWarning>,
+    /// There is no such file: its defaults apply (`ok` all the same).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 /// One thing a file's load ignored, and where.

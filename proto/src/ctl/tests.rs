@@ -356,10 +356,21 @@ fn file_status_keeps_its_keys_and_reads_without_warnings() {
             line: Some(5),
             message: "m".into(),
         }],
+        missing: false,
     };
     assert_eq!(
         serde_json::to_string(&f).unwrap_or_default(),
         r#"{"path":"/c/mcp.config.json","ok":true,"error":null,"warnings":[{"file":"/c/mcp.config.json","line":5,"message":"m"}]}"#
+    );
+    // A file that is not there says so; one that is leaves the key out.
+    let gone = FileStatus {
+        missing: true,
+        ..f.clone()
+    };
+    assert!(
+        serde_json::to_string(&gone)
+            .unwrap_or_default()
+            .ends_with(r#","missing":true}"#)
     );
     // A daemon from before `warnings` existed still reads.
     let old: Result<FileStatus, _> = serde_json::from_str(r#"{"path":"p","ok":false,"error":"e"}"#);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use evo_tests::harness::{
     daemon::{Daemon, server},
     locations::fixture,
-    mcp::McpClient,
+    mcp::{McpClient, text_of},
     process::TempDir,
     servers::fixture_server,
     wait::{eventually, with_log},
@@ -220,9 +220,11 @@ fn a_failed_child_names_the_variables_its_config_lacks_until_the_env_file_sets_t
 
     // Set in the env file, the variable is no longer missing: the child (still
     // broken) restarts with it and its error carries no note.
+    // The reload says it (exit 1, and which restarted server failed again).
     write_env(&env, "EVO_IT_CERT=/etc/ssl/certs/ca.pem\n");
     let (code, out, err) = d.ctl(&["reload"]);
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("broken: failed: "), "{out}");
     eventually(
         with_log("broken to fail without the note", &d.log),
         Duration::from_secs(30),
@@ -235,4 +237,52 @@ fn a_failed_child_names_the_variables_its_config_lacks_until_the_env_file_sets_t
             })
         },
     );
+}
+
+/// A config that is not valid JSON is not invisible from the client: what
+/// the session's agent sees (the instructions, an empty search, an unknown
+/// tool) says the config could not be read, where, and that `evoctl status`
+/// has the details; fixing the file clears it.
+#[test]
+fn an_unreadable_config_is_told_to_the_sessions_agent() {
+    let dir = TempDir::new("cfg");
+    let config = dir.path().join("mcp.config.json");
+    std::fs::write(&config, "{\n  \"mcpServers\": {\n    \"fx\": \n").unwrap();
+    let d = Daemon::start_raw(dir, config.clone(), &[], &[]);
+    d.wait_status("config error reported", |s| s["config"]["ok"] == false);
+    let path = config.display().to_string();
+    let told = |text: &str, what: &str| {
+        assert!(
+            text.contains("could not read its config")
+                && text.contains(&path)
+                && text.contains("evoctl status"),
+            "{what}: {text}"
+        );
+    };
+    let mut c = d.session(&["--mode", "dynamic"]);
+    let init = c.initialize();
+    told(
+        init["result"]["instructions"].as_str().unwrap_or_default(),
+        "instructions",
+    );
+    let (text, _) = c.call_text("discover_tools", json!({"query": "echo some text"}));
+    told(&text, "an empty discover_tools");
+    let (text, is_error) = c.call_text("call_tool", json!({"name": "fx_echo", "arguments": {}}));
+    assert!(is_error, "{text}");
+    told(&text, "an unknown tool");
+    let r = c.call("fx_echo", json!({"text": "x"}));
+    let (text, _) = text_of(&r);
+    told(&text, "an unknown tool called by name");
+    drop(c);
+    // Fixed: nothing more is said of it.
+    std::fs::write(
+        &config,
+        serde_json::to_vec(&json!({"mcpServers": {"fx": fixture_server(&[])}})).unwrap(),
+    )
+    .unwrap();
+    d.wait_ready(&["fx"]);
+    let mut c = d.session(&["--mode", "dynamic"]);
+    let init = c.initialize();
+    let text = init["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(!text.contains("could not read"), "{text}");
 }

@@ -184,3 +184,31 @@ fn a_signed_in_browser_stays_signed_in_across_a_restart() {
     );
     assert_eq!(page.map(|p| p.status), Some(200));
 }
+
+/// Config and permissions health as the console reads it (`status`
+/// through its API): a permissions file that does not exist is said to be
+/// missing (its defaults apply), not shown as a file that loaded; once
+/// written and reloaded, it is a file again.
+#[test]
+fn a_missing_permissions_file_is_shown_missing() {
+    let d = Daemon::start(&json!({"mcpServers": {}}));
+    let (port, link, _) = ui(&d);
+    let cookie = cookie_of(&request(port, "GET", &link, &[], b""));
+    let with = format!("evo_console={cookie}");
+    let csrf = csrf_of(&request(port, "GET", "/ui/", &[("Cookie", &with)], b""));
+    let health = || {
+        let r = post(port, &cookie, Some(&csrf), &json!({"cmd": "status"}));
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        v["data"]["permissions"].clone()
+    };
+    let p = health();
+    assert_eq!(
+        (p["ok"].clone(), p["missing"].clone()),
+        (json!(true), json!(true)),
+        "{p:#}"
+    );
+    std::fs::write(d.config.with_file_name("permissions.yml"), "rules: {}\n").unwrap();
+    d.ctl_json(&["reload"]);
+    let p = health();
+    assert!(p.get("missing").is_none_or(|m| m == false), "{p:#}");
+}

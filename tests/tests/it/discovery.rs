@@ -439,13 +439,64 @@ fn evoctl_names_the_session_it_picked() {
         format!("session {id} (dave): activated fx_add"),
         "{out}"
     );
-    let (code, _, err) = d.ctl(&["list"]);
+    let (code, out, err) = d.ctl(&["list"]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains(&format!("session {id} (dave)")), "{err}");
+    assert!(out.contains(&format!("session {id} (dave)")), "{out}");
     let j = d.ctl_json(&["activate", "fx_pid"]);
     assert_eq!(j["session"], id.as_str());
     assert_eq!(j["session_name"], "dave");
     drop(c);
+}
+
+/// With two sessions open, each command that picks one itself (`list`,
+/// `activate`, `deactivate`) says which one, on stdout beside its output
+/// and in `--json`: the unnamed newer one by id, the named one by name.
+#[test]
+fn evoctl_names_the_session_it_picked_among_two() {
+    let d = daemon();
+    let mut dave = dynamic(&d, &["--session", "dave"]);
+    let ids = d.ctl_json(&["sessions"]);
+    let dave_id = ids["sessions"][0]["id"].as_str().unwrap().to_string();
+    // Activity times are kept in milliseconds; the two must differ.
+    std::thread::sleep(Duration::from_millis(30));
+    let mut other = dynamic(&d, &[]);
+    other.tool_names();
+    let sessions = d.ctl_json(&["sessions"]);
+    let other_id = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .find(|id| *id != dave_id)
+        .unwrap()
+        .to_string();
+    let (code, out, err) = d.ctl(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().next() == Some(format!("session {other_id}").as_str()),
+        "list names the newer, unnamed session first on stdout: {out}"
+    );
+    let j = d.ctl_json(&["list"]);
+    assert_eq!(j["session"], other_id.as_str(), "{j}");
+    assert!(j.get("session_name").is_none_or(Value::is_null), "{j}");
+    std::thread::sleep(Duration::from_millis(30));
+    dave.tool_names();
+    let (code, out, err) = d.ctl(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().next() == Some(format!("session {dave_id} (dave)").as_str()),
+        "{out}"
+    );
+    let j = d.ctl_json(&["list"]);
+    assert_eq!(
+        (j["session"].as_str(), j["session_name"].as_str()),
+        (Some(dave_id.as_str()), Some("dave")),
+        "{j}"
+    );
+    let (code, out, err) = d.ctl(&["deactivate", "fx_add"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("session {dave_id} (dave)")), "{out}");
+    drop((dave, other));
 }
 
 /// A tool whose name already starts with its prefix (`git_status` of server

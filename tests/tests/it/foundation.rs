@@ -641,9 +641,11 @@ fn a_missing_command_fails_at_once() {
         "one line about it, not a crash loop: {lines:#?}"
     );
     assert!(lines[0].contains("cannot start"), "{}", lines[0]);
-    // A refresh tries again, and fails the same way at once.
-    let (code, _, err) = d.ctl(&["refresh", "missing"]);
-    assert_eq!(code, 0, "{err}");
+    // A refresh tries again, and fails the same way at once: it says so
+    // and exits 1.
+    let (code, out, err) = d.ctl(&["refresh", "missing"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("missing: failed: "), "{out}");
     let s = d.wait_status("still failed", |s| {
         server(s, "missing").is_some_and(|v| v["state"] == "failed")
     });

@@ -41,12 +41,18 @@ fn tokens_are_created_listed_revoked_and_only_their_hash_is_kept() {
         &["--mode", "legacy"],
     );
     d.wait_ready(&["fx"]);
-    // Without a credential: 401 and the challenge.
+    // Without a credential: 401 and the challenge, which (tokens only, no
+    // OAuth to discover) says in RFC 6750's terms what is wanted, so a
+    // client shows evo's message rather than its own OAuth hint.
     let r = HttpMcp::modern(port, None).call_method("tools/list", json!({}));
     assert_eq!(r.status, 401, "{}", r.text());
+    let challenge = r.header("www-authenticate").unwrap_or_default();
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
     assert!(
-        r.header("www-authenticate")
-            .is_some_and(|h| h.starts_with("Bearer"))
+        challenge.contains("error=\"invalid_request\"")
+            && challenge.contains("error_description=\"")
+            && challenge.contains("evoctl token create"),
+        "{challenge}"
     );
 
     let token = create_token(&d, &["ci"]);
@@ -123,6 +129,58 @@ fn tokens_are_created_listed_revoked_and_only_their_hash_is_kept() {
     let (code, _, err) = d.ctl(&["token", "revoke", "ci"]);
     assert_eq!(code, 1);
     assert!(err.contains("no token named 'ci'"), "{err}");
+}
+
+/// An endpoint without auth checks no token: `token create` says so, and a
+/// reload that adds `serve.http.auth` says it needs a restart (exit 1)
+/// rather than "no server changed" while the endpoint stays open.
+#[test]
+fn auth_added_by_reload_needs_a_restart_and_tokens_say_when_unchecked() {
+    let (d, port) = http_daemon(
+        json!({"mcpServers": {"fx": fixture_server(&[])}}),
+        json!({}),
+        &[],
+    );
+    d.wait_ready(&["fx"]);
+    let (code, out, err) = d.ctl(&["token", "create", "early"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.trim().starts_with("evo_"), "{out}");
+    assert!(
+        err.contains("not checked") && err.contains("serve.http.auth"),
+        "{err}"
+    );
+    let j = d.ctl_json(&["token", "create", "early2"]);
+    assert!(
+        j["unchecked"]
+            .as_str()
+            .is_some_and(|w| w.contains("serve.http.auth")),
+        "{j}"
+    );
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&d.config).unwrap()).unwrap();
+    cfg["serve"]["http"]["auth"] = json!({});
+    std::fs::write(&d.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    let (code, out, err) = d.ctl(&["reload"]);
+    assert_eq!(
+        code, 1,
+        "a change that is not applied is not a success: {out}{err}"
+    );
+    assert!(
+        out.contains("serve.http") && out.contains("restart"),
+        "{out}"
+    );
+    // A later reload (the watcher's, or another) still says so: the
+    // endpoint still runs without auth.
+    let (code, out, _) = d.ctl(&["reload", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        j["restart_needed"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty()),
+        "{j}"
+    );
+    let r = HttpMcp::modern(port, None).call_method("tools/list", json!({}));
+    assert_eq!(r.status, 200, "no auth until evod restarts: {}", r.text());
 }
 
 #[test]

@@ -554,6 +554,41 @@ fn import_into_a_running_evod_reports_each_server_as_it_applied() {
     );
 }
 
+/// The summary of an import into a running evod counts what was imported,
+/// whatever the reload's own diff (the file watcher may have applied part
+/// of it first): two added, one of them disabled, is two, not "1 changed".
+#[test]
+fn import_summary_counts_every_server_added_disabled_ones_too() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&[])}}));
+    d.wait_ready(&["fx"]);
+    let source = d.dir.path().join("vscode.json");
+    write(
+        &source,
+        &json!({"servers": {
+            "more": fixture_server(&["--name", "more"]),
+            "gh": {"type": "http", "url": "https://example.invalid/mcp",
+                   "headers": {"Authorization": "Bearer ${input:gh_token}"}}
+        }})
+        .to_string(),
+    );
+    let (code, out, err) = d.ctl(&[
+        "import",
+        source.to_str().unwrap(),
+        "--config",
+        d.config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("evod reloaded"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        summary.ends_with(": 2 server(s) imported: 1 applied, 1 disabled"),
+        "{out}"
+    );
+    assert!(out.contains("  gh: disabled, not started"), "{out}");
+}
+
 /// `setup --move`: the client's servers go to evo's config and the client
 /// keeps evo, plus what could not move (another server under the id in
 /// evo's config, a server evo cannot serve yet); backups of both files; a
@@ -753,8 +788,9 @@ fn refresh_without_a_terminal_reports_the_outcome() {
     });
     // Off a terminal, refresh waits for the outcome and prints it (no
     // progress line): what happened, not only what was asked.
+    // A server that ends failed is a failed refresh: exit 1.
     let (code, out, err) = d.ctl(&["refresh"]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[..2],

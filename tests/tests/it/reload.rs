@@ -228,3 +228,38 @@ fn evoctl_reload_reports_changes_and_renames_reprefix() {
     assert_eq!(code, 1);
     assert!(err.contains("mcp.config.json"), "{err}");
 }
+
+/// A reload's summary says what happened: servers it restarted that fail
+/// again are named as failed (exit 1), and the config's warnings are
+/// repeated, not left to the log.
+#[test]
+fn reload_says_which_restarted_servers_failed_and_repeats_warnings() {
+    let mut cfg = json!({"mcpServers": {
+        "fx": fixture_server(&[]),
+        "dies": fixture_server(&["--exit-at-start"]),
+    }});
+    cfg["bogus"] = json!(true);
+    let d = Daemon::start(&cfg);
+    d.wait_status("fx ready, dies failed", |s| {
+        server(s, "fx").is_some_and(|v| v["state"] == "ready")
+            && server(s, "dies").is_some_and(|v| v["state"] == "failed")
+    });
+    let (code, out, err) = d.ctl(&["reload"]);
+    assert_eq!(code, 1, "a restarted server failed again: {out}{err}");
+    assert!(out.contains("restarted: dies"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("dies: failed: ") && l.contains("exited with status 1")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("warning: ") && l.contains("unknown top-level key 'bogus'")),
+        "{out}"
+    );
+    let j = d.ctl_json(&["reload"]);
+    assert!(
+        j["warnings"].as_array().is_some_and(|w| w.len() == 1),
+        "{j}"
+    );
+}

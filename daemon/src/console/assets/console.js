@@ -142,7 +142,9 @@
       var health = [];
       [["config", s.config], ["permissions", s.permissions]].forEach(function (p) {
         var f = p[1];
-        health.push(h("li", null, h("span", { class: f.ok ? "ok" : "bad" }, f.ok ? "✓ " : "✗ "), p[0] + " ", h("code", null, f.path),
+        var mark = f.missing ? ["none", "– "] : f.ok ? ["ok", "✓ "] : ["bad", "✗ "];
+        health.push(h("li", null, h("span", { class: mark[0] }, mark[1]), p[0] + " ", h("code", null, f.path),
+          f.missing ? " (no such file: its defaults apply)" : null,
           f.error ? h("div", { class: "error" }, f.error) : null));
         (f.warnings || []).forEach(function (w) {
           health.push(h("li", { class: "warn" }, w.file + (w.line ? ":" + w.line : "") + ": " + w.message));

@@ -46,6 +46,7 @@ impl Supervisor {
         let config_status = ctl::FileStatus {
             path: self.opts.config_path.display().to_string(),
             ok: self.config_error.is_none(),
+            missing: self.config_error.is_none() && !self.opts.config_path.exists(),
             error: self.config_error.clone(),
             warnings: match self.config_error {
                 Some(_) => Vec::new(),
@@ -55,6 +56,7 @@ impl Supervisor {
         let permissions_path = self.opts.permissions_path.display().to_string();
         let permissions = ctl::FileStatus {
             ok: self.permissions_error.is_none(),
+            missing: self.permissions_error.is_none() && !self.opts.permissions_path.exists(),
             error: self.permissions_error.clone(),
             warnings: match self.permissions_error {
                 Some(_) => Vec::new(),

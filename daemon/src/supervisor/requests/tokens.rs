@@ -83,7 +83,23 @@ impl Supervisor {
             profile,
             created,
             file: path.display().to_string(),
+            unchecked: self.token_unchecked(),
         }))
+    }
+
+    /// Why a token made now would not be checked: evod serves no HTTP
+    /// endpoint, or one without auth (it asks for none until evod restarts
+    /// with `serve.http.auth`). `None`: the endpoint checks tokens.
+    fn token_unchecked(&self) -> Option<String> {
+        match &self.endpoint {
+            Some(e) if e.checks_credentials() => None,
+            Some(_) => Some(
+                "the HTTP endpoint has no auth: this token is not checked until serve.http.auth is set and evod restarts".into(),
+            ),
+            None => Some(
+                "evod serves no HTTP endpoint: this token is not checked until serve.http (with serve.http.auth) is set and evod restarts".into(),
+            ),
+        }
     }
 
     /// `evoctl token create|list|revoke`.
@@ -140,6 +156,7 @@ impl Supervisor {
                         }
                     };
                 let record = scratch.record(&name).unwrap_or_default();
+                let unchecked = self.token_unchecked();
                 Box::pin(async move {
                     match shared.token_add(&name, &record).await {
                         Ok(true) => {
@@ -153,6 +170,7 @@ impl Supervisor {
                                 profile,
                                 created,
                                 file: format!("{} (shared store)", shared.shown()),
+                                unchecked,
                             }))
                         }
                         Ok(false) => CtlReply::error(
