@@ -29,7 +29,8 @@ use view::*;
 mod reading;
 use reading::*;
 mod fix;
-pub use fix::*;
+pub use fix::same_name;
+use fix::*;
 mod teach;
 use teach::*;
 

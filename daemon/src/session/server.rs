@@ -55,7 +55,7 @@ pub struct SessionServer {
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
     /// Until when its first answers wait for servers still starting
-    /// (`discovery.startup_wait_ms` from its start; see [`super::startup`]).
+    /// (`discovery.startup_wait_ms` from its start; see `session::startup`).
     pub first_answers_by: Instant,
     /// Identical failing calls of this session (see [`super::breaker`]).
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
