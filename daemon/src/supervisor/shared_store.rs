@@ -3,6 +3,7 @@
 //! list, and what other instances change.
 
 use actix::prelude::*;
+use evo_proto::ctl::{CtlReply, ErrorKind};
 
 use super::Supervisor;
 use crate::config::serve::DEFAULT_SESSION_TIMEOUT_S;
@@ -130,6 +131,33 @@ impl Supervisor {
         });
     }
 
+    /// Another instance's `evoctl activate|deactivate` for session `id`:
+    /// if this instance's tag is `id`'s, it changes the session (or says
+    /// it has none such) and writes the answer for the asking instance.
+    fn answer_set_active(&self, id: String, tools: Vec<String>, active: bool, ticket: String) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        if id.rsplit_once('@').map(|(_, tag)| tag) != Some(shared.tag()) {
+            return;
+        }
+        let reply: ResponseFuture<CtlReply> = if self.sessions.contains_key(&id) {
+            self.set_active(tools, Some(id), active)
+        } else {
+            let refusal = CtlReply::error(
+                ErrorKind::UnknownSession,
+                format!("no live session '{id}'; `evoctl sessions` lists them"),
+            );
+            Box::pin(async move { refusal })
+        };
+        actix::spawn(async move {
+            let reply = reply.await;
+            if let Err(e) = shared.answer_put(&ticket, &reply).await {
+                tracing::warn!("answer to another instance's activation not written: {e}");
+            }
+        });
+    }
+
     /// Another instance changed profiles (or the store is back): read the
     /// saved changes again and put them in force.
     pub(super) fn shared_profiles(&mut self, ctx: &mut Context<Self>) {
@@ -169,6 +197,12 @@ impl Handler<crate::store::Delivery> for Supervisor {
             Delivery::Event(Event::Breaker { .. }) => {}
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
+            Delivery::Event(Event::SetActive {
+                id,
+                tools,
+                active,
+                ticket,
+            }) => self.answer_set_active(id, tools, active, ticket),
             Delivery::Resync => {
                 self.shared_tokens(ctx);
                 // What this instance changed while the store was away goes
