@@ -24,6 +24,9 @@ pub enum Event {
         active: bool,
         ticket: String,
     },
+    /// A server's integrity pins changed (a change seen, a trust): read
+    /// them again ([`super::pins`]).
+    Pins { server: String },
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
     /// A session's retry-loop count of a tool changed: `n` identical
