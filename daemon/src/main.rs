@@ -324,6 +324,7 @@ async fn run(
             PinBook::load(&opts.cache_dir),
             refresher.clone().recipient(),
         )
+        .with_shared_pins(&opts.store)
         .start();
     let semantic = Arc::new(ArcSwap::from_pointee(SemanticView::off()));
     let search = SearchStage {

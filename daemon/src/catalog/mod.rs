@@ -15,7 +15,9 @@ use crate::policy::integrity::{Event, PinBook};
 
 pub mod cache;
 pub mod refresher;
+pub use shared_pins::SharedPins;
 pub mod resources;
+mod shared_pins;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -32,6 +34,7 @@ use crate::policy::integrity;
 use crate::policy::integrity::Change;
 use crate::policy::permissions::Permissions;
 use crate::policy::profiles::ProfileBook;
+use crate::store::Shared;
 use snapshot::{ServerTools, Snapshot, ToolEntry, ToolSource, entries_for};
 
 /// The catalog's record of one configured server.
@@ -86,6 +89,8 @@ pub struct Catalog {
     /// tool" for names a cached list is about to bring, as when the
     /// cache comes from the shared store).
     servers_set: bool,
+    /// With Redis: where the pins are shared with the other instances.
+    shared: Option<Arc<Shared>>,
 }
 
 /// Nothing is held: what servers' quarantine lists are under `warn`/`off`.
@@ -125,6 +130,7 @@ impl Catalog {
             integrity: IntegrityMode::default(),
             persist_pins: None,
             tool_definitions_hashed: 0,
+            shared: None,
         }
     }
 
@@ -176,7 +182,7 @@ impl Catalog {
         }
         Self::record_changes(&self.pins, slot);
         if !tool_events.is_empty() || !offer_events.is_empty() {
-            self.save_pins();
+            self.save_pins(&id);
         }
     }
 
@@ -188,10 +194,12 @@ impl Catalog {
         slot.held_offers = pins.offer_changes(id).map(fields).collect();
     }
 
-    fn save_pins(&self) {
+    /// Writes the pins file, and with the shared store `server`'s pins there.
+    fn save_pins(&self, server: &str) {
         if let Some(to) = &self.persist_pins {
             to.do_send(PersistPins(self.pins.to_file()));
         }
+        self.share_pins(server);
     }
 
     /// Publishes soon, coalescing bursts (many children coming up at once)
@@ -916,7 +924,7 @@ impl Handler<TrustTools> for Catalog {
             });
         }
         tracing::info!(server = %server, tools = %trusted.join(", "), "a person trusted the new tool definitions; they are pinned and listed again");
-        self.save_pins();
+        self.save_pins(&server);
         Self::record_changes(&self.pins, &mut self.slots[i]);
         self.publish();
         Ok(evo_proto::ctl::ActionReport {

@@ -353,6 +353,21 @@ impl PinBook {
         }
     }
 
+    /// `server`'s pins, as the shared store keeps them.
+    pub fn server(&self, server: &str) -> Option<&ServerPins> {
+        self.servers.get(server)
+    }
+
+    /// Takes `server`'s pins as another instance left them in the shared
+    /// store (its trust decisions and the changes it saw included).
+    pub fn set_server(&mut self, server: String, pins: ServerPins) {
+        self.servers.insert(server, pins);
+    }
+
+    pub fn server_ids(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
+    }
+
     /// Checks a list `server` (configured with `config_hash`) sent against
     /// its pins, pinning what is new. The same list twice changes nothing
     /// the second time. A tool listed twice counts once (its first listing,

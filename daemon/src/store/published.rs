@@ -15,6 +15,18 @@ pub enum Event {
     Approval { id: String },
     /// API tokens were created or revoked.
     Tokens,
+    /// `evoctl activate|deactivate` for session `id` (`sN@TAG`), which the
+    /// instance tagged TAG holds: it changes the session and writes its
+    /// answer under `ticket` ([`super::Shared::answer_put`]).
+    SetActive {
+        id: String,
+        tools: Vec<String>,
+        active: bool,
+        ticket: String,
+    },
+    /// A server's integrity pins changed (a change seen, a trust): read
+    /// them again ([`super::pins`]).
+    Pins { server: String },
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
     /// A session's retry-loop count of a tool changed: `n` identical

@@ -171,6 +171,12 @@ impl Shared {
         &self.instance
     }
 
+    /// The instance's short tag (its random part): what makes its session
+    /// ids (`s2@TAG`) unique across the instances sharing the store.
+    pub fn tag(&self) -> &str {
+        self.instance.rsplit('-').next().unwrap_or(&self.instance)
+    }
+
     /// `<prefix><rest>`: every key evo writes.
     pub fn key(&self, rest: &str) -> String {
         format!("{}{rest}", self.prefix)
@@ -387,14 +393,18 @@ impl Shared {
     /// Tells the other instances (best effort: a lost event is made up
     /// for by the resync after a reconnection).
     pub async fn publish(&self, event: Event) {
-        let text = self.envelope(event);
-        let channel = self.channel();
-        if let Err(e) = self
-            .query::<i64>(redis::cmd("PUBLISH").arg(&channel).arg(text))
-            .await
-        {
+        if let Err(e) = self.publish_checked(event).await {
             tracing::debug!("event not published: {e}");
         }
+    }
+
+    /// [`Shared::publish`] for a caller that must know it went out.
+    pub async fn publish_checked(&self, event: Event) -> Result<(), StoreError> {
+        let text = self.envelope(event);
+        let channel = self.channel();
+        self.query::<i64>(redis::cmd("PUBLISH").arg(&channel).arg(text))
+            .await
+            .map(|_| ())
     }
 
     /// The channel every instance's events go out on.

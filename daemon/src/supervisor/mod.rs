@@ -37,6 +37,7 @@ use crate::catalog::CachedTools;
 use crate::catalog::ChildLog;
 use crate::catalog::SetPermissions;
 use crate::catalog::SetProfiles;
+use crate::catalog::SharedPins;
 use crate::catalog::SubscribeLogs;
 use crate::catalog::cache;
 use crate::catalog::cache::CachedServer;
@@ -709,10 +710,19 @@ impl Actor for Supervisor {
         ctx.wait(
             async move {
                 shared.wait_connected(OP_TIMEOUT).await;
-                shared.catalog_get(&wanted).await
+                let pins = shared.pins_get(None).await;
+                (pins, shared.catalog_get(&wanted).await)
             }
             .into_actor(self)
-            .map(move |got, act, ctx| {
+            .map(move |(pins, got), act, ctx| {
+                // The pins first: a list is checked against them.
+                match pins {
+                    Ok(servers) => act.catalog.do_send(SharedPins {
+                        servers,
+                        at_start: true,
+                    }),
+                    Err(e) => tracing::warn!("tool pins not read from the store ({e}); using this instance's file until it is back"),
+                }
                 let cache = match got {
                     Ok(mut shared) => {
                         // This instance's own file fills what the store lacks.

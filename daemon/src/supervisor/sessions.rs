@@ -132,8 +132,13 @@ impl Handler<OpenSession> for Supervisor {
             });
         }
         self.next_session += 1;
-        let id = format!("s{}", self.next_session);
         let shared = self.opts.store.shared().cloned();
+        // With the shared store, ids name their instance too: `evoctl`
+        // on any instance reaches a session by the id it lists.
+        let id = match &shared {
+            Some(shared) => format!("s{}@{}", self.next_session, shared.tag()),
+            None => format!("s{}", self.next_session),
+        };
         let activated = msg
             .activated
             .clone()

@@ -3,8 +3,10 @@
 //! list, and what other instances change.
 
 use actix::prelude::*;
+use evo_proto::ctl::{CtlReply, ErrorKind};
 
 use super::Supervisor;
+use crate::catalog::SharedPins;
 use crate::config::serve::DEFAULT_SESSION_TIMEOUT_S;
 use crate::console::events::Topic;
 use crate::policy::profiles::Changes;
@@ -130,6 +132,52 @@ impl Supervisor {
         });
     }
 
+    /// Another instance's `evoctl activate|deactivate` for session `id`:
+    /// if this instance's tag is `id`'s, it changes the session (or says
+    /// it has none such) and writes the answer for the asking instance.
+    fn answer_set_active(&self, id: String, tools: Vec<String>, active: bool, ticket: String) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        if id.rsplit_once('@').map(|(_, tag)| tag) != Some(shared.tag()) {
+            return;
+        }
+        let reply: ResponseFuture<CtlReply> = if self.sessions.contains_key(&id) {
+            self.set_active(tools, Some(id), active)
+        } else {
+            let refusal = CtlReply::error(
+                ErrorKind::UnknownSession,
+                format!("no live session '{id}'; `evoctl sessions` lists them"),
+            );
+            Box::pin(async move { refusal })
+        };
+        actix::spawn(async move {
+            let reply = reply.await;
+            if let Err(e) = shared.answer_put(&ticket, &reply).await {
+                tracing::warn!("answer to another instance's activation not written: {e}");
+            }
+        });
+    }
+
+    /// Another instance changed `server`'s tool pins (`None`: the store is
+    /// back, any may have changed): the Catalog takes them as they are.
+    fn shared_pins(&self, server: Option<String>) {
+        let Some(shared) = self.opts.store.shared().cloned() else {
+            return;
+        };
+        let catalog = self.catalog.clone();
+        tokio::spawn(async move {
+            let only = server.map(|s| vec![s]);
+            match shared.pins_get(only.as_deref()).await {
+                Ok(servers) => catalog.do_send(SharedPins {
+                    servers,
+                    at_start: false,
+                }),
+                Err(e) => tracing::warn!("tool pins not read from the store: {e}"),
+            }
+        });
+    }
+
     /// Another instance changed profiles (or the store is back): read the
     /// saved changes again and put them in force.
     pub(super) fn shared_profiles(&mut self, ctx: &mut Context<Self>) {
@@ -169,8 +217,16 @@ impl Handler<crate::store::Delivery> for Supervisor {
             Delivery::Event(Event::Breaker { .. }) => {}
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
+            Delivery::Event(Event::Pins { server }) => self.shared_pins(Some(server)),
+            Delivery::Event(Event::SetActive {
+                id,
+                tools,
+                active,
+                ticket,
+            }) => self.answer_set_active(id, tools, active, ticket),
             Delivery::Resync => {
                 self.shared_tokens(ctx);
+                self.shared_pins(None);
                 // What this instance changed while the store was away goes
                 // there first; the rest is read back.
                 let pushed = std::mem::take(&mut self.unsynced.activations);

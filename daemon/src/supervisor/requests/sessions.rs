@@ -41,10 +41,20 @@ impl Supervisor {
             addr: e.addr.clone(),
         };
         if let Some(w) = wanted {
+            // A bare local id (`s2`) names this instance's session.
+            let tagged = self
+                .opts
+                .store
+                .shared()
+                .map(|shared| format!("{w}@{}", shared.tag()));
             let found = self
                 .sessions
                 .iter()
-                .find(|(id, e)| id.as_str() == w || e.name.as_deref() == Some(w))
+                .find(|(id, e)| {
+                    id.as_str() == w
+                        || Some(id.as_str()) == tagged.as_deref()
+                        || e.name.as_deref() == Some(w)
+                })
                 .map(resolved);
             let err = CtlReply::error(
                 ErrorKind::UnknownSession,
@@ -84,7 +94,7 @@ impl Supervisor {
         }
     }
 
-    pub(super) fn set_active(
+    pub(in crate::supervisor) fn set_active(
         &self,
         tools: Vec<String>,
         session: Option<String>,
@@ -255,13 +265,56 @@ fn tool_line(snapshot: &Snapshot, e: &ToolEntry) -> ctl::ToolLine {
     }
 }
 
-/// `evoctl activate|deactivate --session NAME` for a session another
-/// instance holds: its activations change in the shared store and the
-/// instance holding it hears of it (the client's list_changed goes out
-/// from there). `None`: the store does not know the session either.
+/// `evoctl activate|deactivate --session ID` for a session another
+/// instance holds. An id another instance lists goes to that instance: a
+/// session with a store name (an HTTP session's id, a named session's name)
+/// through its activations in the store, an unnamed one as an event its
+/// instance answers. Else `ID` may be a store name no instance lists now.
+/// `None`: the store does not know the session either.
 async fn remote_set_active(
     shared: &Shared,
+    wanted: &str,
+    tools: &[String],
+    active: bool,
+) -> Option<CtlReply> {
+    let listed = match shared.sessions_of_others().await {
+        Ok(listed) => listed,
+        Err(e) => {
+            return Some(CtlReply::error(
+                ErrorKind::UnknownSession,
+                format!("no live session '{wanted}' here, and {e}"),
+            ));
+        }
+    };
+    let Some(info) = listed.into_iter().find(|s| s.id == wanted) else {
+        return set_active_by_name(shared, wanted, None, tools, active).await;
+    };
+    if let Some(name) = &info.name {
+        return set_active_by_name(shared, name, Some(&info.id), tools, active).await;
+    }
+    Some(match shared.ask_set_active(&info.id, tools, active).await {
+        Ok(Some(reply)) => reply,
+        Ok(None) => CtlReply::error(
+            ErrorKind::UnknownSession,
+            format!(
+                "no live session '{wanted}': its instance {} did not answer (it may have stopped)",
+                info.instance.as_deref().unwrap_or("?")
+            ),
+        ),
+        Err(e) => CtlReply::error(
+            ErrorKind::UnknownSession,
+            format!("no live session '{wanted}' here, and {e}"),
+        ),
+    })
+}
+
+/// Changes the activations the store keeps under session name `name`
+/// atomically and tells the instances holding it (the client's
+/// list_changed goes out from there). `id`: how `evoctl sessions` lists it.
+async fn set_active_by_name(
+    shared: &Shared,
     name: &str,
+    id: Option<&str>,
     tools: &[String],
     active: bool,
 ) -> Option<CtlReply> {
@@ -283,7 +336,7 @@ async fn remote_set_active(
                 })
                 .await;
             CtlReply::data(Reply::Activation(ctl::ActivationReport {
-                session: name.to_string(),
+                session: id.unwrap_or(name).to_string(),
                 session_name: Some(name.to_string()),
                 changed,
                 activated: after.into_iter().collect(),

@@ -5,9 +5,10 @@
 //!
 //! By topic: `store` (the store itself: reaching it, what it holds, Redis
 //! faults), `sessions` (sessions, approvals, activations and streams moving
-//! between instances), `soak` (many sessions through an instance kill and a
+//! between instances), `integrity` (pins and trust shared), `soak` (many sessions through an instance kill and a
 //! Redis restart).
 
+mod integrity;
 mod sessions;
 mod soak;
 mod store;

@@ -789,3 +789,98 @@ fn evoctl_sessions_lists_every_instances_sessions() {
     );
     assert!(of(&b).iter().any(|s| s["name"] == "erin"));
 }
+
+#[test]
+fn evoctl_reaches_another_instances_session_by_the_id_it_lists() {
+    let Some((_redis, a, b)) = two_instances("session_ids", "") else {
+        return;
+    };
+    let name_a = store_status(&a)["instance"].as_str().unwrap().to_string();
+    let name_b = store_status(&b)["instance"].as_str().unwrap().to_string();
+    let of = |i: &Instance| -> Vec<Value> {
+        i.d.ctl_json(&["sessions"])["sessions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let listed_on_a = |instance: &str, io: &str| -> Option<String> {
+        of(&a)
+            .iter()
+            .find(|s| s["instance"] == instance && s["io"] == io)
+            .and_then(|s| s["id"].as_str().map(str::to_string))
+    };
+    // The first session of each instance: a socket one on A, an HTTP one
+    // on B (each instance's first, so their local numbers are the same).
+    let mut local = a.d.session(&[]);
+    local.initialize();
+    let mut c = HttpMcp::initialize(b.port, None);
+    let http_id = c.session.clone().unwrap();
+    let mut stream = EventStream::open(b.port, &http_id);
+    let mut theirs = None;
+    eventually("A to list B's session", Duration::from_secs(20), || {
+        theirs = listed_on_a(&name_b, "http");
+        theirs.is_some()
+    });
+    let theirs = theirs.unwrap();
+    let listed = of(&a);
+    let mine: Vec<String> = listed
+        .iter()
+        .filter(|s| s["instance"] == name_a.as_str())
+        .filter_map(|s| s["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(mine.len(), 1, "{listed:?}");
+    assert!(
+        !mine.contains(&theirs),
+        "ids unique across instances: {listed:?}"
+    );
+    // B's session, reached through A's socket by the id A lists.
+    let (code, out, err) = a.d.ctl(&["activate", "--session", &theirs, "fx_add"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        stream.wait_for("notifications/tools/list_changed"),
+        "list_changed on B's stream"
+    );
+    assert!(c.tools().contains(&"fx_add".to_string()));
+    // A's own id, and a bare local number, name A's session, never B's.
+    let r =
+        a.d.ctl_json(&["activate", "--session", &mine[0], "fx_echo"]);
+    assert_eq!(r["session"], mine[0].as_str(), "{r}");
+    let bare = mine[0].split(['@', '-']).next().unwrap().to_string();
+    let r = a.d.ctl_json(&["activate", "--session", &bare, "fx_fail"]);
+    assert_eq!(r["session"], mine[0].as_str(), "{r}");
+    let tools = c.tools();
+    assert!(
+        !tools.contains(&"fx_echo".to_string()) && !tools.contains(&"fx_fail".to_string()),
+        "B's session untouched: {tools:?}"
+    );
+    assert!(local.tool_names().contains(&"fx_fail".to_string()));
+    // An unnamed socket session on B is reached the same way, and
+    // deactivated.
+    let mut sock = b.d.session(&[]);
+    sock.initialize();
+    let mut on_b = None;
+    eventually(
+        "A to list B's socket session",
+        Duration::from_secs(20),
+        || {
+            on_b = of(&a)
+                .iter()
+                .find(|s| s["instance"] == name_b.as_str() && s["io"] != "http")
+                .and_then(|s| s["id"].as_str().map(str::to_string));
+            on_b.is_some()
+        },
+    );
+    let on_b = on_b.unwrap();
+    assert!(!mine.contains(&on_b) && on_b != theirs, "{on_b}");
+    let r = a.d.ctl_json(&["activate", "--session", &on_b, "fx_add"]);
+    assert_eq!(r["session"], on_b.as_str(), "{r}");
+    assert!(sock.tool_names().contains(&"fx_add".to_string()));
+    let r = a.d.ctl_json(&["deactivate", "--session", &on_b, "fx_add"]);
+    assert_eq!(r["changed"], json!(["fx_add"]), "{r}");
+    assert!(!sock.tool_names().contains(&"fx_add".to_string()));
+    // An id of an instance that holds no such session: a clear error.
+    let gone = format!("s99{}", &on_b[on_b.find(['@', '-']).unwrap()..]);
+    let (code, _, err) = a.d.ctl(&["activate", "--session", &gone, "fx_add"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no live session"), "{err}");
+}
