@@ -49,12 +49,16 @@ pub struct Size {
     pub children: usize,
     /// Client threads, each with one call in flight.
     pub workers: usize,
+    /// Calls a second over all sessions (0: as fast as they go). A user's
+    /// pace, and the crashes spread so that no child reaches evod's
+    /// crash-loop limit.
+    pub rate: usize,
 }
 
 impl Size {
     /// The full run, or `--quick`'s smoke check; `--calls N`,
-    /// `--sessions N`, `--approvals N`, `--crash-every N`, `--children N`
-    /// and `--workers N` override.
+    /// `--sessions N`, `--approvals N`, `--crash-every N`, `--children N`,
+    /// `--workers N` and `--rate N` override.
     pub fn from_args(quick: bool, args: &[String]) -> Size {
         let mut s = if quick {
             Size {
@@ -64,15 +68,17 @@ impl Size {
                 crash_every: 200,
                 children: 2,
                 workers: 4,
+                rate: 0,
             }
         } else {
             Size {
                 calls: 100_000,
                 sessions: 200,
                 approvals: 500,
-                crash_every: 400,
+                crash_every: 500,
                 children: 4,
                 workers: 20,
+                rate: 300,
             }
         };
         let flag = |name: &str| -> Option<usize> {
@@ -84,6 +90,7 @@ impl Size {
         s.approvals = flag("--approvals").unwrap_or(s.approvals);
         s.crash_every = flag("--crash-every").map_or(s.crash_every, |n| n as u64);
         s.children = flag("--children").unwrap_or(s.children).max(1);
+        s.rate = flag("--rate").unwrap_or(s.rate);
         s.workers = flag("--workers").unwrap_or(s.workers).clamp(1, s.sessions);
         s
     }
@@ -195,6 +202,8 @@ struct Load<'a> {
     targets: Targets<'a>,
     next: AtomicUsize,
     races: Mutex<Vec<Race>>,
+    /// When ticket 0 was due (the pace's origin).
+    origin: Instant,
 }
 
 impl Load<'_> {
@@ -207,6 +216,10 @@ impl Load<'_> {
             let t = self.next.fetch_add(1, Ordering::Relaxed);
             if t >= end {
                 return tally;
+            }
+            if self.size.rate > 0 {
+                let due = self.origin + Duration::from_secs_f64(t as f64 / self.size.rate as f64);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
             }
             let s = &mut sessions[turn % sessions.len()];
             turn += 1;
@@ -278,7 +291,7 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
     let haproxy = Haproxy::start(front, &ports);
     let mut rss = Memory::start(&instances.iter().map(|i| i.d.pid()).collect::<Vec<_>>());
     rss.sample(&rss_all(&instances));
-    let load = Load {
+    let mut load = Load {
         size: &size,
         targets: Targets {
             ports: &ports,
@@ -287,6 +300,7 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
         },
         next: AtomicUsize::new(0),
         races: Mutex::new(Vec::new()),
+        origin: Instant::now(),
     };
     // Sessions, half of each era, dealt to the workers in blocks.
     let mut sessions: Vec<Session> = (0..size.sessions)
@@ -303,11 +317,16 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
         .collect();
     let per = size.sessions.div_ceil(size.workers);
     println!(
-        "# evo soak: 3 instances behind haproxy, Redis {}, {} sessions ({} workers), {} calls, {} approvals, children crash every {} calls ({} crashy children per instance)\n",
+        "# evo soak: 3 instances behind haproxy, Redis {}, {} sessions ({} workers), {} calls ({}), {} approvals, children crash every {} calls ({} crashy children per instance)\n",
         redis.url(),
         size.sessions,
         size.workers,
         size.calls,
+        if size.rate > 0 {
+            format!("paced at {} a second", size.rate)
+        } else {
+            "unpaced".to_string()
+        },
         size.approvals,
         size.crash_every,
         size.children
@@ -315,6 +334,7 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
     let mut tallies: Vec<(Phase, Tally, Duration, String)> = Vec::new();
     let mut end = 0;
     let started = Instant::now();
+    load.origin = started;
     for (phase, share) in PHASES {
         let begin = end;
         end = if phase == Phase::SteadyAgain {
@@ -388,12 +408,15 @@ fn kill_and_restart(i: &mut Instance, rss: &mut Memory, size: &Size) {
         let _ = child.kill();
         let _ = child.wait();
     }
+    eprintln!("soak: instance {} SIGKILLed", VICTIM + 1);
     // The first life's log, kept beside the second's.
     let _ = std::fs::copy(&i.d.log, i.d.log.with_extension("log.1"));
     std::thread::sleep(Duration::from_millis(500));
     i.d.spawn(&[], &[]);
+    eprintln!("soak: instance {} started again", VICTIM + 1);
     wait_http(&i.d, i.port);
     listed(i, size);
+    eprintln!("soak: instance {} serving", VICTIM + 1);
     rss.restarted(VICTIM, i.d.pid(), rss_kib(i.d.pid()));
 }
 

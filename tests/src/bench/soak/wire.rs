@@ -200,15 +200,6 @@ impl Session {
         }
     }
 
-    fn headers<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-        let mut h = vec![("Authorization", self.auth.as_str())];
-        if let Some(id) = &self.id {
-            h.push(("Mcp-Session-Id", id.as_str()));
-        }
-        h.extend_from_slice(extra);
-        h
-    }
-
     /// `initialize` + `notifications/initialized` (initialize era only),
     /// retried through outages.
     pub fn initialize(&mut self) -> Result<(), String> {
@@ -222,13 +213,13 @@ impl Session {
         .to_string();
         let mut last = String::new();
         for _ in 0..TRIES {
-            let headers = self.headers(&[]);
-            match self.wire.post(&headers, &init) {
+            let head = headers(&self.auth, self.id.as_deref(), &[]);
+            match self.wire.post(&head, &init) {
                 Ok(a) if a.status == 200 && a.session.is_some() => {
                     self.id = a.session;
-                    let headers = self.headers(&[]);
+                    let head = headers(&self.auth, self.id.as_deref(), &[]);
                     let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-                    match self.wire.post(&headers, done) {
+                    match self.wire.post(&head, done) {
                         Ok(n) if n.status == 202 => return Ok(()),
                         Ok(n) => last = format!("initialized: {} {}", n.status, n.body),
                         Err(e) => last = format!("initialized: {e}"),
@@ -317,8 +308,8 @@ impl Session {
             ],
             Era::Initialize => Vec::new(),
         };
-        let headers = self.headers(&extra);
-        self.wire.post(&headers, &body)
+        let head = headers(&self.auth, self.id.as_deref(), &extra);
+        self.wire.post(&head, &body)
     }
 
     /// The same call on a connection of its own to `port` (an approval
@@ -336,6 +327,20 @@ impl Session {
         let failed = rpc.get("error").is_some() || rpc["result"]["isError"] == true;
         Some((failed, first_text(&rpc)))
     }
+}
+
+/// A request's headers: the credential, the session (if any), `extra`.
+fn headers<'a>(
+    auth: &'a str,
+    session: Option<&'a str>,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![("Authorization", auth)];
+    if let Some(id) = session {
+        h.push(("Mcp-Session-Id", id));
+    }
+    h.extend_from_slice(extra);
+    h
 }
 
 /// The first text of a JSON-RPC answer (or its error's message).
