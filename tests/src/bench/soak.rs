@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use self::approvals::{PERMISSIONS, Race, Targets, race};
-use self::report::{Phase, Memory, Tally};
+use self::report::{Memory, Phase, Tally};
 use self::wire::{Era, Session};
 use evo_tests::harness::{
     daemon::server,
@@ -158,12 +158,7 @@ impl Drop for Haproxy {
 fn config(port: u16, store: &Value, size: &Size) -> Value {
     let every = size.crash_every.to_string();
     let mut servers: serde_json::Map<String, Value> = (0..size.children)
-        .map(|k| {
-            (
-                format!("fx{k}"),
-                fixture_server(&["--crash-every", &every]),
-            )
-        })
+        .map(|k| (format!("fx{k}"), fixture_server(&["--crash-every", &every])))
         .collect();
     servers.insert("gate".into(), fixture_server(&[]));
     json!({
@@ -281,9 +276,21 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
     let token = out.trim().to_string();
     let bearer = format!("Bearer {token}");
     for i in &instances {
-        eventually("every instance to know the token", Duration::from_secs(20), || {
-            request(i.port, "GET", "/metrics", &[("Authorization", &bearer)], b"").status == 200
-        });
+        eventually(
+            "every instance to know the token",
+            Duration::from_secs(20),
+            || {
+                request(
+                    i.port,
+                    "GET",
+                    "/metrics",
+                    &[("Authorization", &bearer)],
+                    b"",
+                )
+                .status
+                    == 200
+            },
+        );
     }
     let ports: Vec<u16> = instances.iter().map(|i| i.port).collect();
     let sockets: Vec<PathBuf> = instances.iter().map(|i| i.d.socket.clone()).collect();
@@ -391,10 +398,7 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
         tallies.push((phase, tally, phase_start.elapsed(), chaos));
     }
     let wall = started.elapsed();
-    let restarts: Vec<u64> = instances
-        .iter()
-        .map(|i| child_restarts(i, &size))
-        .collect();
+    let restarts: Vec<u64> = instances.iter().map(|i| child_restarts(i, &size)).collect();
     let races = load.races.into_inner().unwrap_or_else(|p| p.into_inner());
     report::print(tallies, &races, &rss, &restarts, wall);
     drop(haproxy);

@@ -236,7 +236,12 @@ pub fn print(
     );
     println!("|---|---|---|---|---|---|---|---|");
     for row in &memory.rows {
-        println!("| {} | {} | {} |", row.label, row.pid, row.cells.join(" | "));
+        println!(
+            "| {} | {} | {} |",
+            row.label,
+            row.pid,
+            row.cells.join(" | ")
+        );
     }
     println!();
     let restarts: Vec<String> = restarts

@@ -273,7 +273,10 @@ impl Session {
                     std::thread::sleep(Duration::from_millis(200));
                 }
                 _ => {
-                    last = format!("{status}: {}", rpc.map(|v| v.to_string()).unwrap_or_default());
+                    last = format!(
+                        "{status}: {}",
+                        rpc.map(|v| v.to_string()).unwrap_or_default()
+                    );
                     break;
                 }
             }
@@ -298,8 +301,8 @@ impl Session {
                 "io.modelcontextprotocol/clientInfo": {"name": "evo-soak", "version": "1"}
             });
         }
-        let body =
-            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+            .to_string();
         let extra: Vec<(&str, &str)> = match self.era {
             Era::PerRequest => vec![
                 ("MCP-Protocol-Version", "2026-07-28"),
