@@ -220,7 +220,7 @@ impl Load<'_> {
             turn += 1;
             let child = format!("fx{}", t % self.size.children);
             // Fresh arguments every call, and the answer they must give.
-            let (tool, args, expect) = if t % 2 == 0 {
+            let (tool, args, expect) = if t.is_multiple_of(2) {
                 let (a, b) = (t as i64, (turn * 7 + 3) as i64);
                 (
                     format!("{child}_add"),
@@ -350,6 +350,8 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
             end + size.calls * share / 100
         };
         let trigger = begin + (end - begin) / 10;
+        // Each worker took one ticket past the last phase's end.
+        load.next.store(begin, Ordering::Relaxed);
         let phase_start = Instant::now();
         let (tally, chaos) = std::thread::scope(|scope| {
             let chaos = scope.spawn(|| {
