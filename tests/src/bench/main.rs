@@ -6,7 +6,8 @@
 //! OAuth token, and HTTP+SSE) against the same call made directly. `--results` times cutting
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
 //! `--offers` resource reads and prompt lists; `--scaleout` several
-//! instances sharing a redis-server. `--converge [--sizes 30,60]`
+//! instances sharing a redis-server; `--soak` three of them behind haproxy
+//! through crashes, an instance kill and a Redis restart. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -23,6 +24,7 @@ mod remotebench;
 mod scalebench;
 mod searcheval;
 mod semanticeval;
+mod soak;
 mod timing;
 
 use std::process::{Command, Stdio};
@@ -816,6 +818,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--scaleout") {
         scalebench::scaleout_benchmarks(quick);
+        return;
+    }
+    if args.iter().any(|a| a == "--soak") {
+        soak::soak_benchmarks(quick, &args);
         return;
     }
     if args.iter().any(|a| a == "--http") {
