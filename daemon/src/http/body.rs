@@ -8,7 +8,13 @@
 //! (at most 64 KiB) is read before the refusal so the connection stays usable; a larger one is not
 //! read and the connection closes.
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Frame, SizeHint};
 
 use http::{HeaderMap, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
@@ -30,10 +36,47 @@ pub(super) fn jsonrpc_error(
     )
 }
 
+/// `response` with `held` kept alive until its body is sent or dropped.
+pub(super) fn holding<G: Send + Sync + Unpin + 'static>(
+    response: Response<Body>,
+    held: G,
+) -> Response<Body> {
+    response.map(|inner| Holding { inner, held }.boxed())
+}
+
+/// A body that keeps something alive as long as itself.
+struct Holding<G> {
+    inner: Body,
+    #[allow(dead_code, reason = "held for its Drop")]
+    held: G,
+}
+
+impl<G: Unpin> hyper::body::Body for Holding<G> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// What a POST body is, read just far enough to route it.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Peeked {
     pub(super) method: Option<String>,
+    /// A request's id (string or number), as its JSON text.
+    pub(super) id: Option<String>,
 }
 
 /// Refusals of a body rmcp would not read: not JSON (-32700), a batch or
@@ -43,6 +86,8 @@ pub(super) fn peek(body: &[u8]) -> Result<Peeked, Box<Response<Body>>> {
     struct Head<'a> {
         #[serde(borrow, default)]
         method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default)]
+        id: Option<Value>,
     }
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'[') {
@@ -58,6 +103,10 @@ pub(super) fn peek(body: &[u8]) -> Result<Peeked, Box<Response<Body>>> {
     }
     match serde_json::from_slice::<Head<'_>>(body) {
         Ok(head) => Ok(Peeked {
+            id: head
+                .id
+                .filter(|id| id.is_string() || id.is_number())
+                .map(|id| id.to_string()),
             method: head.method.map(std::borrow::Cow::into_owned),
         }),
         Err(e) if e.is_syntax() || e.is_eof() => Err(Box::new(parse_error(&e))),
@@ -163,10 +212,17 @@ mod tests {
         assert_eq!(
             peek(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#).unwrap(),
             Peeked {
+                id: Some("1".into()),
                 method: Some("initialize".into())
             }
         );
-        assert_eq!(peek(br#"{"id":1}"#).unwrap(), Peeked { method: None });
+        assert_eq!(
+            peek(br#"{"id":1}"#).unwrap(),
+            Peeked {
+                method: None,
+                id: Some("1".into())
+            }
+        );
         for (body, code) in [
             (&b"{not json"[..], -32700),
             (b"", -32700),

@@ -43,7 +43,8 @@ use tokio::sync::Semaphore;
 
 pub use self::bind::{Bound, HttpOptions, bind};
 use self::body::{
-    accepts_both, drain_small, header_str, is_json_content, jsonrpc_error, peek, unreadable_message,
+    accepts_both, drain_small, header_str, holding, is_json_content, jsonrpc_error, peek,
+    unreadable_message,
 };
 use self::sessions::{Ownership, Prepared, Registry, TrackedSessions};
 use crate::auth::check::{self as auth, Authenticator, Denied, Identity};
@@ -710,7 +711,7 @@ impl McpEndpoint {
             }
             return response;
         }
-        self.post(req, who, session.is_some(), restoring).await
+        self.post(req, who, session.as_deref(), restoring).await
     }
 
     /// A session this instance does not hold: with the shared store, the
@@ -791,7 +792,7 @@ impl McpEndpoint {
         &self,
         req: Request<Incoming>,
         who: Identity,
-        in_session: bool,
+        session: Option<&str>,
         restoring: Option<Prepared>,
     ) -> Response<Body> {
         let (parts, body) = req.into_parts();
@@ -852,9 +853,26 @@ impl McpEndpoint {
             Ok(p) => p,
             Err(refused) => return *refused,
         };
+        // One open request per id and session (see `Registry::claim`).
+        let claim = match (session, &peeked.method, &peeked.id) {
+            (Some(session), Some(_), Some(id)) => match self.0.registry.claim(session, id) {
+                Some(claim) => Some(claim),
+                None => {
+                    return jsonrpc_error(
+                        StatusCode::CONFLICT,
+                        Value::Null,
+                        -32600,
+                        format!(
+                            "invalid request: request id {id} is still in flight in this session, and an id must not be reused while its request is open; send this request with a fresh id"
+                        ),
+                    );
+                }
+            },
+            _ => None,
+        };
         let prepared = if let Some(restoring) = restoring {
             restoring
-        } else if in_session {
+        } else if session.is_some() {
             Prepared::none()
         } else if peeked.method.as_deref() == Some("initialize") {
             match self
@@ -894,7 +912,10 @@ impl McpEndpoint {
             // JSON as a JSON-RPC message.
             return unreadable_message(&bytes);
         }
-        response
+        match claim {
+            Some(claim) => holding(response, claim),
+            None => response,
+        }
     }
 
     /// A request of the 2026-07-28 era, which has no sessions: its

@@ -23,7 +23,7 @@
 //! (204), rmcp's idle timeout (the same `serve.http.session_timeout_s`) or revocation.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use actix::Addr;
@@ -154,6 +154,12 @@ struct Record {
 #[derive(Default)]
 pub struct Registry {
     by_id: Mutex<HashMap<SessionId, Record>>,
+    /// Requests in flight, by session id and JSON-RPC id: rmcp sends a
+    /// response to the stream of the last request registered under its id,
+    /// so a second request reusing an open id would leave the first one's
+    /// stream without an answer (keep-alives only, for ever). The second is
+    /// refused instead ([`Registry::claim`]).
+    in_flight: Mutex<HashSet<(String, String)>>,
     /// Each identity's stateless session (keyed by the whole identity, so
     /// a changed role or profile opens another).
     stateless: tokio::sync::Mutex<HashMap<Identity, SessionServer>>,
@@ -170,7 +176,36 @@ pub enum Ownership {
     NotHere,
 }
 
+/// A request's claim on its (session, JSON-RPC id) while its response is
+/// being sent; dropped with the response body.
+pub struct InFlight {
+    registry: Arc<Registry>,
+    key: (String, String),
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut open = self
+            .registry
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        open.remove(&self.key);
+    }
+}
+
 impl Registry {
+    /// Claims JSON-RPC id `id` in session `session` for one request; `None`
+    /// when a request with that id is still open there.
+    pub fn claim(self: &Arc<Self>, session: &str, id: &str) -> Option<InFlight> {
+        let key = (session.to_string(), id.to_string());
+        let mut open = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        open.insert(key.clone()).then(|| InFlight {
+            registry: Arc::clone(self),
+            key,
+        })
+    }
+
     /// Whose session `id` is; a record due for renewal after `renew_every`
     /// is marked renewed (the caller renews it).
     pub fn owner_check(&self, id: &str, caller: &Identity, renew_every: Duration) -> Ownership {

@@ -376,3 +376,58 @@ fn idle_http_sessions_end() {
     assert!(!HttpMcp::initialize(port, None).tools().is_empty());
     assert!(modern.tools().contains(&"discover_tools".to_string()));
 }
+
+/// rmcp answers on the stream of the last request registered under a
+/// JSON-RPC id: a second request reusing an open id in the same session
+/// would take the first one's answer and leave the first stream with
+/// keep-alives only, for ever. The second is refused; the first answered.
+#[test]
+fn a_request_id_reused_while_its_request_is_open_is_refused() {
+    let (d, port) = http_daemon(fx_config(), json!({}), &["--mode", "legacy"]);
+    d.wait_ready(&["fx"]);
+    let mcp = HttpMcp::initialize(port, None);
+    let session = mcp.session.clone().expect("a session id");
+    let headers = [ACCEPT, JSON, ("Mcp-Session-Id", session.as_str())];
+    let call = |tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+               "params": {"name": tool, "arguments": args}})
+        .to_string()
+    };
+    let mut first = Conn::open(port);
+    first.send(
+        "POST",
+        "/mcp",
+        &headers,
+        call("fx_sleep", json!({"ms": 1500})).as_bytes(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let second = request(
+        port,
+        "POST",
+        "/mcp",
+        &headers,
+        call("fx_echo", json!({"text": "second"})).as_bytes(),
+    );
+    assert_eq!(second.status, 409, "{}", second.text());
+    let refusal = second.json();
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("request id 77 is still in flight")),
+        "{refusal}"
+    );
+    let answer = first.read().answer();
+    assert_eq!(answer["id"], 77, "{answer}");
+    assert!(answer.get("result").is_some(), "{answer}");
+    // Answered, the id is free again.
+    let again = request(
+        port,
+        "POST",
+        "/mcp",
+        &headers,
+        call("fx_echo", json!({"text": "again"})).as_bytes(),
+    );
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(result_text(&again.answer()["result"]), "again");
+}

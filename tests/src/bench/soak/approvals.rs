@@ -69,13 +69,15 @@ pub fn race(k: usize, session: &mut Session, to: &Targets) -> Race {
         let answers: Vec<Option<(bool, String)>> = std::thread::scope(|s| {
             let handles: Vec<_> = pair
                 .iter()
-                .map(|&i| {
+                .enumerate()
+                .map(|(n, &i)| {
                     let (barrier, session, args) = (&barrier, &*session, &args);
                     s.spawn(move || {
                         barrier.wait();
+                        let n = n as u64;
                         session
-                            .contend(to.ports[i], HELD_TOOL, args)
-                            .or_else(|| session.contend(to.front, HELD_TOOL, args))
+                            .contend(n, to.ports[i], HELD_TOOL, args)
+                            .or_else(|| session.contend(n, to.front, HELD_TOOL, args))
                     })
                 })
                 .collect();

@@ -52,6 +52,7 @@ impl Wire {
     }
 
     fn exchange(&mut self, headers: &[(&str, &str)], body: &str) -> io::Result<Answer> {
+        let deadline = Instant::now() + ANSWER_WITHIN;
         if self.stream.is_none() {
             let s = TcpStream::connect(("127.0.0.1", self.port))?;
             s.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -70,7 +71,7 @@ impl Wire {
         head.push_str("\r\n");
         head.push_str(body);
         stream.get_mut().write_all(head.as_bytes())?;
-        let (answer, close) = read_answer(stream)?;
+        let (answer, close) = read_answer(stream, deadline)?;
         if close {
             self.stream = None;
         }
@@ -82,9 +83,15 @@ fn eof() -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed")
 }
 
+/// How long a request may go without its whole answer, keep-alive events
+/// notwithstanding (they reset the socket's read timeout): past it the
+/// request counts as unanswered.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
 /// Reads one response (Content-Length or chunked; the body as text), and
-/// whether the peer closes the connection after it.
-fn read_answer(stream: &mut BufReader<TcpStream>) -> io::Result<(Answer, bool)> {
+/// whether the peer closes the connection after it; a body still open at
+/// `deadline` is an error of kind `TimedOut`.
+fn read_answer(stream: &mut BufReader<TcpStream>, deadline: Instant) -> io::Result<(Answer, bool)> {
     let mut line = String::new();
     if stream.read_line(&mut line)? == 0 {
         return Err(eof());
@@ -119,6 +126,16 @@ fn read_answer(stream: &mut BufReader<TcpStream>) -> io::Result<(Answer, bool)> 
     let mut body = Vec::new();
     if chunked {
         loop {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer within {} s ({} bytes of the stream so far)",
+                        ANSWER_WITHIN.as_secs(),
+                        body.len()
+                    ),
+                ));
+            }
             let mut size = String::new();
             if stream.read_line(&mut size)? == 0 {
                 return Err(eof());
@@ -243,6 +260,12 @@ impl Session {
         for _ in 0..TRIES {
             let (status, rpc) = match self.send_call(tool, &args) {
                 Ok(a) => (a.status, a.rpc()),
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    // Sent and open, never answered: lost (sending it again
+                    // would hide that).
+                    last = format!("session {:?}: {e}", self.id);
+                    break;
+                }
                 Err(e) => {
                     last = format!("transport: {e}");
                     retries += 1;
@@ -317,13 +340,22 @@ impl Session {
 
     /// The same call on a connection of its own to `port` (an approval
     /// race's contender): the answer's first text and whether it is an error.
-    pub fn contend(&self, port: u16, tool: &str, args: &Value) -> Option<(bool, String)> {
+    /// Contenders of one race run at once in the same session, so each
+    /// brings its own request id (`contender`): reusing an id while its
+    /// request is open is a protocol error evod refuses.
+    pub fn contend(
+        &self,
+        contender: u64,
+        port: u16,
+        tool: &str,
+        args: &Value,
+    ) -> Option<(bool, String)> {
         let mut other = Session {
             era: self.era,
             id: self.id.clone(),
             wire: Wire::new(port),
             auth: self.auth.clone(),
-            next: 900_000,
+            next: 900_000 + contender,
         };
         let a = other.send_call(tool, args).ok()?;
         let rpc = a.rpc()?;
