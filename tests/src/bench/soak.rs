@@ -31,7 +31,7 @@ use evo_tests::harness::{
     instances::{Instance, instance_of, store_of},
     locations::repo_root,
     ports::free_port,
-    process::{TempDir, on_path, rss_kib},
+    process::{TempDir, end_started_on_signal, ended, on_path, rss_kib, started},
     redis::Redis,
     servers::fixture_server,
     wait::eventually,
@@ -128,6 +128,7 @@ impl Haproxy {
             .stderr(log)
             .spawn()
             .expect("spawn haproxy");
+        started(child.id());
         let h = Haproxy { child, dir };
         eventually(
             format!(
@@ -148,6 +149,7 @@ impl Haproxy {
 
 impl Drop for Haproxy {
     fn drop(&mut self) {
+        ended(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -259,6 +261,7 @@ pub fn soak_benchmarks(quick: bool, args: &[String]) {
         println!("skipped: haproxy not on PATH (apt-get install -y haproxy)");
         return;
     }
+    end_started_on_signal();
     let Some(mut redis) = Redis::start("soak") else {
         println!("skipped: redis-server / redis-cli not on PATH (apt-get install -y redis-server)");
         return;

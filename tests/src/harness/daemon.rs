@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::locations::bin;
 use super::mcp::McpClient;
-use super::process::{TempDir, exit_within, outcome};
+use super::process::{TempDir, ended, exit_within, outcome, started};
 use super::wait::{eventually, holds_within, with_log};
 
 /// A running evod with its own socket, config, cache and log.
@@ -70,7 +70,9 @@ impl Daemon {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        self.child = Some(cmd.spawn().expect("spawn evod"));
+        let child = cmd.spawn().expect("spawn evod");
+        started(child.id());
+        self.child = Some(child);
         self.wait_for_socket();
     }
 
@@ -150,6 +152,7 @@ impl Daemon {
 
     pub fn stop(&mut self) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
+        ended(child.id());
         // SAFETY: plain signal to our own child.
         unsafe {
             libc::kill(child.id() as i32, libc::SIGTERM);

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::wait::holds_within;
@@ -93,4 +94,69 @@ pub fn on_path(tool: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok()
+}
+
+/// Processes the harness started and has not ended: what an interrupted
+/// bench must end itself, since Drop does not run when a signal ends it.
+static STARTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// A SIGINT, SIGTERM or SIGHUP arrived (set by the handler, read by the
+/// watcher thread: a handler may do no more than this).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Records a process the harness started.
+pub fn started(pid: u32) {
+    STARTED.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+}
+
+/// Forgets a process the harness ended.
+pub fn ended(pid: u32) {
+    STARTED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|&p| p != pid);
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// For a bench whose processes outlive a test's scope (instances, Redis,
+/// a load balancer): on SIGINT, SIGTERM or SIGHUP every process the
+/// harness started gets SIGTERM (evod then ends its children), SIGKILL
+/// after 5 s, and the bench exits 130.
+pub fn end_started_on_signal() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+    std::thread::spawn(|| {
+        while !INTERRUPTED.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let pids = STARTED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        eprintln!("interrupted: ending {} started processes", pids.len());
+        let signal_all = |sig| {
+            for &pid in &pids {
+                // SAFETY: signals to processes this bench started.
+                unsafe {
+                    libc::kill(pid as i32, sig);
+                }
+            }
+        };
+        let all_ended = || {
+            pids.iter().all(|&pid| {
+                // SAFETY: reaps our own child if it has ended.
+                let r = unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), libc::WNOHANG) };
+                r != 0
+            })
+        };
+        signal_all(libc::SIGTERM);
+        if holds_within(Duration::from_secs(5), all_ended) {
+            std::process::exit(130);
+        }
+        signal_all(libc::SIGKILL);
+        std::process::exit(130);
+    });
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::certs::ca_and_server_cert;
 use super::ports::free_port;
-use super::process::{TempDir, on_path};
+use super::process::{TempDir, ended, on_path, started};
 use super::skipped;
 use super::wait::eventually;
 
@@ -98,15 +98,15 @@ impl Redis {
 
     fn spawn(&mut self) {
         let log = File::create(self.dir.path().join("redis.log")).unwrap();
-        self.child = Some(
-            Command::new("redis-server")
-                .args(&self.args)
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server"),
-        );
+        let child = Command::new("redis-server")
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        started(child.id());
+        self.child = Some(child);
         eventually(
             "redis-server to answer PING",
             Duration::from_secs(10),
@@ -165,6 +165,7 @@ impl Redis {
     /// SIGKILL (no goodbye to clients).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
+            ended(c.id());
             let _ = c.kill();
             let _ = c.wait();
         }
