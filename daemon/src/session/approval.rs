@@ -28,11 +28,26 @@ pub(super) const ASK_TTL: std::time::Duration = std::time::Duration::from_secs(3
 pub(super) const ASK_KEY: &str = "evo/approve";
 
 /// A retried `tools/call`'s answers to the questions of its last
-/// `input_required` result (2026-07-28).
+/// `input_required` result (2026-07-28), and whether the user may be asked
+/// at all.
 #[derive(Default)]
 pub struct Answers {
     pub(super) responses: Option<rmcp::model::InputResponses>,
     pub(super) state: Option<String>,
+    /// A call from a script (`run_code`): nobody can answer a question in
+    /// band, so a call that needs approval is held for `evoctl approve`
+    /// and the script is told the approval id.
+    pub(super) from_script: bool,
+}
+
+impl Answers {
+    /// A script's call.
+    pub(super) fn from_script() -> Answers {
+        Answers {
+            from_script: true,
+            ..Answers::default()
+        }
+    }
 }
 
 /// Whether a call that needs approval may go on.
@@ -73,7 +88,9 @@ impl SessionServer {
                 entry.name
             ))
         };
-        if ctx.meta.protocol_version().is_some() {
+        if answers.from_script {
+            // Held for evoctl below.
+        } else if ctx.meta.protocol_version().is_some() {
             // 2026-07-28: capabilities come with each request, and the
             // question goes back in the result.
             if ctx

@@ -46,6 +46,7 @@ mod login;
 pub mod native_tools;
 pub mod offers;
 pub mod result_limit;
+mod run_code;
 mod server;
 mod startup;
 pub mod tool_card;
@@ -474,12 +475,17 @@ pub fn visible_entries<'a>(snapshot: &'a Snapshot, by: Visibility<'_>) -> Vec<&'
     picked.into_iter().map(|i| &snapshot.tools[i]).collect()
 }
 
-/// A session's `tools/list`: the native tools, then its proxied tools in
-/// catalog order (the same catalog gives the same list, in both eras).
-pub fn list_tools(snapshot: &Snapshot, by: Visibility<'_>) -> Vec<rmcp::model::Tool> {
+/// A session's `tools/list`: the native tools (`run_code` with code mode
+/// on), then its proxied tools in catalog order (the same catalog gives the
+/// same list, in both eras).
+pub fn list_tools(
+    snapshot: &Snapshot,
+    by: Visibility<'_>,
+    code_mode: bool,
+) -> Vec<rmcp::model::Tool> {
     let visible = visible_entries(snapshot, by);
     let mut tools = Vec::with_capacity(NAMES.len() + visible.len());
-    tools.extend_from_slice(crate::session::native_tools::tools());
+    tools.extend_from_slice(crate::session::native_tools::tools(code_mode));
     tools.extend(visible.into_iter().map(|e| e.tool.clone()));
     tools
 }

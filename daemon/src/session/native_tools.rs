@@ -11,14 +11,18 @@ pub const CALL_TOOL: &str = "call_tool";
 pub const DISCOVER_TOOLS: &str = "discover_tools";
 pub const DESCRIBE_CAPABILITY: &str = "describe_capability";
 pub const DESCRIBE_TOOL: &str = "describe_tool";
+pub const RUN_CODE: &str = "run_code";
 
 /// Every native name: a proxied tool exposed under one of these (a server
-/// with `prefix: ""`) is a collision the native tool wins.
-pub const NAMES: [&str; 4] = [
+/// with `prefix: ""`) is a collision the native tool wins (`run_code` is
+/// reserved whether or not code mode is on, so turning it on renames
+/// nothing).
+pub const NAMES: [&str; 5] = [
     DISCOVER_TOOLS,
     DESCRIBE_CAPABILITY,
     CALL_TOOL,
     DESCRIBE_TOOL,
+    RUN_CODE,
 ];
 
 /// Closes the instructions of a dynamic 2026-07-28 session.
@@ -43,8 +47,8 @@ fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
 
 /// `describe_tool` of a native tool: what it does, its schema and an
 /// example, in the shape proxied tools are described.
-pub fn describe(name: &str) -> Option<String> {
-    let tool = tools().iter().find(|t| t.name == name)?;
+pub fn describe(name: &str, code_mode: bool) -> Option<String> {
+    let tool = tools(code_mode).iter().find(|t| t.name == name)?;
     let schema = serde_json::to_string_pretty(&*tool.input_schema).unwrap_or_default();
     Some(format!(
         "{name} [native: evo's own, always listed]\n\n{}\n\nInput schema:\n{schema}\n\nExample call:\n{}\n",
@@ -53,10 +57,34 @@ pub fn describe(name: &str) -> Option<String> {
     ))
 }
 
-/// The native tools, in the order they are listed (built once).
-pub fn tools() -> &'static [Tool] {
-    static TOOLS: std::sync::LazyLock<Vec<Tool>> = std::sync::LazyLock::new(definitions);
-    &TOOLS
+/// The native tools, in the order they are listed (built once): with code
+/// mode on, `run_code` last.
+pub fn tools(code_mode: bool) -> &'static [Tool] {
+    static TOOLS: std::sync::LazyLock<Vec<Tool>> = std::sync::LazyLock::new(|| {
+        let mut all = definitions();
+        all.push(run_code());
+        all
+    });
+    if code_mode {
+        &TOOLS
+    } else {
+        &TOOLS[..TOOLS.len() - 1]
+    }
+}
+
+fn run_code() -> Tool {
+    tool(
+        RUN_CODE,
+        "Run a JavaScript async function body inside evo, for a task that needs several tool calls: `await tools.NAME(args)` calls any tool you may call directly, by its exact name (found with discover_tools), and returns its structuredContent when it has one, else its text; a failing tool throws an Error carrying its message. Calls can run together (Promise.all). console.log lines and the value you return (JSON) are the result. Nothing else is there: no file system, network, timers, modules or require. Each call is checked like a direct call (permissions, approvals); limits per run: time, memory, number of calls.",
+        json!({
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "The body of an async function, e.g. \"const t = await tools.time_get_current_time({timezone: 'UTC'}); console.log(t); return t;\""},
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Stop the run after this many milliseconds (at most the configured code_mode.timeout_ms, 30000 by default)."}
+            },
+            "required": ["code"]
+        }),
+    )
 }
 
 fn definitions() -> Vec<Tool> {

@@ -24,7 +24,7 @@ use super::breaker::RetryBreaker;
 use super::{Listener, Session, SessionView, SetActive, Visibility, level_rank, visible_entries};
 use crate::VERSION;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
-use crate::config::DiscoveryMode;
+use crate::config::{CodeModeSettings, DiscoveryMode};
 use crate::metrics;
 use crate::search;
 use crate::search::embedder;
@@ -54,6 +54,8 @@ pub struct SessionServer {
     pub semantic: Arc<ArcSwap<SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
+    /// `code_mode`: `run_code` and its limits, signatures in cards.
+    pub code_mode: CodeModeSettings,
     /// Until when its first answers wait for servers still starting
     /// (`discovery.startup_wait_ms` from its start; see `session::startup`).
     pub first_answers_by: Instant,
@@ -126,6 +128,7 @@ impl SessionServer {
             search_limit: opened.search_limit,
             semantic: opened.semantic.clone(),
             instructions_budget: opened.instructions_budget,
+            code_mode: opened.code_mode,
             first_answers_by: Instant::now() + opened.startup_wait,
             breaker: Default::default(),
             asks: Default::default(),
@@ -149,7 +152,11 @@ impl SessionServer {
     pub fn list(&self) -> Vec<Tool> {
         let snapshot = self.catalog();
         let activated = self.view.activated.load();
-        super::list_tools(&snapshot, self.visibility(&activated))
+        super::list_tools(
+            &snapshot,
+            self.visibility(&activated),
+            self.code_mode.enabled,
+        )
     }
 
     fn visibility<'a>(&'a self, activated: &'a super::ActivationSet) -> Visibility<'a> {
@@ -221,7 +228,7 @@ impl SessionServer {
             Err(e) => return text_result(e, true),
         };
         self.view.touch();
-        if let Some(text) = native_tools::describe(name) {
+        if let Some(text) = native_tools::describe(name, self.code_mode.enabled) {
             return text_result(text, false);
         }
         let snapshot = self.catalog();
@@ -599,6 +606,7 @@ impl ServerHandler for SessionServer {
         let answers = Answers {
             responses: request.input_responses,
             state: request.request_state,
+            from_script: false,
         };
         match request.name.as_ref() {
             native_tools::CALL_TOOL => {
@@ -617,6 +625,9 @@ impl ServerHandler for SessionServer {
             }
             native_tools::DESCRIBE_CAPABILITY => {
                 Ok(self.describe_capability(request.arguments.as_ref()).into())
+            }
+            native_tools::RUN_CODE if self.code_mode.enabled => {
+                Ok(self.run_code(request.arguments.as_ref(), &ctx).await.into())
             }
             name => {
                 self.call_proxied(name, request.arguments, answers, &ctx)

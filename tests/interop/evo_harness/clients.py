@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from evo_harness.daemon import Evo
 
 # The tools evo itself offers every session.
-NATIVE_TOOLS = {"discover_tools", "describe_capability", "describe_tool", "call_tool"}
+NATIVE_TOOLS = {"discover_tools", "describe_capability", "describe_tool", "call_tool", "run_code"}
 
 
 @asynccontextmanager

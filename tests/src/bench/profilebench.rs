@@ -47,10 +47,10 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
     let mut bytes = 0;
     for _ in 0..2_000 {
         let t = Instant::now();
-        std::hint::black_box(list_tools(&snapshot, by));
+        std::hint::black_box(list_tools(&snapshot, by, true));
         build.push(t.elapsed());
         let t = Instant::now();
-        let tools = list_tools(&snapshot, by);
+        let tools = list_tools(&snapshot, by, true);
         let result = ListToolsResult::with_all_items(tools);
         let json = serde_json::to_vec(&result).unwrap_or_default();
         with_json.push(t.elapsed());

@@ -18,12 +18,14 @@ use super::locations::bin;
 use super::process::exit_within;
 use super::wait::eventually;
 
-/// The native tools every session lists first.
-pub const NATIVE_TOOLS: [&str; 4] = [
+/// The native tools every session lists first (`run_code` with code mode
+/// on, the default).
+pub const NATIVE_TOOLS: [&str; 5] = [
     "discover_tools",
     "describe_capability",
     "describe_tool",
     "call_tool",
+    "run_code",
 ];
 
 /// `evoctl --socket SOCKET shim ARGS…`, to spawn with a client of one's own

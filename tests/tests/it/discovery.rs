@@ -48,6 +48,7 @@ fn dynamic_session_starts_small_and_discovers() {
             "describe_capability",
             "describe_tool",
             "call_tool",
+            "run_code",
             "fx_echo"
         ],
         "natives and hot tools only"
@@ -174,6 +175,7 @@ fn evoctl_activation_reaches_the_live_session() {
             "describe_capability",
             "describe_tool",
             "call_tool",
+            "run_code",
             "fx_echo",
             "fx_add"
         ]

@@ -6,6 +6,7 @@
 mod activation;
 mod cache;
 mod catalog;
+mod code_mode;
 mod config;
 mod console;
 mod correction;

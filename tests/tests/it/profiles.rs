@@ -13,12 +13,7 @@ use evo_tests::harness::{
 };
 use serde_json::{Value, json};
 
-const NATIVE: [&str; 4] = [
-    "discover_tools",
-    "describe_capability",
-    "describe_tool",
-    "call_tool",
-];
+use evo_tests::harness::mcp::NATIVE_TOOLS as NATIVE;
 
 /// The fixture under `fx` with two profiles: `work` (an exact name and a
 /// glob, one of whose matches is denied) and `empty` (a glob matching

@@ -178,6 +178,7 @@ impl Supervisor {
             });
         }
         let resolve = self.resolve_session(session.as_deref());
+        let code_mode = self.config.code_mode.enabled;
         Box::pin(async move {
             let target = match resolve.await {
                 Ok(s) => s,
@@ -189,7 +190,7 @@ impl Supervisor {
                     format!("session {} closed", target.label()),
                 );
             };
-            let mut tools: Vec<ctl::ToolLine> = native_tools::tools()
+            let mut tools: Vec<ctl::ToolLine> = native_tools::tools(code_mode)
                 .iter()
                 .map(|t| ctl::ToolLine {
                     name: t.name.to_string(),
