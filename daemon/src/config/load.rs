@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use evo_proto::json_kind;
 use serde_json::{Map, Value};
 
-use super::diagnostics::{ConfigWarning, EnvFileRead, Warnings, warn_unknown_keys};
+use super::diagnostics::{ConfigWarning, EnvFileRead, Warnings, section, warn_unknown_keys};
 use super::envfile;
 use super::expand::{Env, expand_vars};
 use super::key_lines::KeyLines;
-use super::keys::TOP_LEVEL_KEYS;
+use super::keys::{REGISTRY_KEYS, TOP_LEVEL_KEYS};
 use super::readers::{present, string};
 use super::serve;
 use super::server::parse_server;
@@ -240,6 +240,9 @@ fn parse_root_value(
     }
     if let Some(value) = present(root, "search") {
         config.search = parse_search(value, &mut warnings).map_err(invalid)?;
+    }
+    if let Some(value) = present(root, "registry") {
+        section("registry", value, REGISTRY_KEYS, &mut warnings).map_err(invalid)?;
     }
     if let Some(value) = present(root, "store") {
         let dir = path.parent().unwrap_or(Path::new("."));
