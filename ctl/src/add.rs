@@ -16,7 +16,8 @@
 //! terminal (secrets read without echo; blank keeps the default), the record's `default`. A
 //! required one left without a value fails the whole add, naming each. A secret never goes in
 //! the config (which is printed, backed up and shown around): it goes in the env file beside
-//! it (0600) as `ID_NAME`, and the entry says `${ID_NAME}`, which evod expands.
+//! it (0600) as `ID_NAME` (`NAME` when it starts with the id already), and the entry says
+//! `${ID_NAME}`, which evod expands.
 //!
 //! Writing, the backup, the reload and the report are `evoctl import`'s ([`EvoConfig`],
 //! [`pick_up`]); `add` then waits for the server to come up or fail, and says which.
@@ -243,7 +244,9 @@ pub fn short_id(name: &str) -> String {
         short = short.strip_suffix(suffix).unwrap_or(short);
     }
     let short = short.trim_matches('-');
-    let chosen = if short.is_empty() { clean.as_str() } else { short };
+    // Nothing but the common words (`mcp-server`): the name as it is.
+    let generic = ["", "mcp", "server"].contains(&short);
+    let chosen = if generic { clean.as_str() } else { short };
     chosen.chars().take(64).collect()
 }
 
@@ -465,10 +468,18 @@ impl Inputs {
         if !secret {
             return value;
         }
-        let var: String = format!("{}_{}", self.id, name)
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
-            .collect();
+        let upper = |text: &str| -> String {
+            text.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+                .collect()
+        };
+        let (id, name) = (upper(&self.id), upper(name));
+        // `AIRTABLE_API_KEY` of server `airtable` is named enough already.
+        let var = if name.starts_with(&format!("{id}_")) {
+            name
+        } else {
+            format!("{id}_{name}")
+        };
         self.secrets.retain(|(k, _)| *k != var);
         self.secrets.push((var.clone(), value));
         format!("${{{var}}}")

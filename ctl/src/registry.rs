@@ -194,6 +194,7 @@ fn get(url: &str) -> Result<Option<Value>, String> {
             .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
         let unreachable = |e: reqwest::Error| {
             // reqwest's Display leaves out the cause (refused, no such host): it is the useful part.
+            let e = e.without_url();
             let mut why = e.to_string();
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
