@@ -93,7 +93,8 @@ pub fn add(opts: AddOptions<'_>) -> Result<(), String> {
     let backup = target.save()?;
     let mut pickup = pick_up(opts.socket, &target).called("added");
     pickup.settle(opts.socket, SETTLE);
-    let login = built.remote || pickup_says_login(&pickup);
+    // A remote sent no credential of the person's may want an OAuth login.
+    let login = (built.remote && built.entry.get("headers").is_none()) || pickup_says_login(&pickup);
     let secrets: Vec<&str> = inputs.secrets.iter().map(|(k, _)| k.as_str()).collect();
 
     if opts.json {
@@ -175,17 +176,28 @@ fn list(registry: &Registry, query: &str, json: bool) -> Result<(), String> {
         );
         return Ok(());
     }
-    let width = found.iter().map(|r| r.name().len()).max().unwrap_or(4).max(4);
-    let vwidth = found.iter().map(|r| r.version().len()).max().unwrap_or(7).max(7);
-    println!("{:width$}  {:vwidth$}  TRANSPORT  DESCRIPTION", "NAME", "VERSION");
-    for r in &found {
-        println!(
-            "{:width$}  {:vwidth$}  {}  {}",
-            r.name(),
-            r.version(),
-            r.transports().join(", "),
-            r.description()
-        );
+    let rows: Vec<[String; 4]> = found
+        .iter()
+        .map(|r| {
+            [
+                r.name().to_string(),
+                r.version().to_string(),
+                r.transports().join(", "),
+                r.description().to_string(),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "VERSION", "TRANSPORT", "DESCRIPTION"].map(String::from);
+    let width = |i: usize| {
+        rows.iter()
+            .chain([&header])
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for [name, version, transport, description] in [&header].into_iter().chain(&rows) {
+        println!("{name:w0$}  {version:w1$}  {transport:w2$}  {description}");
     }
     println!("add one with `evoctl add NAME`");
     Ok(())
@@ -563,10 +575,11 @@ impl Inputs {
 
 /// Asks on the terminal; a secret is read with echo off.
 fn ask(prompt: &str, secret: bool) -> io::Result<String> {
+    // Echo off before the prompt shows: what is typed after it is never echoed.
+    let _quiet = if secret { Some(NoEcho::on_stdin()) } else { None };
     let mut err = io::stderr();
     write!(err, "{prompt}")?;
     err.flush()?;
-    let _quiet = if secret { Some(NoEcho::on_stdin()) } else { None };
     let mut line = String::new();
     io::stdin().lock().read_line(&mut line)?;
     if secret {

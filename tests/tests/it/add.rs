@@ -5,9 +5,10 @@
 //! evo cannot run, an unreachable registry).
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use evo_tests::harness::daemon::{Daemon, ctl_at, server};
-use evo_tests::harness::locations::repo_root;
+use evo_tests::harness::locations::{bin, repo_root};
 use evo_tests::harness::ports::free_port;
 use evo_tests::harness::process::{TempDir, on_path};
 use evo_tests::harness::registry::FakeRegistry;
@@ -224,9 +225,9 @@ fn docker_is_written_only_when_allowed() {
 }
 
 /// GitHub's record has an image and a remote: without --allow-docker the remote, its secret
-/// header by reference, and the login hint.
+/// header by reference; a remote without a credential gets the login hint.
 #[test]
-fn a_remote_gets_its_url_and_headers_and_the_login_hint() {
+fn a_remote_gets_its_url_and_headers_or_the_login_hint() {
     let registry = FakeRegistry::recorded();
     let s = Setup::new(&registry.url);
     let (code, out, err) = s.add(&[
@@ -236,7 +237,7 @@ fn a_remote_gets_its_url_and_headers_and_the_login_hint() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("ghp_secret"), "{out}");
-    assert!(out.contains("evoctl login github"), "{out}");
+    assert!(!out.contains("evoctl login"), "a credential was given: {out}");
     assert_eq!(
         s.config()["mcpServers"]["github"],
         json!({"type": "http", "url": "https://api.githubcopilot.com/mcp/",
@@ -247,8 +248,13 @@ fn a_remote_gets_its_url_and_headers_and_the_login_hint() {
         "GITHUB_AUTHORIZATION='Bearer ghp_secret'\n"
     );
 
-    let j = s.add_json(&["io.github.getcyphrex/cyphrex-mcp"]);
-    assert_eq!(j["entry"], json!({"type": "http", "url": "https://mcp.cyphrex.io/mcp"}));
+    let (code, out, err) = s.add(&["io.github.getcyphrex/cyphrex-mcp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("run `evoctl login cyphrex`"), "{out}");
+    assert_eq!(
+        s.config()["mcpServers"]["cyphrex"],
+        json!({"type": "http", "url": "https://mcp.cyphrex.io/mcp"})
+    );
     let j = s.add_json(&["io.github.domdomegg/time-mcp-pypi", "--id", "utc"]);
     assert_eq!(j["entry"], json!({"command": "uvx", "args": ["time-mcp-pypi==1.0.6"]}));
     assert_eq!(s.config()["mcpServers"]["utc"], j["entry"]);
@@ -286,4 +292,33 @@ fn an_unreachable_registry_is_named() {
     assert_eq!(code, 1);
     let j: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["ok"], false);
+}
+
+/// On a terminal the required variable is asked for, and the secret typed is not echoed.
+#[test]
+fn on_a_terminal_a_secret_is_asked_for_without_echo() {
+    let registry = FakeRegistry::recorded();
+    let s = Setup::new(&registry.url);
+    let script = repo_root().join("tests/fixtures/on_a_terminal.py");
+    let evoctl = bin("evoctl");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(["AIRTABLE_API_KEY (Airtable personal access token", "pat-typed.secret", "--"])
+        .arg(&evoctl)
+        .args(["--socket", s.socket.to_str().unwrap(), "add", AIRTABLE])
+        .args(["--config", s.config.to_str().unwrap()])
+        .output()
+        .expect("run python3");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!shown.contains("pat-typed"), "the secret was echoed: {shown}");
+    assert!(shown.contains("added io.github.domdomegg/airtable-mcp-server 1.7.3"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(s.dir.path().join("env")).unwrap(),
+        "AIRTABLE_API_KEY='pat-typed.secret'\n"
+    );
+    assert_eq!(
+        s.config()["mcpServers"]["airtable"]["env"],
+        json!({"AIRTABLE_API_KEY": "${AIRTABLE_API_KEY}"})
+    );
 }
