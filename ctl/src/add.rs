@@ -94,7 +94,8 @@ pub fn add(opts: AddOptions<'_>) -> Result<(), String> {
     let mut pickup = pick_up(opts.socket, &target).called("added");
     pickup.settle(opts.socket, SETTLE);
     // A remote sent no credential of the person's may want an OAuth login.
-    let login = (built.remote && built.entry.get("headers").is_none()) || pickup_says_login(&pickup);
+    let login =
+        (built.remote && built.entry.get("headers").is_none()) || pickup_says_login(&pickup);
     let secrets: Vec<&str> = inputs.secrets.iter().map(|(k, _)| k.as_str()).collect();
 
     if opts.json {
@@ -271,19 +272,30 @@ struct Built {
 
 fn build(record: &Record, allow_docker: bool, inputs: &mut Inputs) -> Result<Built, String> {
     let server = &record.server;
-    let packages: Vec<&Value> = server["packages"].as_array().into_iter().flatten().collect();
+    let packages: Vec<&Value> = server["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
     let remotes: Vec<&Value> = server["remotes"].as_array().into_iter().flatten().collect();
     let mut passed = Vec::new();
     let stdio = |p: &&&Value| p["transport"]["type"] == "stdio";
     for kind in ["npm", "pypi"] {
-        if let Some(package) = packages.iter().filter(|p| p["registryType"] == kind).find(stdio) {
+        if let Some(package) = packages
+            .iter()
+            .filter(|p| p["registryType"] == kind)
+            .find(stdio)
+        {
             return Ok(Built {
                 entry: package_entry(package, kind, inputs),
                 remote: false,
             });
         }
     }
-    let image = packages.iter().filter(|p| p["registryType"] == "oci").find(stdio);
+    let image = packages
+        .iter()
+        .filter(|p| p["registryType"] == "oci")
+        .find(stdio);
     if let Some(package) = image
         && allow_docker
     {
@@ -331,7 +343,11 @@ fn package_entry(package: &Value, kind: &str, inputs: &mut Inputs) -> Value {
     let identifier = package["identifier"].as_str().unwrap_or_default();
     let version = package["version"].as_str().filter(|v| !v.is_empty());
     let mut env = Map::new();
-    for variable in package["environmentVariables"].as_array().into_iter().flatten() {
+    for variable in package["environmentVariables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let Some(name) = variable["name"].as_str() else {
             continue;
         };
@@ -347,7 +363,10 @@ fn package_entry(package: &Value, kind: &str, inputs: &mut Inputs) -> Value {
                 Some(v) => format!("{identifier}@{v}"),
                 None => identifier.to_string(),
             };
-            ("npx", [vec!["-y".to_string()], runtime, vec![spec]].concat())
+            (
+                "npx",
+                [vec!["-y".to_string()], runtime, vec![spec]].concat(),
+            )
         }
         "pypi" => {
             let spec = match version {
@@ -359,14 +378,20 @@ fn package_entry(package: &Value, kind: &str, inputs: &mut Inputs) -> Value {
         _ => {
             // A container sees only the variables passed to it: `-e NAME` hands on each.
             let forwarded = env.keys().flat_map(|k| ["-e".to_string(), k.clone()]);
-            let has_tag = identifier.rsplit('/').next().is_some_and(|last| last.contains(':'))
+            let has_tag = identifier
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.contains(':'))
                 || identifier.contains('@');
             let image = match version {
                 Some(v) if !has_tag => format!("{identifier}:{v}"),
                 _ => identifier.to_string(),
             };
             let run = ["run", "-i", "--rm"].map(String::from).to_vec();
-            ("docker", [run, runtime, forwarded.collect(), vec![image]].concat())
+            (
+                "docker",
+                [run, runtime, forwarded.collect(), vec![image]].concat(),
+            )
         }
     };
     args.extend(arguments);
@@ -381,7 +406,11 @@ fn package_entry(package: &Value, kind: &str, inputs: &mut Inputs) -> Value {
 fn remote_entry(remote: &Value, inputs: &mut Inputs) -> Value {
     let url = remote["url"].as_str().unwrap_or_default();
     let url = inputs.substitute(url, &remote["variables"], Given::Arg);
-    let kind = if remote["type"] == "sse" { "sse" } else { "http" };
+    let kind = if remote["type"] == "sse" {
+        "sse"
+    } else {
+        "http"
+    };
     let mut entry = json!({"type": kind, "url": url});
     let mut headers = Map::new();
     for header in remote["headers"].as_array().into_iter().flatten() {
@@ -482,7 +511,13 @@ impl Inputs {
         }
         let upper = |text: &str| -> String {
             text.chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
                 .collect()
         };
         let (id, name) = (upper(&self.id), upper(name));
@@ -576,7 +611,11 @@ impl Inputs {
 /// Asks on the terminal; a secret is read with echo off.
 fn ask(prompt: &str, secret: bool) -> io::Result<String> {
     // Echo off before the prompt shows: what is typed after it is never echoed.
-    let _quiet = if secret { Some(NoEcho::on_stdin()) } else { None };
+    let _quiet = if secret {
+        Some(NoEcho::on_stdin())
+    } else {
+        None
+    };
     let mut err = io::stderr();
     write!(err, "{prompt}")?;
     err.flush()?;
@@ -699,7 +738,10 @@ mod tests {
     fn ids_drop_the_words_every_server_name_has() {
         for (name, id) in [
             ("io.github.domdomegg/airtable-mcp-server", "airtable"),
-            ("io.github.modelcontextprotocol/server-everything", "everything"),
+            (
+                "io.github.modelcontextprotocol/server-everything",
+                "everything",
+            ),
             ("io.github.x/mcp-server-time", "time"),
             ("io.github.getcyphrex/cyphrex-mcp", "cyphrex"),
             ("com.example/My.Tool", "my-tool"),
@@ -710,7 +752,11 @@ mod tests {
     }
 
     fn inputs(env: &[(&str, &str)], args: &[(&str, &str)]) -> Inputs {
-        let map = |p: &[(&str, &str)]| p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map = |p: &[(&str, &str)]| {
+            p.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
         Inputs {
             id: "w".into(),
             env: map(env),
@@ -743,7 +789,10 @@ mod tests {
                    "args": ["-y", "@modelcontextprotocol/server-weather@1.0.0", "/etc/w.json", "--port", "8080"],
                    "env": {"API_KEY": "${W_API_KEY}"}})
         );
-        assert_eq!(given.secrets, vec![("W_API_KEY".to_string(), "s3cret".to_string())]);
+        assert_eq!(
+            given.secrets,
+            vec![("W_API_KEY".to_string(), "s3cret".to_string())]
+        );
 
         let mut none = inputs(&[], &[]);
         package_entry(&package, "npm", &mut none);

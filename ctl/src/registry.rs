@@ -57,10 +57,7 @@ impl Record {
             }
         }
         for remote in self.server["remotes"].as_array().into_iter().flatten() {
-            found.push(format!(
-                "remote {}",
-                remote["type"].as_str().unwrap_or("?")
-            ));
+            found.push(format!("remote {}", remote["type"].as_str().unwrap_or("?")));
         }
         found
     }
@@ -267,7 +264,8 @@ mod tests {
         latest["packages"][0]["version"] = json!("latest");
         let why = check(&latest).unwrap_err();
         assert!(why.contains("/packages/0/version"), "{why}");
-        let why = check(&json!({"name": "no-slash", "description": "d", "version": "1"})).unwrap_err();
+        let why =
+            check(&json!({"name": "no-slash", "description": "d", "version": "1"})).unwrap_err();
         assert!(why.contains("/name"), "{why}");
     }
 }

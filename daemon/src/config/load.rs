@@ -384,6 +384,7 @@ mod tests {
               "discovery": {"mode": "legacy", "fuzzy": true},
               "cache": {"max_age_hours": 1, "dir": "/tmp"},
               "limits": {"max_message_bytes": 1024, "max_sessions": 3, "max_concurrent_starts": 3},
+              "registry": {"url": "https://registry.example", "mirror": 1},
               "mcpServers": {
                 "fs": {"command": "c", "foo": 1, "description": "fine", "headers": {"A": "b"}},
                 "web": {"url": "https://h", "args": ["x"], "cwd": "/"}
@@ -397,6 +398,7 @@ mod tests {
                 "discovery: unknown key 'fuzzy' ignored",
                 "cache: unknown key 'dir' ignored",
                 "limits: unknown key 'max_sessions' ignored",
+                "registry: unknown key 'mirror' ignored",
                 "server 'fs': unknown key 'foo' ignored",
                 "server 'fs': 'headers' ignored for a stdio server",
                 "server 'web': 'args' ignored for an HTTP server",

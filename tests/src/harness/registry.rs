@@ -100,7 +100,10 @@ fn route(path: &str, records: &[Value]) -> (&'static str, Value) {
             .map(listed)
             .collect();
         let count = found.len();
-        return ("200 OK", json!({"servers": found, "metadata": {"count": count}}));
+        return (
+            "200 OK",
+            json!({"servers": found, "metadata": {"count": count}}),
+        );
     }
     let Some(rest) = path.strip_prefix("/v0.1/servers/") else {
         return not_found;

@@ -87,9 +87,21 @@ fn a_search_lists_names_versions_and_transports() {
                 "description": "Get the current UTC time in RFC 3339 format.",
                 "version": "1.0.6", "transport": ["pypi"]})
     );
-    assert_eq!(by_name("io.github.domdomegg/time-mcp-nuget")["transport"], json!(["nuget"]));
-    assert!(results.iter().all(|r| r["name"].as_str().unwrap().contains("time")));
-    assert!(registry.requests().iter().any(|p| p.starts_with("/v0.1/servers?search=time")));
+    assert_eq!(
+        by_name("io.github.domdomegg/time-mcp-nuget")["transport"],
+        json!(["nuget"])
+    );
+    assert!(
+        results
+            .iter()
+            .all(|r| r["name"].as_str().unwrap().contains("time"))
+    );
+    assert!(
+        registry
+            .requests()
+            .iter()
+            .any(|p| p.starts_with("/v0.1/servers?search=time"))
+    );
 
     let (code, out, err) = s.add(&["github"]);
     assert_eq!(code, 0, "{err}");
@@ -98,7 +110,10 @@ fn a_search_lists_names_versions_and_transports() {
         .lines()
         .find(|l| l.starts_with("io.github.github/github-mcp-server"))
         .unwrap_or_else(|| panic!("{out}"));
-    assert!(line.contains("1.7.0") && line.contains("oci, remote streamable-http"), "{line}");
+    assert!(
+        line.contains("1.7.0") && line.contains("oci, remote streamable-http"),
+        "{line}"
+    );
     assert!(line.contains("Connect AI assistants to GitHub"), "{line}");
     // Nothing written by a search.
     assert_eq!(s.config()["mcpServers"], json!({}));
@@ -115,7 +130,12 @@ fn an_npm_server_is_written_and_comes_up_under_evod() {
     let d = Daemon::start(&json!({"registry": {"url": registry.url}}));
     let (code, out, err) = add_in(
         &d,
-        &[AIRTABLE, "--env", "AIRTABLE_API_KEY=pat-evo-test.secret", "--json"],
+        &[
+            AIRTABLE,
+            "--env",
+            "AIRTABLE_API_KEY=pat-evo-test.secret",
+            "--json",
+        ],
     );
     assert_eq!(code, 0, "{err}\n{out}\nlog:\n{}", d.log_text());
     assert!(!out.contains("pat-evo-test.secret"), "{out}");
@@ -144,7 +164,10 @@ fn an_npm_server_is_written_and_comes_up_under_evod() {
     let before = std::fs::read(&d.config).unwrap();
     let (code, _, err) = add_in(&d, &[AIRTABLE, "--env", "AIRTABLE_API_KEY=other"]);
     assert_eq!(code, 1);
-    assert!(err.contains("already has a server 'airtable'") && err.contains("--id"), "{err}");
+    assert!(
+        err.contains("already has a server 'airtable'") && err.contains("--id"),
+        "{err}"
+    );
     assert_eq!(std::fs::read(&d.config).unwrap(), before);
 }
 
@@ -169,10 +192,21 @@ fn a_pypi_server_is_written_and_comes_up_under_evod() {
     );
     let (code, out, err) = add_in(&d, &[TIME]);
     assert_eq!(code, 0, "{err}\n{out}");
-    assert!(out.contains(&format!("added {TIME} 2026.10.19 to ")), "{out}");
+    assert!(
+        out.contains(&format!("added {TIME} 2026.10.19 to ")),
+        "{out}"
+    );
     assert!(out.contains("as 'time'"), "{out}");
-    assert!(out.contains("1 server(s) added: 1 applied"), "{out}\nlog:\n{}", d.log_text());
-    assert!(out.contains("  time: applied (ready)"), "{out}\nlog:\n{}", d.log_text());
+    assert!(
+        out.contains("1 server(s) added: 1 applied"),
+        "{out}\nlog:\n{}",
+        d.log_text()
+    );
+    assert!(
+        out.contains("  time: applied (ready)"),
+        "{out}\nlog:\n{}",
+        d.log_text()
+    );
     assert_eq!(
         read_json(&d.config)["mcpServers"]["time"],
         json!({"command": "uvx", "args": ["mcp-server-time==2026.10.19", "--local-timezone", "UTC"]})
@@ -189,14 +223,21 @@ fn a_missing_required_variable_is_named_and_nothing_is_written() {
     let (code, out, err) = s.add(&[AIRTABLE]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        err.contains("needs values") && err.contains("--env AIRTABLE_API_KEY=VALUE (Airtable personal access token"),
+        err.contains("needs values")
+            && err.contains("--env AIRTABLE_API_KEY=VALUE (Airtable personal access token"),
         "{err}"
     );
     assert_eq!(std::fs::read(&s.config).unwrap(), before);
     assert!(!s.dir.path().join("mcp.config.json.bak").exists());
     assert!(!s.dir.path().join("env").exists());
     // A variable the record does not take is refused too, not ignored.
-    let (code, _, err) = s.add(&[AIRTABLE, "--env", "AIRTABLE_API_KEY=k", "--env", "AIRTABLE_TOKEN=k"]);
+    let (code, _, err) = s.add(&[
+        AIRTABLE,
+        "--env",
+        "AIRTABLE_API_KEY=k",
+        "--env",
+        "AIRTABLE_TOKEN=k",
+    ]);
     assert_eq!(code, 1);
     assert!(err.contains("takes no --env AIRTABLE_TOKEN"), "{err}");
 }
@@ -208,12 +249,18 @@ fn docker_is_written_only_when_allowed() {
     let (code, _, err) = s.add(&["io.skaphos/sting"]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("only as the docker image ghcr.io/skaphos/sting") && err.contains("--allow-docker"),
+        err.contains("only as the docker image ghcr.io/skaphos/sting")
+            && err.contains("--allow-docker"),
         "{err}"
     );
     assert_eq!(s.config()["mcpServers"], json!({}));
 
-    let j = s.add_json(&["io.skaphos/sting", "--allow-docker", "--env", "STING_TOKEN=ghp_x"]);
+    let j = s.add_json(&[
+        "io.skaphos/sting",
+        "--allow-docker",
+        "--env",
+        "STING_TOKEN=ghp_x",
+    ]);
     assert_eq!(
         j["entry"],
         json!({"command": "docker",
@@ -237,7 +284,10 @@ fn a_remote_gets_its_url_and_headers_or_the_login_hint() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("ghp_secret"), "{out}");
-    assert!(!out.contains("evoctl login"), "a credential was given: {out}");
+    assert!(
+        !out.contains("evoctl login"),
+        "a credential was given: {out}"
+    );
     assert_eq!(
         s.config()["mcpServers"]["github"],
         json!({"type": "http", "url": "https://api.githubcopilot.com/mcp/",
@@ -256,7 +306,10 @@ fn a_remote_gets_its_url_and_headers_or_the_login_hint() {
         json!({"type": "http", "url": "https://mcp.cyphrex.io/mcp"})
     );
     let j = s.add_json(&["io.github.domdomegg/time-mcp-pypi", "--id", "utc"]);
-    assert_eq!(j["entry"], json!({"command": "uvx", "args": ["time-mcp-pypi==1.0.6"]}));
+    assert_eq!(
+        j["entry"],
+        json!({"command": "uvx", "args": ["time-mcp-pypi==1.0.6"]})
+    );
     assert_eq!(s.config()["mcpServers"]["utc"], j["entry"]);
 }
 
@@ -267,15 +320,24 @@ fn records_evo_cannot_use_are_refused_with_the_reason() {
     let (code, _, err) = s.add(&["io.github.user/bad-version"]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("not a valid server.json (schema 2025-12-11)") && err.contains("/packages/0/version"),
+        err.contains("not a valid server.json (schema 2025-12-11)")
+            && err.contains("/packages/0/version"),
         "{err}"
     );
     let (code, _, err) = s.add(&["io.github.domdomegg/time-mcp-nuget"]);
     assert_eq!(code, 1);
-    assert!(err.contains("evo cannot run io.github.domdomegg/time-mcp-nuget: it offers a nuget package"), "{err}");
+    assert!(
+        err.contains(
+            "evo cannot run io.github.domdomegg/time-mcp-nuget: it offers a nuget package"
+        ),
+        "{err}"
+    );
     let (code, _, err) = s.add(&["io.github.nobody/nothing"]);
     assert_eq!(code, 1);
-    assert!(err.contains("has no server io.github.nobody/nothing"), "{err}");
+    assert!(
+        err.contains("has no server io.github.nobody/nothing"),
+        "{err}"
+    );
     assert_eq!(s.config()["mcpServers"], json!({}));
 }
 
@@ -283,10 +345,18 @@ fn records_evo_cannot_use_are_refused_with_the_reason() {
 fn an_unreachable_registry_is_named() {
     let url = format!("http://127.0.0.1:{}", free_port());
     let s = Setup::new(&url);
-    for args in [&["time"][..], &[AIRTABLE, "--env", "AIRTABLE_API_KEY=k"][..]] {
+    for args in [
+        &["time"][..],
+        &[AIRTABLE, "--env", "AIRTABLE_API_KEY=k"][..],
+    ] {
         let (code, _, err) = s.add(args);
         assert_eq!(code, 1, "{err}");
-        assert!(err.contains(&format!("cannot reach the MCP registry at {url}/v0.1/servers")), "{err}");
+        assert!(
+            err.contains(&format!(
+                "cannot reach the MCP registry at {url}/v0.1/servers"
+            )),
+            "{err}"
+        );
     }
     let (code, out, _) = s.add(&["time", "--json"]);
     assert_eq!(code, 1);
@@ -303,16 +373,30 @@ fn on_a_terminal_a_secret_is_asked_for_without_echo() {
     let evoctl = bin("evoctl");
     let out = Command::new("python3")
         .arg(&script)
-        .args(["AIRTABLE_API_KEY (Airtable personal access token", "pat-typed.secret", "--"])
+        .args([
+            "AIRTABLE_API_KEY (Airtable personal access token",
+            "pat-typed.secret",
+            "--",
+        ])
         .arg(&evoctl)
         .args(["--socket", s.socket.to_str().unwrap(), "add", AIRTABLE])
         .args(["--config", s.config.to_str().unwrap()])
         .output()
         .expect("run python3");
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{shown}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!shown.contains("pat-typed"), "the secret was echoed: {shown}");
-    assert!(shown.contains("added io.github.domdomegg/airtable-mcp-server 1.7.3"), "{shown}");
+    assert!(
+        out.status.success(),
+        "{shown}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !shown.contains("pat-typed"),
+        "the secret was echoed: {shown}"
+    );
+    assert!(
+        shown.contains("added io.github.domdomegg/airtable-mcp-server 1.7.3"),
+        "{shown}"
+    );
     assert_eq!(
         std::fs::read_to_string(s.dir.path().join("env")).unwrap(),
         "AIRTABLE_API_KEY='pat-typed.secret'\n"
