@@ -257,7 +257,7 @@ enum Command {
     ///
     /// Anything else is a search of the registry's names: lists the matches.
     /// The registry is `registry.url` in evo's config
-    /// [default: https://registry.modelcontextprotocol.io].
+    /// [default: the official registry, registry.modelcontextprotocol.io].
     #[command(disable_version_flag = true)]
     Add {
         /// A search word, or a server's name in the registry
