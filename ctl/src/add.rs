@@ -799,6 +799,28 @@ mod tests {
         assert_eq!(none.missing, vec!["--env API_KEY=VALUE".to_string()]);
     }
 
+    /// Runtime arguments go to the runner, before the package; a boolean flag is the flag alone.
+    #[test]
+    fn runtime_arguments_come_before_the_package() {
+        let package = json!({
+            "registryType": "pypi", "identifier": "mcp-x", "version": "2.0",
+            "transport": {"type": "stdio"}, "runtimeHint": "uvx",
+            "runtimeArguments": [{"type": "named", "name": "--python", "value": "3.12"}],
+            "packageArguments": [
+                {"type": "named", "name": "--read-only", "format": "boolean", "default": "true"},
+                {"type": "named", "name": "--verbose", "format": "boolean"},
+                {"type": "positional", "value": "{root}/data",
+                 "variables": {"root": {"default": "/srv"}}}
+            ]
+        });
+        let entry = package_entry(&package, "pypi", &mut inputs(&[], &[]));
+        assert_eq!(
+            entry,
+            json!({"command": "uvx",
+                   "args": ["--python", "3.12", "mcp-x==2.0", "--read-only", "/srv/data"]})
+        );
+    }
+
     #[test]
     fn an_image_hands_its_variables_to_the_container() {
         let package = json!({"registryType": "oci", "identifier": "docker.io/a/b:1.2",
