@@ -27,6 +27,7 @@ use std::path::{self, Path, PathBuf};
 use std::process::{self, ExitCode};
 use std::time::{Duration, Instant};
 
+use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 use evo_proto::ctl::ServerState;
 use evo_proto::{CtlRequest, Reply, paths};
@@ -414,6 +415,21 @@ fn main() -> ExitCode {
             allow_docker,
             config,
         } => {
+            let for_a_name = id.is_some()
+                || !env.is_empty()
+                || !args.is_empty()
+                || version.is_some()
+                || allow_docker;
+            if !target.contains('/') && for_a_name {
+                Cli::command()
+                    .error(
+                        ErrorKind::ArgumentConflict,
+                        format!(
+                            "'{target}' is a search (a server's name has a '/'): --id, --env, --arg, --version and --allow-docker go with `evoctl add NAME`"
+                        ),
+                    )
+                    .exit();
+            }
             let opts = add::AddOptions {
                 target: &target,
                 id: id.as_deref(),

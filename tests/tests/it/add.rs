@@ -338,6 +338,16 @@ fn records_evo_cannot_use_are_refused_with_the_reason() {
         err.contains("has no server io.github.nobody/nothing"),
         "{err}"
     );
+    let (code, _, err) = s.add(&[AIRTABLE, "--version", "9.9.9"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("has no server {AIRTABLE} version 9.9.9")),
+        "{err}"
+    );
+    // Flags of an add with a search: a usage error.
+    let (code, _, err) = s.add(&["airtable", "--env", "AIRTABLE_API_KEY=k"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("'airtable' is a search"), "{err}");
     assert_eq!(s.config()["mcpServers"], json!({}));
 }
 
