@@ -119,6 +119,16 @@ impl JsonFile {
             .map_err(|e| self.not_servers(key, e, hint))
     }
 
+    /// The object under the top-level `key` (`registry`), if the file has one.
+    pub fn section(&self, key: &str) -> Result<Option<&Map<String, Value>>, String> {
+        self.doc.object(key).map_err(|NotAnObject { found }| {
+            format!(
+                "{}: \"{key}\" is {found}, not an object; fix it and run this again",
+                self.path.display()
+            )
+        })
+    }
+
     /// Sets server `id` under the top-level `key` (created if missing). An
     /// existing entry is replaced where it stands.
     pub fn set_server(

@@ -17,6 +17,8 @@
 
 use std::env;
 use std::path::{self, Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use evo_proto::ctl::{ServerState, StatusReport};
 use evo_proto::entry::{TransportKind, has_http_scheme};
@@ -95,6 +97,16 @@ impl EvoConfig {
 
     pub fn path(&self) -> &Path {
         &self.file.path
+    }
+
+    /// Whether it has a server under `id` (in `mcpServers` or `servers`).
+    pub fn has(&self, id: &str) -> bool {
+        self.existing.contains_key(id)
+    }
+
+    /// The env file beside it, where variables for `${KEY}` belong.
+    pub fn env_file(&self) -> &Path {
+        &self.env_file
     }
 
     /// Adds server `id` unless evo's config has that id already. An entry
@@ -404,6 +416,9 @@ pub struct Pickup {
     /// The config written, for the messages.
     #[serde(skip)]
     config: PathBuf,
+    /// What the servers were: `imported`, `added`.
+    #[serde(skip)]
+    verb: &'static str,
 }
 
 /// One written server after evod's reload.
@@ -432,6 +447,7 @@ pub fn pick_up(socket: &Path, config: &EvoConfig) -> Pickup {
         message: None,
         servers: Vec::new(),
         config: config.path().to_path_buf(),
+        verb: "imported",
     };
     let status = match ask(socket, &CtlRequest::Status) {
         Ok(None) => return pickup,
@@ -519,10 +535,46 @@ impl Pickup {
             })
             .collect();
         format!(
-            "{} server(s) imported: {}",
+            "{} server(s) {}: {}",
             self.servers.len(),
+            self.verb,
             parts.join(", ")
         )
+    }
+
+    /// Says the servers were `verb` (`added`) in the lines printed.
+    pub fn called(mut self, verb: &'static str) -> Pickup {
+        self.verb = verb;
+        self
+    }
+
+    /// Waits, up to `limit`, until no server written is still queued, starting or restarting,
+    /// so the report says whether each came up rather than that it was on its way.
+    pub fn settle(&mut self, socket: &Path, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let unsettled = |p: &Pickup| {
+            p.servers.iter().any(|s| {
+                s.state
+                    .is_some_and(|st| st.is_starting() || st == ServerState::Restarting)
+            })
+        };
+        while self.reloaded && unsettled(self) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(300));
+            if let Ok(Some(Reply::Status(status))) = ask(socket, &CtlRequest::Status) {
+                for server in &mut self.servers {
+                    *server = outcome(&status, &server.id);
+                }
+            }
+        }
+    }
+
+    /// Whether every server written is ready.
+    pub fn all_ready(&self) -> bool {
+        !self.servers.is_empty()
+            && self
+                .servers
+                .iter()
+                .all(|s| s.state == Some(ServerState::Ready))
     }
 
     /// The lines a person reads: what evod did, server by server.

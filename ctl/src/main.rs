@@ -7,6 +7,7 @@
 //! evoctl dies by SIGPIPE when its reader goes away (`| head`), as Unix tools do; the shim handles
 //! its pipes itself.
 
+mod add;
 mod client_config;
 mod connection;
 mod exit_codes;
@@ -14,6 +15,7 @@ mod import;
 mod jsonedit;
 mod model;
 mod output;
+mod registry;
 mod service;
 mod setup;
 mod shim;
@@ -25,6 +27,7 @@ use std::path::{self, Path, PathBuf};
 use std::process::{self, ExitCode};
 use std::time::{Duration, Instant};
 
+use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 use evo_proto::ctl::ServerState;
 use evo_proto::{CtlRequest, Reply, paths};
@@ -241,6 +244,44 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Add a server from the MCP registry, or search it
+    ///
+    /// With a NAME (it has a `/`: io.github.owner/server) writes one entry to
+    /// evo's config from the registry's server.json record: `npx -y PKG@VERSION`
+    /// for npm, `uvx PKG==VERSION` for PyPI, `docker run` for an OCI image (only
+    /// with --allow-docker), or the remote's URL and headers. Required variables
+    /// are asked for on a terminal (secrets without echo) or taken from --env;
+    /// secrets go to the env file beside the config, as ${ID_NAME}. The id is
+    /// the name's last part less `mcp`/`server` words (airtable-mcp-server:
+    /// airtable). Keeps the config's .bak, never replaces an id, reloads a
+    /// running evod and says whether the server came up.
+    ///
+    /// Anything else is a search of the registry's names: lists the matches.
+    /// The registry is `registry.url` in evo's config
+    /// [default: the official registry, registry.modelcontextprotocol.io].
+    #[command(disable_version_flag = true)]
+    Add {
+        /// A search word, or a server's name in the registry
+        target: String,
+        /// The server's id in evo's config [default: from its name]
+        #[arg(long)]
+        id: Option<String>,
+        /// An environment variable or header the server needs (repeatable)
+        #[arg(long, value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// A value for an argument (by its valueHint or flag name) or a URL variable (repeatable)
+        #[arg(long = "arg", value_name = "NAME=VALUE")]
+        args: Vec<String>,
+        /// This version of the record [default: the latest]
+        #[arg(long)]
+        version: Option<String>,
+        /// Allow `docker run` of the server's OCI image
+        #[arg(long)]
+        allow_docker: bool,
+        /// evo's config [default: $EVO_CONFIG, else $XDG_CONFIG_HOME/evo/mcp.config.json]
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
     /// Download a sentence-embedding model for search.model
     ///
     /// Fetches a Hugging Face model (`org/name`, e.g.
@@ -365,6 +406,43 @@ fn main() -> ExitCode {
                 json,
             );
         }
+        Command::Add {
+            target,
+            id,
+            env,
+            args,
+            version,
+            allow_docker,
+            config,
+        } => {
+            let for_a_name = id.is_some()
+                || !env.is_empty()
+                || !args.is_empty()
+                || version.is_some()
+                || allow_docker;
+            if !target.contains('/') && for_a_name {
+                Cli::command()
+                    .error(
+                        ErrorKind::ArgumentConflict,
+                        format!(
+                            "'{target}' is a search (a server's name has a '/'): --id, --env, --arg, --version and --allow-docker go with `evoctl add NAME`"
+                        ),
+                    )
+                    .exit();
+            }
+            let opts = add::AddOptions {
+                target: &target,
+                id: id.as_deref(),
+                env: &env,
+                args: &args,
+                version: version.as_deref(),
+                allow_docker,
+                config: config.as_deref(),
+                socket: &socket,
+                json,
+            };
+            return local(add::add(opts), json);
+        }
         Command::Model { action } => return local(model::run(action, json), json),
         Command::Login { server, no_browser } => {
             let runtime = match runtime() {
@@ -471,6 +549,7 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         | Command::Service { .. }
         | Command::Setup { .. }
         | Command::Import { .. }
+        | Command::Add { .. }
         | Command::Model { .. }
         | Command::Completions { .. } => unreachable!("local commands are handled in main"),
     };

@@ -16,6 +16,7 @@ pub(super) const TOP_LEVEL_KEYS: &[&str] = &[
     "search",
     "store",
     "code_mode",
+    "registry",
     "$schema",
 ];
 pub(super) const SERVER_KEYS: &[&str] = &[
@@ -50,6 +51,8 @@ pub(super) const DISCOVERY_KEYS: &[&str] = &[
 pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
 pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
 pub(super) const CODE_MODE_KEYS: &[&str] = &["enabled", "timeout_ms", "memory_mb", "max_calls"];
+/// Read by `evoctl add`, not by evod: known here so it is not warned about.
+pub(super) const REGISTRY_KEYS: &[&str] = &["url"];
 pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
 pub(super) const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
@@ -69,6 +72,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("search", SEARCH_KEYS),
         ("store", STORE_KEYS),
         ("code_mode", CODE_MODE_KEYS),
+        ("registry", REGISTRY_KEYS),
     ];
     keys.extend(serve::known_keys());
     keys

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use evo_proto::json_kind;
 use serde_json::{Map, Value};
 
-use super::diagnostics::{ConfigWarning, EnvFileRead, Warnings, warn_unknown_keys};
+use super::diagnostics::{ConfigWarning, EnvFileRead, Warnings, section, warn_unknown_keys};
 use super::envfile;
 use super::expand::{Env, expand_vars};
 use super::key_lines::KeyLines;
-use super::keys::TOP_LEVEL_KEYS;
+use super::keys::{REGISTRY_KEYS, TOP_LEVEL_KEYS};
 use super::readers::{present, string};
 use super::serve;
 use super::server::parse_server;
@@ -244,6 +244,9 @@ fn parse_root_value(
     if let Some(value) = present(root, "code_mode") {
         config.code_mode = parse_code_mode(value, &mut warnings).map_err(invalid)?;
     }
+    if let Some(value) = present(root, "registry") {
+        section("registry", value, REGISTRY_KEYS, &mut warnings).map_err(invalid)?;
+    }
     if let Some(value) = present(root, "store") {
         let dir = path.parent().unwrap_or(Path::new("."));
         config.store = parse_store(value, dir, env.lookup, &mut warnings).map_err(invalid)?;
@@ -384,6 +387,7 @@ mod tests {
               "discovery": {"mode": "legacy", "fuzzy": true},
               "cache": {"max_age_hours": 1, "dir": "/tmp"},
               "limits": {"max_message_bytes": 1024, "max_sessions": 3, "max_concurrent_starts": 3},
+              "registry": {"url": "https://registry.example", "mirror": 1},
               "mcpServers": {
                 "fs": {"command": "c", "foo": 1, "description": "fine", "headers": {"A": "b"}},
                 "web": {"url": "https://h", "args": ["x"], "cwd": "/"}
@@ -397,6 +401,7 @@ mod tests {
                 "discovery: unknown key 'fuzzy' ignored",
                 "cache: unknown key 'dir' ignored",
                 "limits: unknown key 'max_sessions' ignored",
+                "registry: unknown key 'mirror' ignored",
                 "server 'fs': unknown key 'foo' ignored",
                 "server 'fs': 'headers' ignored for a stdio server",
                 "server 'web': 'args' ignored for an HTTP server",

@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod ports;
 pub mod process;
 pub mod redis;
+pub mod registry;
 pub mod servers;
 pub mod wait;
 

@@ -4,6 +4,7 @@
 //! `cargo test -p evo-tests --test it supervision::shutdown_answers_calls_in_flight`.
 
 mod activation;
+mod add;
 mod cache;
 mod catalog;
 mod code_mode;
