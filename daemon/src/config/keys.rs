@@ -35,10 +35,13 @@ pub(super) const SERVER_KEYS: &[&str] = &[
     "domain",
     "hot",
     "aliases",
+    "tools",
     "description",
     "auth",
     "oauth",
 ];
+/// The keys of one override under a server's `tools`.
+pub(super) const TOOL_OVERRIDE_KEYS: &[&str] = &["name", "description", "hidden", "args"];
 pub(super) const DISCOVERY_KEYS: &[&str] = &[
     "mode",
     "hot",
