@@ -287,14 +287,19 @@ mod tests {
     fn entries(tools: Value) -> Vec<Arc<ToolEntry>> {
         let spec = spec(tools);
         let link = Arc::new(ServerLink::new("fx".into(), spec.timeout, None));
-        let listed = [record(), Tool::new("other", "Other.", Arc::new(JsonObject::new()))];
+        let listed = [
+            record(),
+            Tool::new("other", "Other.", Arc::new(JsonObject::new())),
+        ];
         entries_for(&spec, &link, &listed, &[])
     }
 
     #[test]
     fn an_override_renames_redescribes_and_fixes() {
-        let got = entries(json!({"record": {"name": "log", "description": "Write it down. More.",
-                                            "args": {"count": 3}}}));
+        let got = entries(
+            json!({"record": {"name": "log", "description": "Write it down. More.",
+                                            "args": {"count": 3}}}),
+        );
         let e = &got[0];
         assert_eq!((e.name.as_str(), e.upstream.as_str()), ("fx_log", "record"));
         assert_eq!(e.tool.name, "fx_log");
@@ -304,8 +309,13 @@ mod tests {
             Value::Object((*e.tool.input_schema).clone()),
             json!({"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]})
         );
-        let sent = e.with_fixed(Some(json!({"tag": "a"}).as_object().cloned().unwrap_or_default()));
-        assert_eq!(sent.map(Value::Object), Some(json!({"tag": "a", "count": 3})));
+        let sent = e.with_fixed(Some(
+            json!({"tag": "a"}).as_object().cloned().unwrap_or_default(),
+        ));
+        assert_eq!(
+            sent.map(Value::Object),
+            Some(json!({"tag": "a", "count": 3}))
+        );
         let given = json!({"count": 9}).as_object().cloned().unwrap_or_default();
         assert_eq!(e.fixed_given(&given), Some("count"));
         assert_eq!(got[1].name, "fx_other");
@@ -317,15 +327,23 @@ mod tests {
             entries(tools).iter().map(|e| e.name.clone()).collect()
         };
         assert_eq!(names(json!({"record": {"hidden": true}})), ["fx_other"]);
-        assert_eq!(names(json!({"record": {"args": {"cuont": 1}}})), ["fx_other"]);
-        assert_eq!(names(json!({"missing": {"name": "m"}})), ["fx_record", "fx_other"]);
+        assert_eq!(
+            names(json!({"record": {"args": {"cuont": 1}}})),
+            ["fx_other"]
+        );
+        assert_eq!(
+            names(json!({"missing": {"name": "m"}})),
+            ["fx_record", "fx_other"]
+        );
     }
 
     #[test]
     fn the_fixed_parameter_error_names_it_and_the_declared_ones() {
         let schema = record().input_schema;
         let fixed = json!({"cuont": 1}).as_object().cloned().unwrap_or_default();
-        let why = without_fixed(&schema, &fixed, "record").err().unwrap_or_default();
+        let why = without_fixed(&schema, &fixed, "record")
+            .err()
+            .unwrap_or_default();
         assert!(why.contains("tools.record.args.cuont"), "{why}");
         assert!(why.contains("its parameters are count, tag"), "{why}");
     }

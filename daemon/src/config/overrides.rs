@@ -142,7 +142,9 @@ fn parse_one(object: &Map<String, Value>, prefix: &str) -> Result<ToolOverride, 
         None => Map::new(),
         Some(Value::Object(args)) => {
             if args.contains_key("") {
-                return Err(TypeError::new("a parameter name must not be empty".into()).at(".args".into()));
+                return Err(
+                    TypeError::new("a parameter name must not be empty".into()).at(".args".into())
+                );
             }
             args.clone()
         }
@@ -217,7 +219,9 @@ mod tests {
         assert!(config.failed.is_empty());
         let warning = config.warnings[0].to_string();
         assert!(
-            warning.contains("server 'x': tools.t: unknown key 'hiden' ignored; did you mean 'hidden'?"),
+            warning.contains(
+                "server 'x': tools.t: unknown key 'hiden' ignored; did you mean 'hidden'?"
+            ),
             "{warning}"
         );
     }
@@ -227,16 +231,56 @@ mod tests {
         let long = "n".repeat(63);
         // (tools value, key named in the error, words the message must contain)
         let cases = [
-            (json!([]), "tools", "expected an object of upstream tool names"),
-            (json!({"t": true}), "tools.t", "expected an object with 'name'"),
-            (json!({"t": {"name": 3}}), "tools.t.name", "expected a string"),
-            (json!({"t": {"name": "a b"}}), "tools.t.name", "'a b' is not a valid tool name"),
-            (json!({"t": {"name": ""}}), "tools.t.name", "not a valid tool name"),
-            (json!({"t": {"name": long}}), "tools.t.name", "longer than 64 characters"),
-            (json!({"t": {"description": " "}}), "tools.t.description", "must not be empty"),
-            (json!({"t": {"hidden": "yes"}}), "tools.t.hidden", "expected true or false"),
-            (json!({"t": {"args": ["a"]}}), "tools.t.args", "an object of parameter names"),
-            (json!({"t": {"args": {"": 1}}}), "tools.t.args", "must not be empty"),
+            (
+                json!([]),
+                "tools",
+                "expected an object of upstream tool names",
+            ),
+            (
+                json!({"t": true}),
+                "tools.t",
+                "expected an object with 'name'",
+            ),
+            (
+                json!({"t": {"name": 3}}),
+                "tools.t.name",
+                "expected a string",
+            ),
+            (
+                json!({"t": {"name": "a b"}}),
+                "tools.t.name",
+                "'a b' is not a valid tool name",
+            ),
+            (
+                json!({"t": {"name": ""}}),
+                "tools.t.name",
+                "not a valid tool name",
+            ),
+            (
+                json!({"t": {"name": long}}),
+                "tools.t.name",
+                "longer than 64 characters",
+            ),
+            (
+                json!({"t": {"description": " "}}),
+                "tools.t.description",
+                "must not be empty",
+            ),
+            (
+                json!({"t": {"hidden": "yes"}}),
+                "tools.t.hidden",
+                "expected true or false",
+            ),
+            (
+                json!({"t": {"args": ["a"]}}),
+                "tools.t.args",
+                "an object of parameter names",
+            ),
+            (
+                json!({"t": {"args": {"": 1}}}),
+                "tools.t.args",
+                "must not be empty",
+            ),
         ];
         for (tools, key, words) in cases {
             let text = json!({"mcpServers": {

@@ -448,7 +448,9 @@ impl Supervisor {
                         report.reprefixed.push(spec.id.clone());
                     } else if h.spec.tools != spec.tools {
                         // The child runs on; its exposed tools are derived anew.
-                        report.reprefixed.push(format!("{} (tool overrides)", spec.id));
+                        report
+                            .reprefixed
+                            .push(format!("{} (tool overrides)", spec.id));
                     }
                     h.link.set_timeout(spec.timeout);
                     h.link.set_max_result_bytes(
