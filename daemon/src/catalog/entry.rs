@@ -35,6 +35,8 @@ pub struct ToolEntry {
     pub name: String,
     /// The child's own name for the tool.
     pub upstream: String,
+    /// The name without its prefix, as search reads it: an override's `name`, else `upstream`.
+    pub base_name: String,
     /// The doubled form of a name that already carried its prefix
     /// (`git_git_log` for `git_log`), which still routes here.
     pub also: Option<String>,
@@ -150,6 +152,9 @@ impl ToolEntry {
             also: spec.doubled_name(&upstream.name),
             name,
             upstream: upstream.name.to_string(),
+            base_name: overridden
+                .and_then(|o| o.name.clone())
+                .unwrap_or_else(|| upstream.name.to_string()),
             server: link,
             domain,
             hot,
@@ -302,6 +307,7 @@ mod tests {
         );
         let e = &got[0];
         assert_eq!((e.name.as_str(), e.upstream.as_str()), ("fx_log", "record"));
+        assert_eq!(e.base_name, "log");
         assert_eq!(e.tool.name, "fx_log");
         assert_eq!(e.tool.description.as_deref(), Some("Write it down. More."));
         assert_eq!(e.summary, "Write it down.");
@@ -319,6 +325,13 @@ mod tests {
         let given = json!({"count": 9}).as_object().cloned().unwrap_or_default();
         assert_eq!(e.fixed_given(&given), Some("count"));
         assert_eq!(got[1].name, "fx_other");
+    }
+
+    #[test]
+    fn search_reads_the_new_name_and_description() {
+        let got = entries(json!({"record": {"name": "log", "description": "Write it down."}}));
+        let text = crate::search::semantic::tool_text(&got[0]);
+        assert_eq!(text, "log: Write it down.");
     }
 
     #[test]

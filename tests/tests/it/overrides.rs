@@ -152,6 +152,10 @@ fn renamed_redescribed_hidden_and_fixed_tools() {
             .map(String::as_str),
         Some("fx_say")
     );
+    assert_eq!(
+        search_names(&d, &["say"]).first().map(String::as_str),
+        Some("fx_say")
+    );
     assert!(
         !search_names(&d, &["tool", "error", "message"]).contains(&"fx_fail".to_string()),
         "hidden tools are not searchable"
