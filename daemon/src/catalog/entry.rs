@@ -13,6 +13,9 @@
 //!   exposing it. Fixed parameters leave `properties` and `required`; a caller that passes one
 //!   anyway is refused with an error naming it (the session's call path), rather than having
 //!   its value silently replaced.
+//! - A renamed tool keeps the names it had without the override in [`ToolEntry::former`]: they
+//!   do not route, but a permissions rule written for them still applies (the stricter wins), so
+//!   renaming a tool never loosens a permissions file.
 //! - An override for a tool the server does not list is a warning when its list arrives.
 
 use std::collections::{BTreeMap, HashSet};
@@ -23,6 +26,7 @@ use serde_json::Value;
 
 use crate::child::link::ServerLink;
 use crate::config::{ServerSpec, ToolOverride};
+use crate::names;
 use crate::repair::CompiledSchema;
 use crate::schema;
 use crate::session::tool_card;
@@ -40,6 +44,9 @@ pub struct ToolEntry {
     /// The doubled form of a name that already carried its prefix
     /// (`git_git_log` for `git_log`), which still routes here.
     pub also: Option<String>,
+    /// For a tool an override renamed: the names it had without the override (exposed and
+    /// doubled). They do not route; permissions rules written for them still apply.
+    pub former: Vec<String>,
     pub server: Arc<ServerLink>,
     pub domain: String,
     /// First sentence of the description, on one line.
@@ -150,6 +157,7 @@ impl ToolEntry {
             fingerprint,
             summary: schema::summary(tool.description.as_deref()),
             also: spec.doubled_name(&upstream.name),
+            former: former_names(spec, &upstream.name, &name),
             name,
             upstream: upstream.name.to_string(),
             base_name: overridden
@@ -225,6 +233,20 @@ impl ToolEntry {
         }
         Some(arguments)
     }
+}
+
+/// The names `upstream` would be exposed under without its override's `name`, where they
+/// differ from `name`.
+fn former_names(spec: &ServerSpec, upstream: &str, name: &str) -> Vec<String> {
+    if spec.override_of(upstream).is_none_or(|o| o.name.is_none()) {
+        return Vec::new();
+    }
+    let plain = names::exposed_name(&spec.prefix, upstream);
+    let doubled = names::doubled_name(&spec.prefix, upstream);
+    std::iter::once(plain)
+        .chain(doubled)
+        .filter(|n| n != name)
+        .collect()
 }
 
 /// `schema` without the `fixed` parameters in `properties` and `required`; an error naming
@@ -308,6 +330,7 @@ mod tests {
         let e = &got[0];
         assert_eq!((e.name.as_str(), e.upstream.as_str()), ("fx_log", "record"));
         assert_eq!(e.base_name, "log");
+        assert_eq!(e.former, ["fx_record"]);
         assert_eq!(e.tool.name, "fx_log");
         assert_eq!(e.tool.description.as_deref(), Some("Write it down. More."));
         assert_eq!(e.summary, "Write it down.");

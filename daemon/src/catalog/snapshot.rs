@@ -329,10 +329,12 @@ impl Snapshot {
                     continue;
                 }
                 // Resolved once per snapshot, never per call. A rule written
-                // for the doubled name still applies (the stricter wins), so
-                // a shortened name never loosens a permissions file.
+                // for the doubled name, or for the name an override replaced,
+                // still applies (the stricter wins), so neither a shortened
+                // nor a renamed tool loosens a permissions file.
                 let hints = Hints::of_tool(&entry.tool);
-                let decision = permissions.decide_either(&entry.name, entry.also.as_deref(), hints);
+                let others = entry.also.iter().chain(&entry.former).map(String::as_str);
+                let decision = permissions.decide_either(&entry.name, others, hints);
                 if let Some(annotation) = decision.annotation {
                     let (server, rule) = (&entry.server.id, annotation.key());
                     match relied_on

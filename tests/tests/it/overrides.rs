@@ -338,3 +338,31 @@ fn bad_overrides_fail_clearly() {
         "{log}"
     );
 }
+
+#[test]
+fn a_rule_written_for_the_name_a_tool_had_still_applies() {
+    let dir = TempDir::new("ovp");
+    let mut fx = fixture_server(&[]);
+    fx["tools"] = json!({"echo": {"name": "say"}, "add": {"name": "sum"}});
+    let config = dir.path().join("mcp.config.json");
+    std::fs::write(&config, json!({"mcpServers": {"fx": fx}}).to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("permissions.yml"),
+        "rules:\n  fx_echo: deny\n  fx_sum: require_approval\n",
+    )
+    .unwrap();
+    let d = Daemon::start_raw(dir, config, &[], &[]);
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    let names = c.tool_names();
+    assert!(!names.contains(&"fx_say".to_string()), "{names:?}");
+    assert!(names.contains(&"fx_sum".to_string()), "{names:?}");
+    let (text, is_error) = c.call_text("fx_say", json!({"text": "hi"}));
+    assert!(
+        is_error && text.contains("denied by the permissions"),
+        "{text}"
+    );
+    // The new name's own rule holds too.
+    let (text, is_error) = c.call_text("fx_sum", json!({"a": 1, "b": 2}));
+    assert!(is_error && text.contains("evoctl approve"), "{text}");
+}
