@@ -7,12 +7,13 @@
 //! catalog's slot and is what integrity pins hash, so an override never hides a rug pull.
 //!
 //! - `hidden`: no entry at all; a call by name is answered as for a tool evo does not know.
-//! - `args`: each fixed parameter must be declared in the tool's `properties`; one that is not
-//!   (a typo, or the server dropped it) withholds the whole tool, with a warning naming the
-//!   parameter: exposing it without the restriction the person meant would be worse than not
-//!   exposing it. Fixed parameters leave `properties` and `required`; a caller that passes one
-//!   anyway is refused with an error naming it (the session's call path), rather than having
-//!   its value silently replaced.
+//! - `args`: each fixed parameter must be declared in the tool's `properties`, and its value
+//!   must satisfy that parameter's schema; one that does not (a typo, a wrong type, or the server
+//!   changed) withholds the whole tool, with a warning naming the parameter (never the value):
+//!   exposing it without the restriction the person meant would be worse than not exposing it.
+//!   Fixed parameters leave `properties` and `required`; a caller that passes one anyway is
+//!   refused with an error naming it (the session's call path), rather than having its value
+//!   silently replaced.
 //! - A renamed tool keeps the names it had without the override in [`ToolEntry::former`]: they
 //!   do not route, but a permissions rule written for them still applies (the stricter wins), so
 //!   renaming a tool never loosens a permissions file.
@@ -274,6 +275,13 @@ fn without_fixed(
              remove args.{param} in the config"
         ));
     }
+    if let Some((param, keyword)) = misfit(&schema, fixed) {
+        return Err(format!(
+            "tools.{tool}.args.{param}: the fixed value does not satisfy the '{keyword}' of \
+             tool '{tool}''s parameter '{param}', so evo withholds the tool rather than send \
+             calls the server would refuse; fix args.{param} in the config"
+        ));
+    }
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
         properties.retain(|p, _| !fixed.contains_key(p));
     }
@@ -281,6 +289,39 @@ fn without_fixed(
         required.retain(|p| p.as_str().is_none_or(|p| !fixed.contains_key(p)));
     }
     Ok(schema)
+}
+
+/// The first fixed argument whose value its parameter's schema refuses, with the keyword that
+/// refuses it (never the value: a fixed argument may be a secret, and this goes to the log).
+/// A schema that cannot be compiled checks nothing, as calls then go unchecked.
+fn misfit(schema: &JsonObject, fixed: &JsonObject) -> Option<(String, String)> {
+    let properties = schema.get("properties").and_then(Value::as_object)?;
+    let mut probe = JsonObject::new();
+    for key in ["$schema", "$defs", "definitions"] {
+        if let Some(value) = schema.get(key) {
+            probe.insert(key.to_owned(), value.clone());
+        }
+    }
+    let checked: JsonObject = fixed
+        .keys()
+        .filter_map(|p| Some((p.clone(), properties.get(p)?.clone())))
+        .collect();
+    probe.insert("type".to_owned(), Value::from("object"));
+    probe.insert("properties".to_owned(), Value::Object(checked));
+    let validator = jsonschema::options()
+        .should_validate_formats(false)
+        .build(&Value::Object(probe))
+        .ok()?;
+    let instance = Value::Object(fixed.clone());
+    let error = validator.iter_errors(&instance).next()?;
+    let path = error.instance_path().as_str().to_owned();
+    let param = path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    Some((param, error.kind().keyword().to_owned()))
 }
 
 #[cfg(test)]
@@ -368,6 +409,10 @@ mod tests {
             ["fx_other"]
         );
         assert_eq!(
+            names(json!({"record": {"args": {"count": "seven"}}})),
+            ["fx_other"]
+        );
+        assert_eq!(
             names(json!({"missing": {"name": "m"}})),
             ["fx_record", "fx_other"]
         );
@@ -382,5 +427,17 @@ mod tests {
             .unwrap_or_default();
         assert!(why.contains("tools.record.args.cuont"), "{why}");
         assert!(why.contains("its parameters are count, tag"), "{why}");
+        let fixed = json!({"tag": "ok", "count": "s3cret"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let why = without_fixed(&schema, &fixed, "record")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            why.starts_with("tools.record.args.count: the fixed value does not satisfy the 'type'"),
+            "{why}"
+        );
+        assert!(!why.contains("s3cret"), "{why}");
     }
 }

@@ -310,7 +310,11 @@ fn bad_overrides_fail_clearly() {
     let mut named = fixture_server(&["--name", "named"]);
     named["tools"] = json!({"echo": {"name": "say it"}});
     let mut fixed = fixture_server(&["--name", "fixed"]);
-    fixed["tools"] = json!({"record": {"args": {"cuont": 1}}, "nosuch": {"name": "x"}});
+    fixed["tools"] = json!({
+        "record": {"args": {"cuont": 1}},
+        "sleep": {"args": {"ms": "SECRET-VALUE-42"}},
+        "nosuch": {"name": "x"}
+    });
     let d = Daemon::start(&json!({"mcpServers": {"named": named, "fixed": fixed}}));
     d.wait_ready(&["fixed"]);
     // A name that breaks the naming rules fails its server entry, naming key and rule.
@@ -322,11 +326,12 @@ fn bad_overrides_fail_clearly() {
         error.contains("tools.echo.name") && error.contains("'say it' is not a valid tool name"),
         "{error}"
     );
-    // A fixed argument the tool does not declare withholds the tool; an override of a tool
-    // the server does not list is a warning; the other tools serve.
+    // A fixed argument the tool does not declare, or a value its schema refuses, withholds the
+    // tool; an override of a tool the server does not list is a warning; the others serve.
     let mut c = d.legacy_session();
     let names = c.tool_names();
     assert!(!names.contains(&"fixed_record".to_string()), "{names:?}");
+    assert!(!names.contains(&"fixed_sleep".to_string()), "{names:?}");
     assert!(names.contains(&"fixed_echo".to_string()), "{names:?}");
     let log = d.log_text();
     assert!(
@@ -336,6 +341,14 @@ fn bad_overrides_fail_clearly() {
     assert!(
         log.contains("server 'fixed' lists no tool 'nosuch'"),
         "{log}"
+    );
+    assert!(
+        log.contains("tools.sleep.args.ms: the fixed value does not satisfy the 'type'"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("SECRET-VALUE-42"),
+        "a fixed value reached the log"
     );
 }
 
