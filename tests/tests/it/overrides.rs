@@ -240,6 +240,17 @@ fn an_override_change_applies_on_reload_without_restarting_the_child() {
     );
     assert_eq!(pid_and_restarts(&d), before, "the child ran on");
     assert!(out.contains("fx (tool overrides)"), "{out}");
+    // A new description alone is a changed definition: sessions are told.
+    let seen = c.list_changed_count();
+    let mut edited = overridden();
+    edited["mcpServers"]["fx"]["tools"]["echo"]["description"] = json!("Say it again.");
+    std::fs::write(&d.config, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    assert_eq!(d.ctl(&["reload"]).0, 0);
+    c.await_list_changed(seen);
+    assert_eq!(
+        listed(&mut c, "fx_say").map(|t| t["description"].clone()),
+        Some(json!("Say it again."))
+    );
     // And back: the overrides go, the child still runs.
     std::fs::write(&d.config, serde_json::to_vec_pretty(&plain).unwrap()).unwrap();
     assert_eq!(d.ctl(&["reload"]).0, 0);
