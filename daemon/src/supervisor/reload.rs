@@ -9,6 +9,10 @@
 //! whole (unreadable, not valid JSON, an invalid setting outside the server entries) keeps the
 //! running config whole.
 //!
+//! What is not part of a server's launch identity (its prefix, per-tool overrides, timeouts)
+//! keeps the child running: the Catalog derives the exposed tools anew and sessions whose tools
+//! changed hear list_changed.
+//!
 //! A renamed server is detected by an identical transport (command, args, env, cwd or url, headers)
 //! under a new id whose old id is gone; its child restarts under the new id.
 
