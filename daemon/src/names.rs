@@ -21,10 +21,16 @@ const KEPT_LEN: usize = MAX_NAME_LEN - 1 - HASH_DIGITS;
 /// The name a proxied tool is exposed under: `{prefix}_{tool}`, or `tool` alone when the
 /// prefix is empty, sanitised. Always satisfies [`is_valid`].
 pub fn exposed_name(prefix: &str, tool: &str) -> String {
+    sanitize(&joined(prefix, tool))
+}
+
+/// `{prefix}_{tool}` (or `tool` alone) before sanitising: what [`exposed_name`] keeps whole
+/// when it is already valid, so a name a person chose can be checked to fit.
+pub fn joined(prefix: &str, tool: &str) -> String {
     if prefix.is_empty() || carries_prefix(prefix, tool) {
-        sanitize(tool)
+        tool.to_owned()
     } else {
-        sanitize(&format!("{prefix}_{tool}"))
+        format!("{prefix}_{tool}")
     }
 }
 

@@ -14,6 +14,7 @@ use crate::config::{IntegrityMode, ServerSpec};
 use crate::policy::integrity::{Event, PinBook};
 
 pub mod cache;
+mod entry;
 pub mod refresher;
 pub use shared_pins::SharedPins;
 pub mod resources;
@@ -169,10 +170,10 @@ impl Catalog {
             let offered = integrity::offer_definitions(&slot.offered);
             offer_events = self.pins.observe_offers(&id, &hash, offered, now);
         }
-        let prefix = &slot.spec.prefix;
+        let (spec, prefix) = (&slot.spec, &slot.spec.prefix);
         for event in &tool_events {
             log_integrity_event(&id, event, self.integrity, "tool", &|tool| {
-                names::exposed_name(prefix, tool)
+                spec.exposed_name(tool)
             });
         }
         for event in &offer_events {
@@ -741,8 +742,8 @@ fn resolve_tool(pins: &PinBook, spec: &ServerSpec, wanted: &str) -> Option<Strin
     pins.tools(&spec.id)
         .find(|t| {
             *t == wanted
-                || names::exposed_name(&spec.prefix, t) == wanted
-                || names::doubled_name(&spec.prefix, t).as_deref() == Some(wanted)
+                || spec.exposed_name(t) == wanted
+                || spec.doubled_name(t).as_deref() == Some(wanted)
         })
         .or_else(|| {
             pins.offer_keys(&spec.id).find(|key| {
@@ -805,7 +806,7 @@ impl Handler<IntegrityStatus> for Catalog {
                 let tools = self
                     .pins
                     .changes(&s.spec.id)
-                    .map(|(tool, c)| (names::exposed_name(&s.spec.prefix, tool), tool, c));
+                    .map(|(tool, c)| (s.spec.exposed_name(tool), tool, c));
                 let offers = self
                     .pins
                     .offer_changes(&s.spec.id)
@@ -842,7 +843,7 @@ impl Handler<DiffTools> for Catalog {
         let tools = self
             .pins
             .changes(server)
-            .map(|(tool, c)| (names::exposed_name(&spec.prefix, tool), tool, c));
+            .map(|(tool, c)| (spec.exposed_name(tool), tool, c));
         let offers = self
             .pins
             .offer_changes(server)

@@ -36,49 +36,16 @@ use crate::child::link::ServerLink;
 use crate::child::link::ServerState;
 use crate::config;
 use crate::config::ServerSpec;
-use crate::names;
 use crate::policy::permissions::Hints;
 use crate::policy::permissions::Permission;
 use crate::policy::permissions::Permissions;
 use crate::policy::profiles::Profile;
 use crate::policy::profiles::ProfileBook;
 use crate::policy::profiles::Resolved;
-use crate::repair::CompiledSchema;
-use crate::schema;
 use crate::session::native_tools::NAMES;
 use crate::session::native_tools::OWNER;
-use crate::session::tool_card;
-use crate::session::tool_card::CardSchema;
 
-/// One proxied tool as the catalog exposes it.
-pub struct ToolEntry {
-    /// Exposed name: `${prefix}_${upstream}`, sanitised.
-    pub name: String,
-    /// The child's own name for the tool.
-    pub upstream: String,
-    /// The doubled form of a name that already carried its prefix
-    /// (`git_git_log` for `git_log`), which still routes here.
-    pub also: Option<String>,
-    pub server: Arc<ServerLink>,
-    pub domain: String,
-    /// First sentence of the description, on one line.
-    pub summary: String,
-    /// Listed with its full schema from a session's start in dynamic mode.
-    pub hot: bool,
-    /// The tool as listed to clients: exposed name, normalised schema.
-    pub tool: Tool,
-    /// Configured parameter aliases for this tool: wrong name → right name.
-    pub aliases: std::collections::BTreeMap<String, String>,
-    /// A hash of `tool` as listed: sessions compare it to tell a changed
-    /// definition (a new description) from an unchanged one.
-    pub fingerprint: u64,
-    /// The input validator, compiled on first use and kept with the entry
-    /// (entries outlive snapshots while their tool is unchanged); `None` when
-    /// the schema cannot be compiled and calls go unchecked.
-    compiled: std::sync::OnceLock<Option<CompiledSchema>>,
-    /// The input schema as a `discover_tools` card shows it, made on first use.
-    card: std::sync::OnceLock<CardSchema>,
-}
+pub use super::entry::{ToolEntry, entries_for};
 
 /// An immutable view of the merged catalog. A new one is published on every
 /// change; readers hold an `Arc` to whichever version they loaded.
@@ -362,10 +329,12 @@ impl Snapshot {
                     continue;
                 }
                 // Resolved once per snapshot, never per call. A rule written
-                // for the doubled name still applies (the stricter wins), so
-                // a shortened name never loosens a permissions file.
+                // for the doubled name, or for the name an override replaced,
+                // still applies (the stricter wins), so neither a shortened
+                // nor a renamed tool loosens a permissions file.
                 let hints = Hints::of_tool(&entry.tool);
-                let decision = permissions.decide_either(&entry.name, entry.also.as_deref(), hints);
+                let others = entry.also.iter().chain(&entry.former).map(String::as_str);
+                let decision = permissions.decide_either(&entry.name, others, hints);
                 if let Some(annotation) = decision.annotation {
                     let (server, rule) = (&entry.server.id, annotation.key());
                     match relied_on
@@ -499,126 +468,6 @@ impl Quarantined {
              accept it with `evoctl trust {server} {tool}`.",
             fields.join(", ")
         )
-    }
-}
-
-/// The entries of one server's tools under their exposed names. A tool name
-/// the child listed twice keeps its first listing.
-pub fn entries_for(
-    spec: &ServerSpec,
-    link: &Arc<ServerLink>,
-    tools: &[Tool],
-    discovery_hot: &[String],
-) -> Vec<Arc<ToolEntry>> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(tools.len());
-    for tool in tools {
-        if !seen.insert(tool.name.as_ref()) {
-            tracing::warn!(server = %spec.id, tool = %tool.name, "child listed the same tool name twice; keeping the first");
-            continue;
-        }
-        let name = names::exposed_name(&spec.prefix, &tool.name);
-        out.push(Arc::new(ToolEntry::new(
-            name,
-            tool,
-            spec,
-            link.clone(),
-            discovery_hot,
-        )));
-    }
-    out
-}
-
-impl ToolEntry {
-    fn new(
-        name: String,
-        upstream: &Tool,
-        spec: &ServerSpec,
-        link: Arc<ServerLink>,
-        discovery_hot: &[String],
-    ) -> ToolEntry {
-        let meta = upstream.meta.as_ref();
-        let meta_str = |key: &str| {
-            meta.and_then(|m| m.get(key))
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-        };
-        let meta_hot = meta
-            .and_then(|m| m.get("hot"))
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false)
-            || meta_str("tier").as_deref() == Some("hot");
-        let hot = meta_hot
-            || spec.hot.iter().any(|h| h == upstream.name.as_ref())
-            || discovery_hot.contains(&name);
-        let domain = meta_str("domain").unwrap_or_else(|| spec.domain.clone());
-        let (input_schema, fixed) = schema::normalize_input_schema(&upstream.input_schema);
-        if fixed {
-            tracing::debug!(server = %spec.id, tool = %upstream.name, "input schema had no \"type\": \"object\"; added it");
-        }
-        let mut tool = upstream.clone();
-        tool.name = name.clone().into();
-        tool.input_schema = input_schema;
-        let fingerprint = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            serde_json::to_vec(&tool).unwrap_or_default().hash(&mut h);
-            h.finish()
-        };
-        ToolEntry {
-            fingerprint,
-            summary: schema::summary(upstream.description.as_deref()),
-            name,
-            also: names::doubled_name(&spec.prefix, &upstream.name),
-            upstream: upstream.name.to_string(),
-            server: link,
-            domain,
-            hot,
-            aliases: spec
-                .aliases
-                .get(upstream.name.as_ref())
-                .cloned()
-                .unwrap_or_default(),
-            tool,
-            compiled: std::sync::OnceLock::new(),
-            card: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// The input schema in a card's compact form (made once, on first use).
-    pub fn card_schema(&self) -> &CardSchema {
-        self.card
-            .get_or_init(|| tool_card::compact(&self.tool.input_schema))
-    }
-
-    /// The compiled input schema (compiled once, on first use).
-    pub fn compiled(&self) -> Option<&CompiledSchema> {
-        self.compiled
-            .get_or_init(|| CompiledSchema::compile(&self.name, &self.tool.input_schema))
-            .as_ref()
-    }
-
-    /// Whether the tool has no description (its summary is a placeholder).
-    pub fn summary_missing(&self) -> bool {
-        self.summary == schema::NO_SUMMARY
-    }
-
-    /// Whether the input schema declares `param` at the top level.
-    pub fn declares(&self, param: &str) -> bool {
-        self.tool
-            .input_schema
-            .get("properties")
-            .and_then(|p| p.as_object())
-            .is_some_and(|p| p.contains_key(param))
-    }
-
-    /// Does the input schema require `param`?
-    pub fn requires(&self, param: &str) -> bool {
-        self.tool
-            .input_schema
-            .get("required")
-            .and_then(|r| r.as_array())
-            .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(param)))
     }
 }
 

@@ -37,10 +37,13 @@ pub(super) const SERVER_KEYS: &[&str] = &[
     "domain",
     "hot",
     "aliases",
+    "tools",
     "description",
     "auth",
     "oauth",
 ];
+/// The keys of one override under a server's `tools`.
+pub(super) const TOOL_OVERRIDE_KEYS: &[&str] = &["name", "description", "hidden", "args"];
 pub(super) const DISCOVERY_KEYS: &[&str] = &[
     "mode",
     "hot",
@@ -61,11 +64,12 @@ pub(super) const LIMITS_KEYS: &[&str] = &[
 ];
 
 /// Every key the loader knows, by section (`""` top level, `"server"` per
-/// server), so documentation can be checked against it.
+/// server, `"tools.TOOL"` per tool override), so documentation can be checked against it.
 pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
     let mut keys = vec![
         ("", TOP_LEVEL_KEYS),
         ("server", SERVER_KEYS),
+        ("tools.TOOL", TOOL_OVERRIDE_KEYS),
         ("discovery", DISCOVERY_KEYS),
         ("cache", CACHE_KEYS),
         ("limits", LIMITS_KEYS),

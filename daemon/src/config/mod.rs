@@ -30,8 +30,9 @@
 //!   `limits`). On reload the caller keeps the running config in force.
 //!
 //! The files: `settings` (the [`Config`] and its sections), `server` (one server entry),
-//! `hash` (a server's launch identity), `oauth` (a remote server's OAuth entries), `load`
-//! (the file, its env file, warnings with their lines), `envfile` (that file's format),
+//! `hash` (a server's launch identity), `oauth` (a remote server's OAuth entries), `overrides`
+//! (its per-tool overrides), `load` (the file, its env file, warnings with their lines),
+//! `envfile` (that file's format),
 //! `expand` (`${VAR}`), `readers` (values of the expected type), `keys` (the known keys),
 //! `key_lines` (the line of each key, for warnings) and [`serve`] (the HTTP endpoint's
 //! section).
@@ -44,6 +45,7 @@ mod key_lines;
 mod keys;
 mod load;
 mod oauth;
+mod overrides;
 mod readers;
 pub mod serve;
 mod server;
@@ -54,6 +56,7 @@ pub use hash::{ConfigHash, InvalidConfigHash, short_hash};
 pub use keys::known_keys;
 pub use load::{ConfigError, load, parse};
 pub use oauth::{Grant, OAuthSpec, binding};
+pub use overrides::ToolOverride;
 pub use server::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MissingVar, ServerSpec, TransportSpec, capabilities,
 };

@@ -18,6 +18,7 @@ use super::expand::{ExpandError, expand_vars};
 use super::hash::{ConfigHash, Launch};
 use super::keys::SERVER_KEYS;
 use super::oauth::{OAuthSpec, binding, parse_oauth};
+use super::overrides::{ToolOverride, parse_tools};
 use super::readers::{
     TypeError, boolean, count, positive, present, seconds, string, string_list, string_map,
 };
@@ -54,6 +55,8 @@ pub struct ServerSpec {
     pub hot: Vec<String>,
     /// Upstream tool name -> {wrong parameter name -> right parameter name}.
     pub aliases: BTreeMap<String, BTreeMap<String, String>>,
+    /// Upstream tool name -> what this entry changes about it (`tools`; see `overrides.rs`).
+    pub tools: BTreeMap<String, ToolOverride>,
     /// Searchable capabilities from env flags (`XTOOL=true` gives `x`).
     pub capabilities: BTreeSet<String>,
     /// Identity of the child as launched: a changed hash means restart and re-discover.
@@ -132,6 +135,7 @@ impl fmt::Debug for ServerSpec {
             .field("domain", &self.domain)
             .field("hot", &self.hot)
             .field("aliases", &self.aliases)
+            .field("tools", &self.tools)
             .field("capabilities", &self.capabilities)
             .field("hash", &self.hash)
             .field("missing_vars", &self.missing_vars)
@@ -302,6 +306,11 @@ pub(super) fn parse_server(
         entry.read("max_result_bytes", |value| count(value).and_then(positive))?;
     let hot = entry.read("hot", string_list)?.unwrap_or_default();
     let aliases = entry.aliases()?;
+    let tools = match present(object, "tools") {
+        Some(value) => parse_tools(value, &prefix, &[section, id], &entry.label(), warnings)
+            .map_err(|err| entry.wrong("tools", err))?,
+        None => BTreeMap::new(),
+    };
 
     Ok(Some(ServerSpec {
         id: id.to_owned(),
@@ -315,6 +324,7 @@ pub(super) fn parse_server(
         domain,
         hot,
         aliases,
+        tools,
         hash,
         missing_vars: entry.missing.into_inner(),
         env_file: env.file.map(Path::to_path_buf),

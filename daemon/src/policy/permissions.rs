@@ -444,20 +444,29 @@ impl Permissions {
         }
     }
 
-    /// The decision for a tool that also answers to a former name (`also`):
-    /// the stricter of the two (deny over approval over allow), so a rule
-    /// written for either name holds; `tool`'s decides a tie.
-    pub fn decide_either(&self, tool: &str, also: Option<&str>, hints: Hints) -> Decision {
+    /// The decision for a tool that also answers to, or once had, other names
+    /// (`also`: a doubled form, the name a config override replaced): the
+    /// strictest (deny over approval over allow), so a rule written for any of
+    /// them holds; `tool`'s decides a tie.
+    pub fn decide_either<'a>(
+        &self,
+        tool: &str,
+        also: impl IntoIterator<Item = &'a str>,
+        hints: Hints,
+    ) -> Decision {
         let strictness = |p: Permission| match p {
             Permission::Allow => 0,
             Permission::RequireApproval => 1,
             Permission::Deny => 2,
         };
-        let decision = self.decide_with(tool, hints);
-        match also.map(|name| self.decide_with(name, hints)) {
-            Some(other) if strictness(other.permission) > strictness(decision.permission) => other,
-            _ => decision,
+        let mut decision = self.decide_with(tool, hints);
+        for name in also {
+            let other = self.decide_with(name, hints);
+            if strictness(other.permission) > strictness(decision.permission) {
+                decision = other;
+            }
         }
+        decision
     }
 
     /// Decides the permission of the tool exposed as `tool`, for a tool

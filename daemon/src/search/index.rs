@@ -124,7 +124,7 @@ pub struct Index {
     /// Per document: the terms of its server id and domain that name few
     /// servers (see [`SERVER_NAMED_MAX`]).
     pub(super) server_terms: Vec<Box<[u32]>>,
-    /// Per document: lowercase exposed and upstream names.
+    /// Per document: lowercase exposed and base names (upstream, or as overridden).
     pub(super) names: Vec<(String, String)>,
     /// The catalog's words (unstemmed), with their term, for typo correction.
     pub(super) words: Vec<(String, u32)>,
@@ -165,7 +165,7 @@ impl Index {
                 add(&mut doc, c, Field::Server);
             }
             let server_terms: Vec<u32> = doc.tf.keys().copied().collect();
-            add(&mut doc, &entry.upstream, Field::Name);
+            add(&mut doc, &entry.base_name, Field::Name);
             doc.name_terms = doc
                 .tf
                 .iter()
@@ -199,7 +199,7 @@ impl Index {
         index.doc_actions = tools.iter().map(|e| index.name_action(e)).collect();
         index.names = tools
             .iter()
-            .map(|e| (e.name.to_lowercase(), e.upstream.to_lowercase()))
+            .map(|e| (e.name.to_lowercase(), e.base_name.to_lowercase()))
             .collect();
         index.build_typos(raw_words);
         index
@@ -283,7 +283,7 @@ impl Index {
     pub(super) fn name_action(&self, entry: &ToolEntry) -> u64 {
         let server = tokenize(&entry.server.id);
         let mut action = 0;
-        for_each_word(&entry.upstream, |w| {
+        for_each_word(&entry.base_name, |w| {
             let s = porter::stem(w);
             if action == 0 && !server.contains(&s) {
                 action = self.actions.get(&s).copied().unwrap_or(0);

@@ -464,7 +464,7 @@ pub fn closest_names(snapshot: &Snapshot, name: &str, k: usize) -> Vec<String> {
         .map(|e| {
             let n = e.name.to_lowercase();
             let mut s = strsim::jaro_winkler(&lower, &n);
-            if e.upstream.eq_ignore_ascii_case(name) || n.ends_with(&lower) {
+            if e.base_name.eq_ignore_ascii_case(name) || n.ends_with(&lower) {
                 s += 1.0;
             }
             (s, e.name.as_str())

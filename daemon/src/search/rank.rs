@@ -166,18 +166,18 @@ pub(super) fn add_name_bonuses(
             .map(squash)
             .collect()
     };
-    for (i, (e, (name, upstream))) in snapshot.tools.iter().zip(&index.names).enumerate() {
+    for (i, (e, (name, base))) in snapshot.tools.iter().zip(&index.names).enumerate() {
         let mut bonus = 0.0;
-        if *name == lower || *upstream == lower {
+        if *name == lower || *base == lower {
             bonus += 100.0;
-        } else if name.starts_with(&lower) || upstream.starts_with(&lower) {
+        } else if name.starts_with(&lower) || base.starts_with(&lower) {
             bonus += 20.0;
         } else if name.contains(&lower) && lower.len() >= 3 {
             bonus += 8.0;
         }
         if named
             .iter()
-            .any(|w| squashed(name).eq(w.chars()) || squashed(upstream).eq(w.chars()))
+            .any(|w| squashed(name).eq(w.chars()) || squashed(base).eq(w.chars()))
         {
             bonus += 50.0;
         }

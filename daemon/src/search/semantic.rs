@@ -118,7 +118,7 @@ pub fn tool_text_with(entry: &ToolEntry, chars: usize, params: bool) -> String {
 
 fn tool_text_base(entry: &ToolEntry, chars: usize) -> String {
     let mut name = String::new();
-    for_each_chunk(&entry.upstream, |_, parts| {
+    for_each_chunk(&entry.base_name, |_, parts| {
         for p in parts {
             if !name.is_empty() {
                 name.push(' ');

@@ -10,6 +10,10 @@
 //! server that has listed nothing is starting: right after an autostart the first call would
 //! otherwise fail as unknown. A server waiting out a crash backoff does not hold calls up.
 //!
+//! A parameter the config fixes (`tools.UPSTREAM.args`) is absent from the schema the caller
+//! sees and added by [`SessionServer::forward`], the one way to the child; a caller that passes
+//! one anyway is refused naming it, not silently overridden.
+//!
 //! Repaired calls record `_meta["evo/repaired"]`; filled parameters add `_meta["evo/notes"]` and a
 //! text line.
 
@@ -101,7 +105,8 @@ impl SessionServer {
             }
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
-        params.arguments = arguments;
+        // Every path to the child below (direct, rmcp) sends these arguments.
+        params.arguments = entry.with_fixed(arguments);
         let client_token = ctx.meta.get_progress_token();
         if client_token.is_none()
             && let Some(direct) = server.direct()
@@ -394,6 +399,9 @@ impl SessionServer {
             });
         }
         let mut args = arguments.unwrap_or_default();
+        if let Some(param) = entry.fixed_given(&args) {
+            return refused(fixed_text(entry, param));
+        }
         let mut notes = Vec::new();
         let mut fixes = Vec::new();
         if entry.requires("session_id") && !args.contains_key("session_id") {
@@ -570,6 +578,17 @@ impl SessionServer {
 pub(super) fn refusal_text(entry: &ToolEntry, failures: u32) -> String {
     format!(
         "Refused without calling {}: this exact call (same arguments) has already failed {failures} times in this session, and repeating it will not help. Change the arguments — run describe_tool {{\"name\": \"{}\"}} for the schema and a worked example — or choose another tool with discover_tools.",
+        entry.name, entry.name
+    )
+}
+
+/// The refusal of a call that passes a parameter the config fixes. The value
+/// is not shown: it is the config's, not the agent's.
+fn fixed_text(entry: &ToolEntry, param: &str) -> String {
+    format!(
+        "{} not called: its parameter '{param}' is fixed by evo's configuration (always sent with \
+         the configured value) and cannot be passed. Call again without '{param}'; describe_tool \
+         {{\"name\": \"{}\"}} shows the parameters you can pass.",
         entry.name, entry.name
     )
 }

@@ -49,7 +49,6 @@ use crate::child::link::ServerState;
 use crate::config::Limits;
 use crate::config::serve::ServeSettings;
 use crate::metrics::Gathered;
-use crate::names;
 use crate::oauth::store;
 use crate::policy::approvals::ApprovalBook;
 use crate::policy::approvals::Gate;
@@ -447,6 +446,11 @@ impl Supervisor {
                     let Some(h) = old[i].take() else { continue };
                     if reprefixed {
                         report.reprefixed.push(spec.id.clone());
+                    } else if h.spec.tools != spec.tools {
+                        // The child runs on; its exposed tools are derived anew.
+                        report
+                            .reprefixed
+                            .push(format!("{} (tool overrides)", spec.id));
                     }
                     h.link.set_timeout(spec.timeout);
                     h.link.set_max_result_bytes(
@@ -505,7 +509,7 @@ impl Supervisor {
             });
             match new_spec {
                 Some(h) => {
-                    let name = names::exposed_name(&h.spec.prefix, &e.upstream);
+                    let name = h.spec.exposed_name(&e.upstream);
                     if name != e.name {
                         remap.insert(e.name.clone(), name);
                     }

@@ -9,6 +9,10 @@
 //! whole (unreadable, not valid JSON, an invalid setting outside the server entries) keeps the
 //! running config whole.
 //!
+//! What is not part of a server's launch identity (its prefix, per-tool overrides, timeouts)
+//! keeps the child running: the Catalog derives the exposed tools anew and sessions whose tools
+//! changed hear list_changed.
+//!
 //! A renamed server is detected by an identical transport (command, args, env, cwd or url, headers)
 //! under a new id whose old id is gone; its child restarts under the new id.
 
@@ -114,6 +118,9 @@ mod tests {
             ("only the prefix changed",
                 json!({"a": a}), json!({"a": {"command": "a", "prefix": "x"}}),
                 vec![Step::Keep { old: 0, reprefixed: true }], vec![]),
+            ("only the tool overrides changed (the child runs on)",
+                json!({"a": a}), json!({"a": {"command": "a", "tools": {"t": {"name": "u", "args": {"p": 1}}}}}),
+                vec![Step::Keep { old: 0, reprefixed: false }], vec![]),
             ("changed hash (new args)",
                 json!({"a": a}), json!({"a": {"command": "a", "args": ["-v"]}}),
                 vec![Step::Restart { old: 0 }], vec![]),

@@ -20,6 +20,7 @@ mod integrity;
 mod limits;
 mod offers;
 mod operator;
+mod overrides;
 mod permissions;
 mod profiles;
 mod reference;

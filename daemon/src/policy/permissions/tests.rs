@@ -32,7 +32,7 @@ fn a_former_name_never_loosens_a_rule() {
     );
     assert_eq!(either("git_diff", "git_git_diff"), Permission::Allow);
     assert_eq!(
-        p.decide_either("git_push", None, Hints::default())
+        p.decide_either("git_push", None::<&str>, Hints::default())
             .permission,
         Permission::Allow
     );
