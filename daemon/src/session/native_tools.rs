@@ -209,7 +209,7 @@ mod tests {
 
     #[test]
     fn native_schemas_are_objects() {
-        for t in tools() {
+        for t in tools(true) {
             assert_eq!(
                 t.input_schema.get("type"),
                 Some(&json!("object")),
