@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod child;
+pub mod code_mode;
 pub mod config;
 pub mod console;
 pub mod control;

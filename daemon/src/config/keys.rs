@@ -15,6 +15,7 @@ pub(super) const TOP_LEVEL_KEYS: &[&str] = &[
     "serve",
     "search",
     "store",
+    "code_mode",
     "$schema",
 ];
 pub(super) const SERVER_KEYS: &[&str] = &[
@@ -48,6 +49,7 @@ pub(super) const DISCOVERY_KEYS: &[&str] = &[
 ];
 pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
 pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
+pub(super) const CODE_MODE_KEYS: &[&str] = &["enabled", "timeout_ms", "memory_mb", "max_calls"];
 pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
 pub(super) const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
@@ -66,6 +68,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("limits", LIMITS_KEYS),
         ("search", SEARCH_KEYS),
         ("store", STORE_KEYS),
+        ("code_mode", CODE_MODE_KEYS),
     ];
     keys.extend(serve::known_keys());
     keys

@@ -20,7 +20,7 @@ use super::readers::{present, string};
 use super::serve;
 use super::server::parse_server;
 use super::settings::{
-    Config, parse_cache, parse_discovery, parse_integrity, parse_limits, parse_profiles,
+    Config, parse_cache, parse_code_mode, parse_discovery, parse_integrity, parse_limits, parse_profiles,
     parse_search, parse_store,
 };
 
@@ -240,6 +240,9 @@ fn parse_root_value(
     }
     if let Some(value) = present(root, "search") {
         config.search = parse_search(value, &mut warnings).map_err(invalid)?;
+    }
+    if let Some(value) = present(root, "code_mode") {
+        config.code_mode = parse_code_mode(value, &mut warnings).map_err(invalid)?;
     }
     if let Some(value) = present(root, "store") {
         let dir = path.parent().unwrap_or(Path::new("."));

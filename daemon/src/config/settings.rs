@@ -11,8 +11,12 @@ use serde_json::Value;
 
 use super::diagnostics::{ConfigWarning, EnvFileRead, ServerConfigError, Warnings, section};
 use super::expand::{ExpandError, expand_vars};
-use super::keys::{CACHE_KEYS, DISCOVERY_KEYS, LIMITS_KEYS, SEARCH_KEYS, STORE_KEYS};
-use super::readers::{TypeError, count, describe, positive, present, string, string_list};
+use super::keys::{
+    CACHE_KEYS, CODE_MODE_KEYS, DISCOVERY_KEYS, LIMITS_KEYS, SEARCH_KEYS, STORE_KEYS,
+};
+use super::readers::{
+    TypeError, boolean, count, describe, positive, present, string, string_list,
+};
 use super::serve;
 use super::server::ServerSpec;
 
@@ -62,6 +66,8 @@ pub struct Config {
     pub search: SearchSettings,
     /// `store`: where state shared by instances lives (Redis), if anywhere.
     pub store: StoreSettings,
+    /// `code_mode`: scripts calling tools through `run_code`, and signatures.
+    pub code_mode: CodeModeSettings,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,
@@ -224,6 +230,55 @@ impl Default for Limits {
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
     }
+}
+
+/// The `code_mode` section: sessions' `run_code` tool, its limits per run,
+/// and the TypeScript signatures in cards and `describe_tool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeModeSettings {
+    /// `run_code` is offered and tools carry signatures.
+    pub enabled: bool,
+    /// Longest a run may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// Most memory a run's engine may hold, in MiB.
+    pub memory_mb: u64,
+    /// Most tool calls one run may make.
+    pub max_calls: u64,
+}
+
+impl Default for CodeModeSettings {
+    fn default() -> Self {
+        CodeModeSettings {
+            enabled: true,
+            timeout_ms: 30_000,
+            memory_mb: 64,
+            max_calls: 100,
+        }
+    }
+}
+
+pub(super) fn parse_code_mode(
+    value: &Value,
+    warnings: &mut Warnings<'_>,
+) -> Result<CodeModeSettings, String> {
+    let object = section("code_mode", value, CODE_MODE_KEYS, warnings)?;
+    let mut settings = CodeModeSettings::default();
+    let at = |key: &str, err: TypeError| format!("code_mode.{key}{}: {}", err.path, err.message);
+    if let Some(value) = present(object, "enabled") {
+        settings.enabled = boolean(value).map_err(|err| at("enabled", err))?;
+    }
+    for (key, field) in [
+        ("timeout_ms", &mut settings.timeout_ms),
+        ("memory_mb", &mut settings.memory_mb),
+        ("max_calls", &mut settings.max_calls),
+    ] {
+        if let Some(value) = present(object, key) {
+            *field = count(value)
+                .and_then(positive)
+                .map_err(|err| at(key, err))? as u64;
+        }
+    }
+    Ok(settings)
 }
 
 pub(super) fn parse_discovery(
@@ -489,6 +544,27 @@ mod tests {
         assert_eq!(config.limits.max_message_bytes, 16 * 1024 * 1024);
         assert!(config.limits.max_concurrent_starts >= 4);
         assert_eq!(parse_ok("{}"), config);
+    }
+
+    #[test]
+    fn code_mode_is_on_with_its_limits_unless_written_otherwise() {
+        let on = parse_ok("{}").code_mode;
+        assert_eq!(
+            (on.enabled, on.timeout_ms, on.memory_mb, on.max_calls),
+            (true, 30_000, 64, 100)
+        );
+        let c = parse_ok(r#"{"code_mode": {"enabled": false, "max_calls": 5}}"#).code_mode;
+        assert_eq!((c.enabled, c.max_calls, c.timeout_ms), (false, 5, 30_000));
+        for (text, says) in [
+            (r#"{"code_mode": {"enabled": "no"}}"#, "code_mode.enabled: expected"),
+            (r#"{"code_mode": {"timeout_ms": 0}}"#, "code_mode.timeout_ms: must be at least 1"),
+            (r#"{"code_mode": true}"#, "code_mode"),
+        ] {
+            let err = parse(text, Path::new("test.json"), &env_of(ENV))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct SessionServer {
     pub semantic: Arc<ArcSwap<SemanticView>>,
     /// Byte budget of the one-line listing in `instructions`.
     pub instructions_budget: usize,
+    /// `code_mode.enabled`: cards and `describe_tool` give TypeScript signatures.
+    pub code_mode: bool,
     /// Until when its first answers wait for servers still starting
     /// (`discovery.startup_wait_ms` from its start; see `session::startup`).
     pub first_answers_by: Instant,
@@ -126,6 +128,7 @@ impl SessionServer {
             search_limit: opened.search_limit,
             semantic: opened.semantic.clone(),
             instructions_budget: opened.instructions_budget,
+            code_mode: opened.code_mode,
             first_answers_by: Instant::now() + opened.startup_wait,
             breaker: Default::default(),
             asks: Default::default(),
@@ -226,7 +229,9 @@ impl SessionServer {
         }
         let snapshot = self.catalog();
         match (snapshot.get(name), snapshot.quarantined.get(name)) {
-            (Some(entry), _) => text_result(disclosure::describe_tool(entry), false),
+            (Some(entry), _) => {
+                text_result(disclosure::describe_tool(entry, self.code_mode), false)
+            }
             (None, Some(held)) => text_result(held.refusal(), true),
             (None, None) => text_result(
                 self.config_trouble
@@ -279,7 +284,12 @@ impl SessionServer {
         )
         .await;
         metrics::metrics().search(started.elapsed());
-        let mut text = search::render(&outcome, params.schemas || modern);
+        let cards = params.schemas || modern;
+        let parts = search::CardParts {
+            schema: cards,
+            signature: cards && self.code_mode,
+        };
+        let mut text = search::render(&outcome, parts);
         if outcome.hits.is_empty() {
             text = self.config_trouble.appended(text);
         }

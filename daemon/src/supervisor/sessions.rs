@@ -97,6 +97,8 @@ pub struct OpenedSession {
     pub search_limit: usize,
     pub semantic: Arc<ArcSwap<SemanticView>>,
     pub instructions_budget: usize,
+    /// `code_mode.enabled`.
+    pub code_mode: bool,
     /// `discovery.startup_wait_ms`.
     pub startup_wait: Duration,
     pub max_message_bytes: usize,
@@ -215,6 +217,7 @@ impl Handler<OpenSession> for Supervisor {
             search_limit: self.config.discovery.search_limit,
             semantic: self.semantic.clone(),
             instructions_budget: self.config.discovery.instructions_budget,
+            code_mode: self.config.code_mode.enabled,
             startup_wait: Duration::from_millis(self.config.discovery.startup_wait_ms),
             max_message_bytes: self.config.limits.max_message_bytes,
             role,
