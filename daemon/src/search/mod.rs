@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
 
 use crate::child::link::ServerState;
+use crate::code_mode::typescript;
 pub use index::{Index, LexicalIndexes, VersionedIndex};
 use rank::add_name_bonuses;
 pub use semantic::{Semantic, StageScores, Stages};
@@ -416,12 +417,22 @@ fn lexical_hits(
         .collect()
 }
 
-/// One line a hit: `name — summary (domain) score`.
 /// How a card's schema line starts, under its match's line: lines that
 /// start so are never a match.
 pub const CARD_INDENT: &str = "  ";
 
-pub fn render(outcome: &Outcome, cards: bool) -> String {
+/// What `render` shows of each match besides its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CardParts {
+    /// The compact input schema (`input: {…}`).
+    pub schema: bool,
+    /// The TypeScript signature a code-mode script calls it by (`signature: tools.…`).
+    pub signature: bool,
+}
+
+/// The matches of `outcome`, one line each (`name — summary (domain) score`),
+/// each with the `parts` of its card under it.
+pub fn render(outcome: &Outcome, parts: CardParts) -> String {
     let mut out = String::new();
     if outcome.hits.is_empty() {
         out = format!(
@@ -430,27 +441,46 @@ pub fn render(outcome: &Outcome, cards: bool) -> String {
         );
     }
     for h in &outcome.hits {
-        out.push_str(&format!(
-            "{} — {} ({}) score {:.2}\n",
-            h.entry.name, h.entry.summary, h.entry.domain, h.score
-        ));
-        if cards {
-            let card = h.entry.card_schema();
-            out.push_str(CARD_INDENT);
-            out.push_str("input: ");
-            out.push_str(&card.json);
-            if card.abridged {
-                out.push_str(&format!(
-                    " (abridged: describe_tool {} shows all of it)",
-                    h.entry.name
-                ));
-            }
-            out.push('\n');
-        }
+        out.push_str(&card(&h.entry, h.score, parts));
     }
     for note in &outcome.unavailable {
         out.push_str(note);
         out.push('\n');
+    }
+    out
+}
+
+/// One match as `discover_tools` shows it. The signature is given at most
+/// half the room of the rest of the card (see `typescript::card_signature`).
+pub fn card(entry: &ToolEntry, score: f32, parts: CardParts) -> String {
+    let mut out = format!(
+        "{} — {} ({}) score {:.2}\n",
+        entry.name, entry.summary, entry.domain, score
+    );
+    if parts.schema {
+        let card = entry.card_schema();
+        out.push_str(CARD_INDENT);
+        out.push_str("input: ");
+        out.push_str(&card.json);
+        if card.abridged {
+            out.push_str(&format!(
+                " (abridged: describe_tool {} shows all of it)",
+                entry.name
+            ));
+        }
+        out.push('\n');
+    }
+    if parts.signature {
+        let line = |sig: &str| format!("{CARD_INDENT}signature: {sig}\n");
+        // Less than half of what the card says without it.
+        let room = (out.len() / 2).saturating_sub(line("").len() + 1);
+        let sig = typescript::card_signature(
+            &entry.name,
+            &entry.tool.input_schema,
+            entry.tool.output_schema.as_deref(),
+            room,
+        );
+        out.push_str(&line(&sig));
     }
     out
 }

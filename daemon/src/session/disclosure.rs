@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
+use crate::code_mode::typescript;
 use crate::schema::example;
 
 /// Tools of `snapshot` grouped by domain, domains in name order, tools in
@@ -200,8 +201,9 @@ pub fn describe_capability(
     }
 }
 
-/// `describe_tool`: the full description, input schema and a worked example.
-pub fn describe_tool(entry: &ToolEntry) -> String {
+/// `describe_tool`: the full description, input schema and a worked example;
+/// with `code_mode` also the TypeScript signature a script calls it by.
+pub fn describe_tool(entry: &ToolEntry, code_mode: bool) -> String {
     let schema = serde_json::to_string_pretty(&*entry.tool.input_schema).unwrap_or_default();
     let mut out = format!("{}{}\n", entry.name, if entry.hot { " [hot]" } else { "" });
     let _ = writeln!(
@@ -219,6 +221,22 @@ pub fn describe_tool(entry: &ToolEntry) -> String {
         entry.name,
         example::example_call(&entry.name, &entry.tool.input_schema)
     );
+    if code_mode {
+        let _ = write!(
+            out,
+            "\nTypeScript (in run_code; returns {}):\n{}\n",
+            if entry.tool.output_schema.is_some() {
+                "the result's structuredContent"
+            } else {
+                "the result's text"
+            },
+            typescript::signature(
+                &entry.name,
+                &entry.tool.input_schema,
+                entry.tool.output_schema.as_deref()
+            )
+        );
+    }
     out
 }
 

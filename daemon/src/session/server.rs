@@ -233,7 +233,9 @@ impl SessionServer {
         }
         let snapshot = self.catalog();
         match (snapshot.get(name), snapshot.quarantined.get(name)) {
-            (Some(entry), _) => text_result(disclosure::describe_tool(entry), false),
+            (Some(entry), _) => {
+                text_result(disclosure::describe_tool(entry, self.code_mode.enabled), false)
+            }
             (None, Some(held)) => text_result(held.refusal(), true),
             (None, None) => text_result(
                 self.config_trouble
@@ -286,7 +288,12 @@ impl SessionServer {
         )
         .await;
         metrics::metrics().search(started.elapsed());
-        let mut text = search::render(&outcome, params.schemas || modern);
+        let cards = params.schemas || modern;
+        let parts = search::CardParts {
+            schema: cards,
+            signature: cards && self.code_mode.enabled,
+        };
+        let mut text = search::render(&outcome, parts);
         if outcome.hits.is_empty() {
             text = self.config_trouble.appended(text);
         }

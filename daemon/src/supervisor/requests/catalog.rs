@@ -258,7 +258,7 @@ impl Supervisor {
                     name: e.name.clone(),
                     arguments: example::example_arguments(&e.tool.input_schema),
                 },
-                text: disclosure::describe_tool(e),
+                text: disclosure::describe_tool(e, self.config.code_mode.enabled),
             })),
             None => CtlReply::error(
                 ErrorKind::UnknownTool,
