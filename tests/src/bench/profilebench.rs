@@ -84,7 +84,7 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
             5,
             None,
         );
-        let text = search::render(&outcome, true);
+        let text = search::render(&outcome, search::CardParts { schema: true, signature: false });
         for h in &outcome.hits {
             cards += 1;
             abridged += usize::from(h.entry.card_schema().abridged);
@@ -149,7 +149,7 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
     for q in queries.iter().cycle().take(300) {
         let t = Instant::now();
         let outcome = search::search(&searcheval::index_of(&big).index, &big, &q.query, 8, None);
-        let text = search::render(&outcome, true);
+        let text = search::render(&outcome, search::CardParts { schema: true, signature: false });
         times.push(t.elapsed());
         std::hint::black_box(text);
     }
