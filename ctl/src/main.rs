@@ -16,6 +16,7 @@ mod jsonedit;
 mod model;
 mod output;
 mod registry;
+mod run;
 mod service;
 mod setup;
 mod shim;
@@ -244,6 +245,23 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Run a JavaScript file as a code-mode script, as a person
+    ///
+    /// The file is the body of an async function, as an agent's `run_code`
+    /// takes it: `await tools.NAME(args)` calls a tool by its exact name,
+    /// `console.log` prints, the returned value is printed as JSON. It runs
+    /// through the same path as an agent's script, with the owner's
+    /// permissions; calls that need approval stop it with the approval id.
+    Run {
+        /// The script
+        file: PathBuf,
+        /// Run with the tools of this session's profile (its id or name)
+        #[arg(long)]
+        session: Option<String>,
+        /// Stop the run after this many milliseconds [default and most: code_mode.timeout_ms]
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
     /// Add a server from the MCP registry, or search it
     ///
     /// With a NAME (it has a `/`: io.github.owner/server) writes one entry to
@@ -400,6 +418,13 @@ fn main() -> ExitCode {
             };
             return local(setup::setup(client, opts), json);
         }
+        Command::Run {
+            file,
+            session,
+            timeout_ms,
+        } => {
+            return run::run(&socket, &file, session.as_deref(), timeout_ms, json);
+        }
         Command::Import { file, config } => {
             return local(
                 import::import(&file, config.as_deref(), &socket, json),
@@ -549,6 +574,7 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
         | Command::Service { .. }
         | Command::Setup { .. }
         | Command::Import { .. }
+        | Command::Run { .. }
         | Command::Add { .. }
         | Command::Model { .. }
         | Command::Completions { .. } => unreachable!("local commands are handled in main"),
