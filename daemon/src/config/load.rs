@@ -20,8 +20,8 @@ use super::readers::{present, string};
 use super::serve;
 use super::server::parse_server;
 use super::settings::{
-    Config, parse_cache, parse_code_mode, parse_discovery, parse_integrity, parse_limits, parse_profiles,
-    parse_search, parse_store,
+    Config, parse_cache, parse_code_mode, parse_discovery, parse_integrity, parse_limits,
+    parse_profiles, parse_search, parse_store,
 };
 
 /// Why a config file could not be used at all.

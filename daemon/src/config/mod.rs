@@ -58,10 +58,11 @@ pub use server::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MissingVar, ServerSpec, TransportSpec, capabilities,
 };
 pub use settings::{
-    CacheSettings, CodeModeSettings, Config, DEFAULT_CACHE_MAX_AGE_HOURS, DEFAULT_INSTRUCTIONS_BUDGET,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_SEARCH_LIMIT,
-    DEFAULT_STORE_PREFIX, DiscoveryMode, DiscoverySettings, IntegrityMode, Limits, SearchSettings,
-    StoreSettings, UnknownDiscoveryMode, default_max_concurrent_starts, valid_profile_name,
+    CacheSettings, CodeModeSettings, Config, DEFAULT_CACHE_MAX_AGE_HOURS,
+    DEFAULT_INSTRUCTIONS_BUDGET, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_SEARCH_LIMIT, DEFAULT_STORE_PREFIX, DiscoveryMode, DiscoverySettings, IntegrityMode,
+    Limits, SearchSettings, StoreSettings, UnknownDiscoveryMode, default_max_concurrent_starts,
+    valid_profile_name,
 };
 
 /// What the tests of the config files share: an environment, and parsing shortcuts.

@@ -14,9 +14,7 @@ use super::expand::{ExpandError, expand_vars};
 use super::keys::{
     CACHE_KEYS, CODE_MODE_KEYS, DISCOVERY_KEYS, LIMITS_KEYS, SEARCH_KEYS, STORE_KEYS,
 };
-use super::readers::{
-    TypeError, boolean, count, describe, positive, present, string, string_list,
-};
+use super::readers::{TypeError, boolean, count, describe, positive, present, string, string_list};
 use super::serve;
 use super::server::ServerSpec;
 
@@ -556,8 +554,14 @@ mod tests {
         let c = parse_ok(r#"{"code_mode": {"enabled": false, "max_calls": 5}}"#).code_mode;
         assert_eq!((c.enabled, c.max_calls, c.timeout_ms), (false, 5, 30_000));
         for (text, says) in [
-            (r#"{"code_mode": {"enabled": "no"}}"#, "code_mode.enabled: expected"),
-            (r#"{"code_mode": {"timeout_ms": 0}}"#, "code_mode.timeout_ms: must be at least 1"),
+            (
+                r#"{"code_mode": {"enabled": "no"}}"#,
+                "code_mode.enabled: expected",
+            ),
+            (
+                r#"{"code_mode": {"timeout_ms": 0}}"#,
+                "code_mode.timeout_ms: must be at least 1",
+            ),
             (r#"{"code_mode": true}"#, "code_mode"),
         ] {
             let err = parse(text, Path::new("test.json"), &env_of(ENV))

@@ -6,6 +6,7 @@
 mod activation;
 mod cache;
 mod catalog;
+mod code_mode_signatures;
 mod config;
 mod console;
 mod correction;
