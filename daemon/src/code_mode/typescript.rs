@@ -7,7 +7,8 @@
 //! `discover_tools` card next to the compact JSON schema, and the goal there is that a card
 //! grows by less than half, so the signature says types, not constraints (formats, bounds
 //! and defaults stay in the JSON), and descriptions are comments of one short sentence.
-//! [`card_signature`] sheds comments, then nested structure, to fit the room a card leaves.
+//! [`card_signature`] sheds comments, then nested structure, then optional properties, to
+//! fit the room a card leaves it.
 //!
 //! What is read: `type` (one or a list), `properties` with `required` (`?` for the others),
 //! `additionalProperties` and `patternProperties` (`Record<string, T>`, or an index
@@ -37,11 +38,11 @@ pub fn signature(
 }
 
 /// The signature of tool `name` in at most `room` bytes if it can be: the full one, then
-/// without the output's comments, then without any comment, then with objects below the
-/// top level of the arguments (which the card's JSON shows) and then of the result too
-/// written `object`, then also with optional
-/// top-level properties counted instead of named and long enums as their type. Past `room`
-/// even then, that last form all the same (`describe_tool` has all of it).
+/// without the output's comments, then without any comment, then with the objects nested
+/// in the arguments (which the card's JSON shows) and then in the result written `object`,
+/// then also with optional top-level properties counted instead of named and long enums as
+/// their type. Past `room` even then, that last form all the same (`describe_tool` has all
+/// of it).
 pub fn card_signature(
     name: &str,
     input: &Map<String, Value>,
