@@ -7,7 +7,8 @@
 //! `discover_tools` card next to the compact JSON schema, and the goal there is that a card
 //! grows by less than half, so the signature says types, not constraints (formats, bounds
 //! and defaults stay in the JSON), and descriptions are comments of one short sentence.
-//! [`card_signature`] sheds comments, then nested structure, to fit the room a card leaves.
+//! [`card_signature`] sheds comments, then nested structure, then optional properties, to
+//! fit the room a card leaves it.
 //!
 //! What is read: `type` (one or a list), `properties` with `required` (`?` for the others),
 //! `additionalProperties` and `patternProperties` (`Record<string, T>`, or an index
@@ -37,10 +38,11 @@ pub fn signature(
 }
 
 /// The signature of tool `name` in at most `room` bytes if it can be: the full one, then
-/// without the output's comments, then without any comment, then with objects below the
-/// top level of the arguments and the result written `object`, then also with optional
-/// top-level properties counted instead of named and long enums as their type. Past `room`
-/// even then, that last form all the same (`describe_tool` has all of it).
+/// without the output's comments, then without any comment, then with the objects nested
+/// in the arguments (which the card's JSON shows) and then in the result written `object`,
+/// then also with optional top-level properties counted instead of named and long enums as
+/// their type. Past `room` even then, that last form all the same (`describe_tool` has all
+/// of it).
 pub fn card_signature(
     name: &str,
     input: &Map<String, Value>,
@@ -52,6 +54,7 @@ pub fn card_signature(
         Detail::Full,
         Detail::InputComments,
         Detail::Types,
+        Detail::ShallowArgs,
         Detail::Shallow,
         Detail::Required,
     ] {
@@ -72,6 +75,8 @@ enum Detail {
     InputComments,
     /// No comments.
     Types,
+    /// No comments; objects nested in the arguments are `object`.
+    ShallowArgs,
     /// No comments; objects nested below the top level are `object`.
     Shallow,
     /// As `Shallow`, with optional top-level properties counted (`/* +3 optional */`) and
@@ -94,7 +99,11 @@ fn render(
         format!("tools[{}]", Value::String(name.to_owned()))
     };
     let comments = matches!(detail, Detail::Full | Detail::InputComments);
-    let mut args = Writer::new(input, comments, detail);
+    let shallow_args = matches!(
+        detail,
+        Detail::ShallowArgs | Detail::Shallow | Detail::Required
+    );
+    let mut args = Writer::new(input, comments, detail, shallow_args);
     let args_type = args.type_of(&Value::Object(input.clone()), 0);
     // A tool with nothing required can be called without arguments.
     let optional = if required_of(input).is_empty() {
@@ -104,8 +113,13 @@ fn render(
     };
     let returns = match output {
         None => "string".to_owned(),
-        Some(out) => Writer::new(out, detail == Detail::Full, detail)
-            .type_of(&Value::Object(out.clone()), 0),
+        Some(out) => Writer::new(
+            out,
+            detail == Detail::Full,
+            detail,
+            matches!(detail, Detail::Shallow | Detail::Required),
+        )
+        .type_of(&Value::Object(out.clone()), 0),
     };
     format!("{callee}(args{optional}: {args_type}): Promise<{returns}>")
 }
@@ -123,11 +137,16 @@ struct Writer<'s> {
 }
 
 impl<'s> Writer<'s> {
-    fn new(root: &'s Map<String, Value>, comments: bool, detail: Detail) -> Writer<'s> {
+    fn new(
+        root: &'s Map<String, Value>,
+        comments: bool,
+        detail: Detail,
+        shallow: bool,
+    ) -> Writer<'s> {
         Writer {
             root,
             comments,
-            shallow: matches!(detail, Detail::Shallow | Detail::Required),
+            shallow,
             collapse: detail == Detail::Required,
             inlining: Vec::new(),
         }
@@ -191,7 +210,8 @@ impl<'s> Writer<'s> {
                 .collect::<Vec<_>>()
                 .join(" & "),
         };
-        if node.get("nullable") == Some(&Value::Bool(true)) && !text.split(" | ").any(|t| t == "null")
+        if node.get("nullable") == Some(&Value::Bool(true))
+            && !text.split(" | ").any(|t| t == "null")
         {
             text = format!("{text} | null");
         }
@@ -388,7 +408,12 @@ impl<'s> Writer<'s> {
                         properties.insert(k.clone(), v.clone());
                     }
                 }
-                for r in source.get("required").and_then(Value::as_array).into_iter().flatten() {
+                for r in source
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     if !required.contains(r) {
                         required.push(r.clone());
                     }
@@ -414,7 +439,11 @@ impl<'s> Writer<'s> {
         match parts.len() {
             0 => UNKNOWN.into(),
             1 => parts.remove(0),
-            _ => parts.iter().map(|p| grouped(p)).collect::<Vec<_>>().join(" & "),
+            _ => parts
+                .iter()
+                .map(|p| grouped(p))
+                .collect::<Vec<_>>()
+                .join(" & "),
         }
     }
 

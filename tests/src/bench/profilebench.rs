@@ -16,6 +16,13 @@ use rmcp::model::ListToolsResult;
 use crate::searcheval;
 use crate::timing::{median, us};
 
+/// Cards as measured before code mode: schemas, no signatures, so the sizes
+/// stay comparable with earlier runs.
+const SCHEMA_CARDS: search::CardParts = search::CardParts {
+    schema: true,
+    signature: false,
+};
+
 /// A profile of the first `n` tools of every fifth server, as exact names.
 fn profile_of(snapshot: &Snapshot, n: usize) -> ProfileBook {
     let names: Vec<String> = snapshot
@@ -84,7 +91,7 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
             5,
             None,
         );
-        let text = search::render(&outcome, search::CardParts { schema: true, signature: false });
+        let text = search::render(&outcome, SCHEMA_CARDS);
         for h in &outcome.hits {
             cards += 1;
             abridged += usize::from(h.entry.card_schema().abridged);
@@ -149,7 +156,7 @@ pub fn profile_benchmarks(catalog_path: &std::path::Path, queries: &[searcheval:
     for q in queries.iter().cycle().take(300) {
         let t = Instant::now();
         let outcome = search::search(&searcheval::index_of(&big).index, &big, &q.query, 8, None);
-        let text = search::render(&outcome, search::CardParts { schema: true, signature: false });
+        let text = search::render(&outcome, SCHEMA_CARDS);
         times.push(t.elapsed());
         std::hint::black_box(text);
     }

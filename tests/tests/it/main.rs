@@ -8,6 +8,7 @@ mod add;
 mod cache;
 mod catalog;
 mod code_mode;
+mod code_mode_signatures;
 mod config;
 mod console;
 mod correction;
