@@ -95,7 +95,12 @@ fn run_script(
     hello.profile = profile;
     let mut line = serde_json::to_vec(&hello).map_err(|e| Failed(EXIT_REFUSED, e.to_string()))?;
     line.push(b'\n');
-    let broken = |e: std::io::Error| Failed(EXIT_NO_DAEMON, format!("the session with evod broke off: {e}"));
+    let broken = |e: std::io::Error| {
+        Failed(
+            EXIT_NO_DAEMON,
+            format!("the session with evod broke off: {e}"),
+        )
+    };
     (&conn).write_all(&line).map_err(broken)?;
     let mut reader = BufReader::new((&conn).take(MAX_LINE));
     let welcome = read_line(&mut reader)?;
@@ -138,7 +143,10 @@ fn run_script(
         if let Some(e) = message.get("error") {
             return Err(Failed(
                 EXIT_REFUSED,
-                e["message"].as_str().unwrap_or("run_code failed").to_string(),
+                e["message"]
+                    .as_str()
+                    .unwrap_or("run_code failed")
+                    .to_string(),
             ));
         }
         let result = &message["result"];

@@ -233,9 +233,10 @@ impl SessionServer {
         }
         let snapshot = self.catalog();
         match (snapshot.get(name), snapshot.quarantined.get(name)) {
-            (Some(entry), _) => {
-                text_result(disclosure::describe_tool(entry, self.code_mode.enabled), false)
-            }
+            (Some(entry), _) => text_result(
+                disclosure::describe_tool(entry, self.code_mode.enabled),
+                false,
+            ),
             (None, Some(held)) => text_result(held.refusal(), true),
             (None, None) => text_result(
                 self.config_trouble

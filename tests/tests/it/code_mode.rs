@@ -196,3 +196,41 @@ fn with_code_mode_off_there_is_no_run_code() {
     let (text, is_error) = text_of(&c.call("run_code", json!({"code": "return 1;"})));
     assert!(is_error && text.contains("run_code"), "{text}");
 }
+
+#[test]
+fn a_person_runs_a_script_with_evoctl_run() {
+    let d = start(json!({}));
+    let dir = TempDir::new("script");
+    let script = dir.path().join("task.js");
+    std::fs::write(
+        &script,
+        "const n = await tools.fx_add({a: 40, b: 2});\nconsole.log('sum', n);\nreturn {n};\n",
+    )
+    .unwrap();
+    let path = script.to_str().unwrap();
+    let (code, out, err) = d.ctl(&["run", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("sum 42\n"), "{out}");
+    assert!(out.contains("\"n\": \"42\""), "{out}");
+    let (code, out, _) = d.ctl(&["--json", "run", path]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["ok"].clone(), v["result"].clone(), v["calls"].clone()),
+        (json!(true), json!({"n": "42"}), json!(1))
+    );
+    // The owner's permissions hold: an approval stops it, naming the id.
+    std::fs::write(&script, "return await tools.fx_env({name: 'HOME'});").unwrap();
+    let (code, _, err) = d.ctl(&["run", path]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("evoctl approve "), "{err}");
+    let (code, _, err) = d.ctl(&["run", path, "--session", "nobody"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no live session 'nobody'"), "{err}");
+    let (code, _, err) = d.ctl(&["run", "/nonexistent/x.js"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot read the script /nonexistent/x.js"),
+        "{err}"
+    );
+}
