@@ -9,7 +9,7 @@
 //! [`repair`], [`schema`], [`names`]. Shared state: [`store`]. Credentials
 //! of HTTP callers: [`auth`]; evo's own logins to remote servers: [`oauth`].
 //! Process plumbing: [`runtime`]. Counters: [`metrics`]. Errors as a person
-//! reads them: [`error_text`].
+//! reads them: [`error_text`]. Agents' scripts (`run_code`): [`code_mode`].
 
 pub mod auth;
 pub mod catalog;
