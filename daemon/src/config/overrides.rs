@@ -26,7 +26,6 @@ use serde_json::{Map, Value};
 use super::diagnostics::{Warnings, warn_unknown_keys};
 use super::keys::TOOL_OVERRIDE_KEYS;
 use super::readers::{TypeError, boolean, present, string};
-use super::server::ServerSpec;
 use crate::names;
 
 /// What a server entry changes about one of its tools.
@@ -40,32 +39,6 @@ pub struct ToolOverride {
     pub hidden: bool,
     /// Parameters removed from the schema agents see, always sent with these values.
     pub args: Map<String, Value>,
-}
-
-impl ServerSpec {
-    /// The override configured for the upstream tool `upstream`, if any.
-    pub fn override_of(&self, upstream: &str) -> Option<&ToolOverride> {
-        self.tools.get(upstream)
-    }
-
-    /// The name clients see for the upstream tool `upstream`: `{prefix}_{name}` with an
-    /// override's `name` in place of the upstream one. Every exposed name of a proxied tool
-    /// comes from here.
-    pub fn exposed_name(&self, upstream: &str) -> String {
-        names::exposed_name(&self.prefix, self.renamed(upstream))
-    }
-
-    /// The doubled form of the exposed name that still routes, when the (overridden) name
-    /// already carries the prefix.
-    pub fn doubled_name(&self, upstream: &str) -> Option<String> {
-        names::doubled_name(&self.prefix, self.renamed(upstream))
-    }
-
-    fn renamed<'a>(&'a self, upstream: &'a str) -> &'a str {
-        self.override_of(upstream)
-            .and_then(|o| o.name.as_deref())
-            .unwrap_or(upstream)
-    }
 }
 
 /// Reads `tools` of server `at` (`[section, id]`): each override's keys, its unknown keys

@@ -22,6 +22,7 @@ use super::overrides::{ToolOverride, parse_tools};
 use super::readers::{
     TypeError, boolean, count, positive, present, seconds, string, string_list, string_map,
 };
+use crate::names;
 
 /// Per-call timeout when a server sets no `timeout_s`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -617,6 +618,32 @@ fn is_truthy(value: &str) -> bool {
     ["true", "1", "yes"]
         .iter()
         .any(|word| value.eq_ignore_ascii_case(word))
+}
+
+impl ServerSpec {
+    /// The override configured for the upstream tool `upstream`, if any.
+    pub fn override_of(&self, upstream: &str) -> Option<&ToolOverride> {
+        self.tools.get(upstream)
+    }
+
+    /// The name clients see for the upstream tool `upstream`: `{prefix}_{name}` with an
+    /// override's `name` in place of the upstream one. Every exposed name of a proxied tool
+    /// comes from here.
+    pub fn exposed_name(&self, upstream: &str) -> String {
+        names::exposed_name(&self.prefix, self.renamed(upstream))
+    }
+
+    /// The doubled form of the exposed name that still routes, when the (overridden) name
+    /// already carries the prefix.
+    pub fn doubled_name(&self, upstream: &str) -> Option<String> {
+        names::doubled_name(&self.prefix, self.renamed(upstream))
+    }
+
+    fn renamed<'a>(&'a self, upstream: &'a str) -> &'a str {
+        self.override_of(upstream)
+            .and_then(|o| o.name.as_deref())
+            .unwrap_or(upstream)
+    }
 }
 
 #[cfg(test)]
