@@ -201,15 +201,7 @@ impl<'s> Writer<'s> {
                 parts.push(all);
             }
         }
-        let mut text = match parts.len() {
-            0 => UNKNOWN.into(),
-            1 => parts.remove(0),
-            _ => parts
-                .iter()
-                .map(|p| grouped(p))
-                .collect::<Vec<_>>()
-                .join(" & "),
-        };
+        let mut text = intersection(parts);
         if node.get("nullable") == Some(&Value::Bool(true))
             && !text.split(" | ").any(|t| t == "null")
         {
@@ -436,15 +428,7 @@ impl<'s> Writer<'s> {
                 push_unique(&mut parts, t);
             }
         }
-        match parts.len() {
-            0 => UNKNOWN.into(),
-            1 => parts.remove(0),
-            _ => parts
-                .iter()
-                .map(|p| grouped(p))
-                .collect::<Vec<_>>()
-                .join(" & "),
-        }
+        intersection(parts)
     }
 
     /// A node with its `$ref` (one level) followed, if it has one that is not recursive.
@@ -621,6 +605,19 @@ fn comment(schema: &Value) -> String {
         text = text.replace("*/", "* /");
     }
     format!("/** {text} */ ")
+}
+
+/// `A & B & …` of the types in `parts` (`unknown` for none).
+fn intersection(mut parts: Vec<String>) -> String {
+    match parts.len() {
+        0 => UNKNOWN.into(),
+        1 => parts.remove(0),
+        _ => parts
+            .iter()
+            .map(|p| grouped(p))
+            .collect::<Vec<_>>()
+            .join(" & "),
+    }
 }
 
 #[cfg(test)]
