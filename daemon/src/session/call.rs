@@ -385,19 +385,21 @@ impl SessionServer {
         };
         self.view.touch();
         // On 2026-07-28 a call never changes the list: it routes, that is all.
-        if self.mode == DiscoveryMode::Dynamic
+        // Sent now (actix queues it at once), awaited before the answer goes
+        // out: a list asked for after the answer shows the tool.
+        let activation = (self.mode == DiscoveryMode::Dynamic
             && !self.view.is_modern()
             && !snapshot.position(&entry.name).is_some_and(|i| {
                 super::listed_without_activation(&snapshot, self.profile.as_deref(), i)
             })
-            && !self.view.activated.load().contains(&entry.name)
-        {
-            self.session.do_send(SetActive {
+            && !self.view.activated.load().contains(&entry.name))
+        .then(|| {
+            self.session.send(SetActive {
                 tools: vec![entry.name.clone()],
                 active: true,
                 touch: true,
-            });
-        }
+            })
+        });
         let mut args = arguments.unwrap_or_default();
         if let Some(param) = entry.fixed_given(&args) {
             return refused(fixed_text(entry, param));
@@ -478,6 +480,9 @@ impl SessionServer {
         }
         let started = Instant::now();
         let (response, reached) = self.forward(entry, Some(args), ctx).await;
+        if let Some(activation) = activation {
+            let _ = activation.await;
+        }
         let is_error =
             matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true));
         metrics().call(

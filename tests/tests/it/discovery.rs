@@ -13,7 +13,7 @@ use evo_tests::harness::{
 use serde_json::{Value, json};
 
 /// Tools a dynamic session starts with here: 4 natives and the hot fx_echo.
-const START: usize = 5;
+const START: usize = 6;
 
 fn config() -> Value {
     json!({"mcpServers": {
