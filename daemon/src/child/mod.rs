@@ -58,6 +58,7 @@ pub mod io;
 pub mod link;
 pub mod login;
 mod probe;
+pub mod sandbox;
 pub(crate) mod process;
 pub(crate) mod remote;
 mod restarts;

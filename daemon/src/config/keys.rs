@@ -15,6 +15,7 @@ pub(super) const TOP_LEVEL_KEYS: &[&str] = &[
     "serve",
     "search",
     "store",
+    "sandbox",
     "$schema",
 ];
 pub(super) const SERVER_KEYS: &[&str] = &[
@@ -38,6 +39,7 @@ pub(super) const SERVER_KEYS: &[&str] = &[
     "description",
     "auth",
     "oauth",
+    "sandbox",
 ];
 pub(super) const DISCOVERY_KEYS: &[&str] = &[
     "mode",
@@ -48,6 +50,7 @@ pub(super) const DISCOVERY_KEYS: &[&str] = &[
 ];
 pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
 pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
+pub(super) const SANDBOX_KEYS: &[&str] = &["default"];
 pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
 pub(super) const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
@@ -66,6 +69,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("limits", LIMITS_KEYS),
         ("search", SEARCH_KEYS),
         ("store", STORE_KEYS),
+        ("sandbox", SANDBOX_KEYS),
     ];
     keys.extend(serve::known_keys());
     keys

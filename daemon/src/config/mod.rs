@@ -45,6 +45,7 @@ mod keys;
 mod load;
 mod oauth;
 mod readers;
+mod sandbox;
 pub mod serve;
 mod server;
 mod settings;
@@ -54,6 +55,7 @@ pub use hash::{ConfigHash, InvalidConfigHash, short_hash};
 pub use keys::known_keys;
 pub use load::{ConfigError, load, parse};
 pub use oauth::{Grant, OAuthSpec, binding};
+pub use sandbox::SandboxSpec;
 pub use server::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MissingVar, ServerSpec, TransportSpec, capabilities,
 };
