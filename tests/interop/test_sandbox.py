@@ -51,8 +51,8 @@ def confined() -> Iterator[tuple[Evo, Path]]:
     git_sandbox = {"read": ["~/.gitconfig"], "write": [str(tmp / "repo")], "network": False}
     config: dict[str, Any] = {
         "mcpServers": {
-            "fs": filesystem | {"args": ["-y", "@modelcontextprotocol/server-filesystem", str(notes)]},
-            "fs_wide": filesystem | {"args": ["-y", "@modelcontextprotocol/server-filesystem", str(tmp)]},
+            "fs": filesystem | {"args": ["--offline", "-y", "@modelcontextprotocol/server-filesystem", str(notes)]},
+            "fs_wide": filesystem | {"args": ["--offline", "-y", "@modelcontextprotocol/server-filesystem", str(tmp)]},
             "git": {"command": str(scripts / "mcp-server-git"), "args": ["--repository", str(tmp / "repo")], "sandbox": git_sandbox},
             "repos": {"command": str(scripts / "mcp-server-git"), "sandbox": git_sandbox},
             "time": {
