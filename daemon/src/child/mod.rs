@@ -58,10 +58,10 @@ pub mod io;
 pub mod link;
 pub mod login;
 mod probe;
-pub mod sandbox;
 pub(crate) mod process;
 pub(crate) mod remote;
 mod restarts;
+pub mod sandbox;
 pub mod sse;
 pub mod subscriptions;
 

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use evo_proto::json_kind;
 use serde_json::{Map, Value};
 
+use super::diagnostics::section;
 use super::diagnostics::{ConfigWarning, EnvFileRead, Warnings, warn_unknown_keys};
 use super::envfile;
 use super::expand::{Env, expand_vars};
 use super::key_lines::KeyLines;
-use super::diagnostics::section;
 use super::keys::{SANDBOX_KEYS, TOP_LEVEL_KEYS};
 use super::readers::{present, string};
 use super::serve;

@@ -86,9 +86,8 @@ pub(super) fn parse_sandbox(
         let Some(value) = object.get(key).filter(|v| !v.is_null()) else {
             return Ok(Vec::new());
         };
-        let raw = string_list(value).map_err(|err: TypeError| {
-            (format!(".{key}{}", err.path), err.message)
-        })?;
+        let raw = string_list(value)
+            .map_err(|err: TypeError| (format!(".{key}{}", err.path), err.message))?;
         raw.iter()
             .enumerate()
             .map(|(index, raw)| {
@@ -126,7 +125,11 @@ fn sandbox_path(path: &str, home: Option<&str>) -> Result<PathBuf, String> {
                     .to_owned()
             })?;
             let home = PathBuf::from(home);
-            if rest.is_empty() { home } else { home.join(rest) }
+            if rest.is_empty() {
+                home
+            } else {
+                home.join(rest)
+            }
         }
         None => PathBuf::from(path),
     };

@@ -18,10 +18,10 @@ use super::expand::{ExpandError, expand_vars};
 use super::hash::{ConfigHash, Launch};
 use super::keys::SERVER_KEYS;
 use super::oauth::{OAuthSpec, binding, parse_oauth};
-use super::sandbox::{SandboxSpec, parse_sandbox};
 use super::readers::{
     TypeError, boolean, count, positive, present, seconds, string, string_list, string_map,
 };
+use super::sandbox::{SandboxSpec, parse_sandbox};
 
 /// Per-call timeout when a server sets no `timeout_s`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -795,7 +795,10 @@ mod tests {
         assert_eq!(plain.read, [PathBuf::from("/home/u/shared")]);
         assert!(!plain.network);
         let own = sandbox("own").expect("its own entry");
-        assert!(own.read.is_empty(), "an own entry replaces the default whole");
+        assert!(
+            own.read.is_empty(),
+            "an own entry replaces the default whole"
+        );
         assert_eq!(own.write, [PathBuf::from("/home/u/out")]);
         assert!(own.network);
         assert_eq!(sandbox("free"), None);

@@ -20,7 +20,10 @@ use evo_tests::harness::{
 const KINDS: [(&str, &str); 3] = [
     ("plain", "unconfined"),
     ("landlock", "confined: files (Landlock), network on"),
-    ("nonet", "confined: files and no network (Landlock + network namespace)"),
+    (
+        "nonet",
+        "confined: files and no network (Landlock + network namespace)",
+    ),
 ];
 
 fn entry(sandbox: Value, idle: bool) -> Value {
@@ -44,7 +47,10 @@ fn config(idle: bool) -> Value {
 
 pub fn sandbox_benchmarks(quick: bool) {
     let rounds = if quick { 8 } else { 30 };
-    println!("# evo sandbox benchmarks ({})", if quick { "quick" } else { "full" });
+    println!(
+        "# evo sandbox benchmarks ({})",
+        if quick { "quick" } else { "full" }
+    );
 
     // Cold starts.
     let d = Daemon::start(&config(true));
@@ -56,12 +62,16 @@ pub fn sandbox_benchmarks(quick: bool) {
         // start or stop under way).
         for i in (0..KINDS.len()).map(|k| (k + round) % KINDS.len()) {
             let id = KINDS[i].0;
-            eventually("every child stopped when idle", Duration::from_secs(30), || {
-                let s = d.ctl_json(&["status"]);
-                KINDS
-                    .iter()
-                    .all(|(id, _)| server(&s, id).is_some_and(|v| v["pid"].is_null()))
-            });
+            eventually(
+                "every child stopped when idle",
+                Duration::from_secs(30),
+                || {
+                    let s = d.ctl_json(&["status"]);
+                    KINDS
+                        .iter()
+                        .all(|(id, _)| server(&s, id).is_some_and(|v| v["pid"].is_null()))
+                },
+            );
             let t = Instant::now();
             let (text, is_error) = c.call_text(&format!("{id}_echo"), json!({"text": "up"}));
             let took = t.elapsed();
@@ -119,7 +129,11 @@ pub fn sandbox_benchmarks(quick: bool) {
     println!("|---|---|---|");
     for ((_, name), v) in KINDS.iter().zip(calls.iter_mut()) {
         v.sort();
-        println!("| {name} | {} | {} |", us(percentile(v, 0.5)), us(percentile(v, 0.99)));
+        println!(
+            "| {name} | {} | {} |",
+            us(percentile(v, 0.5)),
+            us(percentile(v, 0.99))
+        );
     }
 }
 

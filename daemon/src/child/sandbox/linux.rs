@@ -198,7 +198,8 @@ impl Confinement {
         }
         // SAFETY: the kernel just returned this descriptor (close-on-exec); nothing else owns it.
         let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
-        let file_rights = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | (fs & (FS_TRUNCATE | FS_IOCTL_DEV));
+        let file_rights =
+            FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | (fs & (FS_TRUNCATE | FS_IOCTL_DEV));
         for rule in &plan.rules {
             let opened = OpenOptions::new()
                 .read(true)
@@ -228,7 +229,11 @@ impl Confinement {
                 Access::Device => FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV,
             };
             // Directory rights on a file are refused by the kernel.
-            let allowed = if is_dir { wanted & fs } else { wanted & file_rights };
+            let allowed = if is_dir {
+                wanted & fs
+            } else {
+                wanted & file_rights
+            };
             let beneath = PathBeneathAttr {
                 allowed_access: allowed,
                 parent_fd: file.as_raw_fd(),
@@ -253,8 +258,8 @@ impl Confinement {
         }
         // SAFETY: geteuid and getegid have no preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let step = StepPage::new()
-            .map_err(|e| fail(format!("no page for the child's report ({e})")))?;
+        let step =
+            StepPage::new().map_err(|e| fail(format!("no page for the child's report ({e})")))?;
         Ok(Confinement {
             ruleset,
             isolate_network,
@@ -294,7 +299,14 @@ impl Confinement {
         }
         self.step.set(Step::Restrict);
         // SAFETY: the ruleset descriptor is open (owned by self) and flags are 0.
-        if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, self.ruleset.as_raw_fd(), 0u32) } != 0 {
+        if unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            )
+        } != 0
+        {
             return Err(io::Error::last_os_error());
         }
         self.step.set(Step::Done);

@@ -37,23 +37,53 @@ pub struct Plan {
 
 /// Programs and libraries every process needs, readable and executable.
 const SYSTEM_READ: &[&str] = &[
-    "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/bin",
+    "/sbin",
     // The dynamic linker's cache and the C library's configuration.
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
-    "/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/etc/localtime", "/etc/timezone",
-    "/etc/locale.alias", "/etc/os-release", "/etc/mime.types", "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ld.so.preload",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/locale.alias",
+    "/etc/os-release",
+    "/etc/mime.types",
+    "/etc/alternatives",
     // Names and certificates (used when the network is on).
-    "/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf", "/etc/ssl",
-    "/etc/ca-certificates", "/etc/pki", "/etc/crypto-policies",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/crypto-policies",
     // Tools servers commonly run.
     "/etc/gitconfig",
     // Processes' own information (others' environ and memory stay closed: Landlock scopes
     // ptrace), CPU counts and cgroup limits runtimes size themselves by.
-    "/proc", "/sys/devices/system/cpu", "/sys/fs/cgroup",
+    "/proc",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
 ];
 
 /// Devices every process may read and write.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
 
 /// Commands whose package manager keeps what it runs in its cache (`npx`, `uvx`).
 const NPM_COMMANDS: &[&str] = &["npx", "npm", "node", "pnpm", "pnpx"];
@@ -135,7 +165,10 @@ impl Plan {
                 names.push(name.to_string_lossy().into_owned());
             }
             let Some(dir) = path.parent() else { continue };
-            if matches!(dir.file_name().and_then(OsStr::to_str), Some("bin" | "sbin")) {
+            if matches!(
+                dir.file_name().and_then(OsStr::to_str),
+                Some("bin" | "sbin")
+            ) {
                 let Some(prefix) = dir.parent() else { continue };
                 for part in ["bin", "sbin", "lib", "lib64", "libexec", "pyvenv.cfg"] {
                     self.add(prefix.join(part), Access::Read);
@@ -237,7 +270,13 @@ pub fn private_temp_dir(server: &str) -> Result<PathBuf, String> {
     let base = std::env::temp_dir().join(format!("evo-sandbox-{uid}"));
     let name: String = server
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let dir = base.join(name);
     std::fs::DirBuilder::new()
@@ -279,15 +318,16 @@ mod tests {
         let path = format!("{}:/usr/bin:/bin", bin.display());
         let var = |name: &str| (name == "PATH").then(|| path.clone());
         let plan = Plan::of(&spec, "server", &var, None, &tmp.join("t"));
-        let has = |p: &Path, access: Access| {
-            plan.rules.iter().any(|r| r.path == p && r.access == access)
-        };
+        let has =
+            |p: &Path, access: Access| plan.rules.iter().any(|r| r.path == p && r.access == access);
         assert!(has(&script, Access::Read));
         assert!(has(&tmp.join("venv/lib"), Access::Read), "{plan:?}");
         assert!(has(&tmp.join("venv/pyvenv.cfg"), Access::Read));
         assert!(has(&tmp.join("t"), Access::Write));
         assert!(
-            plan.rules.iter().any(|r| r.path.ends_with("sh") && r.access == Access::Read),
+            plan.rules
+                .iter()
+                .any(|r| r.path.ends_with("sh") && r.access == Access::Read),
             "the interpreter named by `env`: {plan:?}"
         );
         let written = plan.rules.iter().find(|r| r.written_as.is_some());

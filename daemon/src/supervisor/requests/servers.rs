@@ -1,8 +1,8 @@
 //! The daemon and its servers as `evoctl` sees and drives them: `status`,
 //! `refresh`, `login`, `logout`, `reload`, `stop`.
 
-use std::sync::Arc;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use actix::prelude::*;
@@ -293,9 +293,7 @@ fn server_status(
         prompts: info.map_or(0, |i| i.offered.2),
         auth: st.as_ref().map(|s| s.auth.wire()).unwrap_or_default(),
         sandbox: spec.sandbox.as_ref().map(|s| {
-            let text = |paths: &[PathBuf]| {
-                paths.iter().map(|p| p.display().to_string()).collect()
-            };
+            let text = |paths: &[PathBuf]| paths.iter().map(|p| p.display().to_string()).collect();
             ctl::SandboxStatus {
                 read: text(&s.read),
                 write: text(&s.write),
