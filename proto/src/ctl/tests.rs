@@ -276,7 +276,10 @@ fn server_status_keeps_its_keys() {
     if let Some(o) = value.as_object_mut() {
         o.remove("sandbox");
     }
-    assert_eq!(serde_json::from_value::<ServerStatus>(value).unwrap(), plain);
+    assert_eq!(
+        serde_json::from_value::<ServerStatus>(value).unwrap(),
+        plain
+    );
 }
 
 /// `status --json`'s integrity keys (docs/policy.md, "Tool integrity"), and the

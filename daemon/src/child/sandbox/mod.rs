@@ -42,6 +42,7 @@
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
 mod plan;
 
 use std::collections::BTreeMap;
@@ -72,24 +73,24 @@ pub fn prepare(
     env: &BTreeMap<String, String>,
     cwd: Option<&Path>,
 ) -> Result<Prepared, String> {
-    let var = |name: &str| {
-        env.get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
-            .filter(|v| !v.is_empty())
-    };
-    let temp = plan::private_temp_dir(server)?;
-    let plan = plan::Plan::of(spec, command, &var, cwd, &temp);
-    let env = vec![("TMPDIR".to_owned(), temp.display().to_string())];
     #[cfg(target_os = "linux")]
     {
+        let var = |name: &str| {
+            env.get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+                .filter(|v| !v.is_empty())
+        };
+        let temp = plan::private_temp_dir(server)?;
+        let plan = plan::Plan::of(spec, command, &var, cwd, &temp);
         let confinement = Confinement::prepare(&plan, !spec.network)?;
+        let env = vec![("TMPDIR".to_owned(), temp.display().to_string())];
         Ok(Prepared { confinement, env })
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = plan;
+        let _ = (spec, command, env, cwd);
         tracing::warn!(server = %server, "sandbox not enforced: evod confines servers only on Linux");
-        Ok(Prepared { env })
+        Ok(Prepared { env: Vec::new() })
     }
 }
