@@ -91,6 +91,25 @@ fn a_sandboxed_server_reaches_only_what_its_entry_allows() {
         let said = refused[attempt].as_str().unwrap_or_default();
         assert!(said.starts_with("error:"), "boxed {attempt}: {said}");
     }
+    // /proc is readable, but not another process's environment: evod's, another server's.
+    let status = d.ctl_json(&["status"]);
+    let free_pid = server(&status, "free").and_then(|v| v["pid"].as_u64());
+    let environs = probe(
+        &d,
+        "boxed_probe",
+        json!({
+            "read": format!("/proc/{}/environ", d.pid()),
+            "spawn_read": format!("/proc/{}/environ", free_pid.unwrap_or_default()),
+        }),
+    );
+    assert!(
+        environs["read"] == "error: Permission denied (os error 13)"
+            && environs["spawn_read"]
+                .as_str()
+                .is_some_and(|s| s.contains("Permission denied"))
+            && !environs.to_string().contains("SANDBOX_ROOT"),
+        "{environs}"
+    );
     assert!(
         refused["read"]
             .as_str()
