@@ -28,6 +28,32 @@ const NET_CONNECT_TCP: u64 = 1 << 1;
 const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 const SCOPE_SIGNAL: u64 = 1 << 1;
 
+/// Capabilities a confined server run by root loses (from its bounding set, so they are not
+/// in its permitted set after exec): with them, root could step around the sandbox (read
+/// other processes' `/proc/PID/environ` past Landlock's ptrace scope, `setns` back into the
+/// host's network, load modules, mount, raw I/O). From <linux/capability.h>; CAP_SETPCAP,
+/// which dropping needs, goes last.
+const ROOT_DROPS: &[libc::c_ulong] = &[
+    5,  // CAP_KILL
+    12, // CAP_NET_ADMIN
+    13, // CAP_NET_RAW
+    16, // CAP_SYS_MODULE
+    17, // CAP_SYS_RAWIO
+    18, // CAP_SYS_CHROOT
+    19, // CAP_SYS_PTRACE
+    21, // CAP_SYS_ADMIN
+    22, // CAP_SYS_BOOT
+    25, // CAP_SYS_TIME
+    27, // CAP_MKNOD
+    32, // CAP_MAC_OVERRIDE
+    33, // CAP_MAC_ADMIN
+    34, // CAP_SYSLOG
+    38, // CAP_PERFMON
+    39, // CAP_BPF
+    40, // CAP_CHECKPOINT_RESTORE
+    8,  // CAP_SETPCAP
+];
+
 #[repr(C)]
 struct RulesetAttr {
     handled_access_fs: u64,
@@ -47,8 +73,9 @@ struct PathBeneathAttr {
 pub struct Confinement {
     ruleset: OwnedFd,
     isolate_network: bool,
-    /// Not root: the network namespace needs a user namespace first.
-    user_namespace: bool,
+    /// evod runs as root: the child drops [`ROOT_DROPS`]; not root: the network namespace
+    /// needs a user namespace first.
+    root: bool,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     step: Arc<StepPage>,
@@ -111,6 +138,7 @@ enum Step {
     Maps = 2,
     NoNewPrivs = 3,
     Restrict = 4,
+    Capabilities = 5,
 }
 
 /// The kernel's Landlock ABI version, or why there is none.
@@ -263,7 +291,7 @@ impl Confinement {
         Ok(Confinement {
             ruleset,
             isolate_network,
-            user_namespace: uid != 0,
+            root: uid == 0,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             step: Arc::new(step),
@@ -276,7 +304,7 @@ impl Confinement {
     pub fn apply(&self) -> io::Result<()> {
         if self.isolate_network {
             self.step.set(Step::Namespaces);
-            let flags = if self.user_namespace {
+            let flags = if !self.root {
                 libc::CLONE_NEWUSER | libc::CLONE_NEWNET
             } else {
                 libc::CLONE_NEWNET
@@ -285,11 +313,23 @@ impl Confinement {
             if unsafe { libc::unshare(flags) } != 0 {
                 return Err(io::Error::last_os_error());
             }
-            if self.user_namespace {
+            if !self.root {
                 self.step.set(Step::Maps);
                 write_proc(c"/proc/self/setgroups", b"deny")?;
                 write_proc(c"/proc/self/uid_map", &self.uid_map)?;
                 write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            }
+        }
+        if self.root {
+            self.step.set(Step::Capabilities);
+            for cap in ROOT_DROPS {
+                // SAFETY: prctl with integer arguments only. EINVAL: a capability this
+                // kernel does not know, nothing to drop.
+                if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, *cap, 0, 0, 0) } != 0
+                    && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+                {
+                    return Err(io::Error::last_os_error());
+                }
             }
         }
         self.step.set(Step::NoNewPrivs);
@@ -346,6 +386,10 @@ impl StepReport {
             4 => (
                 "Landlock refused to confine the child",
                 "remove `sandbox` from this server",
+            ),
+            5 => (
+                "dropping root's capabilities failed",
+                "run evod as a user rather than root, or remove `sandbox` from this server",
             ),
             _ => return None,
         };
