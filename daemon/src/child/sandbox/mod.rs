@@ -20,6 +20,10 @@
 //!   its abstract-socket scope, so the refusal holds even inside the namespace.
 //! - Signals (ABI 6): a confined process cannot signal processes outside its sandbox (evod,
 //!   other servers).
+//! - Root: a server evod runs as root loses the capabilities that would step around the rest
+//!   (CAP_SYS_PTRACE would read other processes' `/proc/PID/environ` past Landlock's scope,
+//!   CAP_SYS_ADMIN `setns` back into the host's network, and the like) from its bounding set;
+//!   as a user there are none to lose.
 //!
 //! Why not bubblewrap: it is one more program to install (Debian's `bubblewrap`, often absent,
 //! and not here), and a setuid build of it is a risk of its own; Landlock and namespaces need
@@ -32,7 +36,8 @@
 //! child): the kernel's Landlock ABI, the ruleset with every path opened (a `read`/`write`
 //! path that does not exist fails the start: "create it, or remove it from the sandbox"), the
 //! temp dir and the uid/gid map lines. What the child does (async-signal-safe: syscalls only):
-//! unshare the namespaces, write its maps, set no_new_privs, restrict itself. Which of those
+//! unshare the namespaces, write its maps, drop root's capabilities, set no_new_privs,
+//! restrict itself. Which of those
 //! failed is written to a shared page, so evod's error names the step and what to do. A sandbox
 //! that cannot be set up never starts the server unconfined.
 //!
