@@ -642,7 +642,7 @@ fn is_truthy(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::test_support::{one_server, parse_ok};
+    use crate::config::test_support::{messages, one_server, parse_ok};
 
     #[test]
     fn per_server_settings() {
@@ -803,6 +803,11 @@ mod tests {
         assert!(own.network);
         assert_eq!(sandbox("free"), None);
         assert_eq!(sandbox("web"), None, "remote servers are not confined");
+        let remote = one_server(r#"{"url": "https://h", "sandbox": {"network": false}}"#);
+        assert_eq!(
+            messages(&remote),
+            ["server 'x': 'sandbox' ignored for an HTTP server"]
+        );
         // A sandbox is part of the launch identity (a change restarts the server); an
         // unconfined server's hash does not change.
         let unconfined = one_server(r#"{"command": "c"}"#);

@@ -279,18 +279,31 @@ pub fn private_temp_dir(server: &str) -> Result<PathBuf, String> {
         })
         .collect();
     let dir = base.join(name);
+    let cannot = |why: String| {
+        format!(
+            "sandbox could not be set up: its temp dir {} cannot be used ({why}); remove {} \
+             (or make it yours, mode 0700) and run `evoctl refresh {server}`",
+            dir.display(),
+            base.display()
+        )
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| {
-            format!(
-                "sandbox could not be set up: its temp dir {} cannot be made ({e}); check {} \
-                 belongs to you",
-                dir.display(),
-                base.display()
-            )
-        })?;
+        .map_err(|e| cannot(e.to_string()))?;
+    // Anyone can make a dir in /tmp first: one that is not ours alone would show the
+    // server's temp files to its owner.
+    for made in [&base, &dir] {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(made).map_err(|e| cannot(e.to_string()))?;
+        if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+            return Err(cannot(format!(
+                "{} is not a directory of yours that only you can use",
+                made.display()
+            )));
+        }
+    }
     Ok(dir)
 }
 
