@@ -418,3 +418,42 @@ fn write_proc(path: &CStr, bytes: &[u8]) -> io::Result<()> {
     unsafe { libc::close(fd) };
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    use super::*;
+
+    /// A step that fails in the child reaches evod as an error naming the step: here the
+    /// "ruleset" is /dev/null, which landlock_restrict_self refuses.
+    #[test]
+    fn a_failure_in_the_child_is_told_by_its_step() {
+        let not_a_ruleset = std::fs::File::open("/dev/null").expect("/dev/null");
+        let confinement = Confinement {
+            ruleset: OwnedFd::from(not_a_ruleset),
+            isolate_network: false,
+            root: false,
+            uid_map: Vec::new(),
+            gid_map: Vec::new(),
+            step: Arc::new(StepPage::new().expect("a shared page")),
+        };
+        let report = confinement.report();
+        let mut cmd = Command::new("/bin/true");
+        // SAFETY: `apply` makes syscalls only.
+        unsafe {
+            cmd.pre_exec(move || confinement.apply());
+        }
+        let err = cmd.spawn().expect_err("the child cannot restrict itself");
+        let said = report.failure(&err).expect("a sandbox failure");
+        assert!(
+            said.starts_with("sandbox could not be set up: Landlock refused to confine the child")
+                && said.ends_with("The server was not started unconfined"),
+            "{said}"
+        );
+        // A spawn that got through its confinement is not told as the sandbox's failure.
+        let done = StepReport(Arc::new(StepPage::new().expect("a shared page")));
+        assert_eq!(done.failure(&err), None);
+    }
+}
