@@ -360,6 +360,7 @@ pub fn import(
             .unwrap_or_default();
         println!("added to {shown_config}: {}{kept}", target.added.join(", "));
     }
+    print_sandbox_hint(&target.added);
     print_disabled(&target.disabled);
     for s in &skipped {
         println!("skipped {}: {}", s.id, s.reason);
@@ -368,6 +369,18 @@ pub fn import(
         pickup.print();
     }
     Ok(())
+}
+
+/// The one line `import` and `setup --move` add when they wrote servers: they leave those
+/// servers unconfined (guessing what a server may touch would break it or confine it too
+/// little), and say how to confine one.
+pub fn print_sandbox_hint(written: &[String]) {
+    if !written.is_empty() {
+        println!(
+            "sandboxes are off for these servers; to confine one, add \"sandbox\": {{\"read\": \
+             [...], \"write\": [...], \"network\": false}} to its entry (see docs/sandbox.md)"
+        );
+    }
 }
 
 pub fn print_disabled(disabled: &[Skipped]) {

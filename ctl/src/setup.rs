@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::client_config::{JsonFile, runs_evo_shim, same_file};
-use crate::import::{EvoConfig, Offer, Skipped, pick_up, print_disabled};
+use crate::import::{EvoConfig, Offer, Skipped, pick_up, print_disabled, print_sandbox_hint};
 use crate::output::pretty;
 use crate::user_dirs::{config_home, home_dir};
 
@@ -346,6 +346,7 @@ fn print_move(m: &Move, client: &Path, evo_backup: Option<&Path>) {
         .unwrap_or_default();
     if !m.moved.is_empty() {
         println!("moved to {config}: {}{kept_backup}", m.moved.join(", "));
+        print_sandbox_hint(&m.moved);
     } else {
         println!("nothing to move from {}", client.display());
         if evo_backup.is_some() {

@@ -148,13 +148,44 @@ fn server_notes(s: &StatusReport) -> Vec<String> {
             relied.join(", ")
         ));
     }
-    // The child's own words about a failure, where the cause is.
+    lines.extend(sandbox_lines(s));
+    // The child's own words about a failure (or a sandbox's refusal), where the cause is.
     for v in s.servers.iter().filter(|v| !v.stderr_tail.is_empty()) {
         lines.push(format!(
             "\n{} ({}), last lines of its stderr:",
             v.id, v.state
         ));
         lines.extend(v.stderr_tail.iter().map(|line| format!("  {line}")));
+    }
+    lines
+}
+
+/// Each confined server's sandbox: what it may read and write, and its network.
+fn sandbox_lines(s: &StatusReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &s.servers {
+        let Some(b) = &v.sandbox else { continue };
+        if lines.is_empty() {
+            lines.push("\nsandboxes:".to_string());
+        }
+        let list = |paths: &[String]| {
+            if paths.is_empty() {
+                "nothing else".to_string()
+            } else {
+                paths.join(", ")
+            }
+        };
+        let mut line = format!(
+            "  {}: read {}; write {}; network {}",
+            v.id,
+            list(&b.read),
+            list(&b.write),
+            if b.network { "on" } else { "off" }
+        );
+        if !b.enforced {
+            line.push_str(" (NOT CONFINED: evod enforces sandboxes only on Linux)");
+        }
+        lines.push(line);
     }
     lines
 }

@@ -61,6 +61,7 @@ mod probe;
 pub(crate) mod process;
 pub(crate) mod remote;
 mod restarts;
+pub mod sandbox;
 pub mod sse;
 pub mod subscriptions;
 

@@ -26,6 +26,7 @@ use super::direct::DirectCalls;
 use super::handshake::{Connecting, Handshake};
 use super::io::ChildTransport;
 use super::link::ServerLink;
+use super::sandbox;
 use crate::config::{ServerSpec, TransportSpec};
 use crate::runtime::guard;
 
@@ -229,13 +230,35 @@ pub fn spawn(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
+    let confined = match &spec.sandbox {
+        Some(sandbox) => Some(sandbox::prepare(
+            &spec.id,
+            sandbox,
+            command,
+            env,
+            cwd.as_deref(),
+        )?),
+        None => None,
+    };
+    if let Some(confined) = &confined {
+        cmd.envs(confined.env.iter().map(|(k, v)| (k, v)));
+    }
+    #[cfg(target_os = "linux")]
+    let (confinement, report) = match confined {
+        Some(c) => {
+            let report = c.confinement.report();
+            (Some(c.confinement), Some(report))
+        }
+        None => (None, None),
+    };
     #[cfg(unix)]
     {
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
         {
             // SAFETY: getpid is async-signal-safe; the hook below only calls
-            // close_range or fcntl, prctl, getppid and _exit, which are too.
+            // close_range or fcntl, prctl, getppid and _exit, and the sandbox's
+            // syscalls (`Confinement::apply`), which are too.
             let daemon_pid = unsafe { libc::getpid() };
             unsafe {
                 cmd.pre_exec(move || {
@@ -248,13 +271,29 @@ pub fn spawn(
                     if libc::getppid() != daemon_pid {
                         libc::_exit(1);
                     }
+                    // Last, so the steps above are not refused by it.
+                    if let Some(confinement) = &confinement {
+                        confinement.apply()?;
+                    }
                     Ok(())
                 });
             }
         }
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+    let spawned = cmd.spawn();
+    // The ruleset's descriptor in evod goes with the hook that held it.
+    drop(cmd);
+    let mut child = spawned.map_err(|e| {
+        #[cfg(target_os = "linux")]
+        if let Some(why) = report.as_ref().and_then(|r| r.failure(&e)) {
+            return why;
+        }
+        if spec.sandbox.is_some() && e.kind() == std::io::ErrorKind::PermissionDenied {
+            format!(
+                "could not start `{command}`: {e}; its sandbox does not let it run that \
+                 program: add the program's folder to the server's sandbox.read"
+            )
+        } else if e.kind() == std::io::ErrorKind::NotFound {
             format!("command `{command}` not found: install it or fix `command` in the config")
         } else {
             format!("could not start `{command}`: {e}")

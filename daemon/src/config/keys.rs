@@ -17,6 +17,7 @@ pub(super) const TOP_LEVEL_KEYS: &[&str] = &[
     "store",
     "code_mode",
     "registry",
+    "sandbox",
     "$schema",
 ];
 pub(super) const SERVER_KEYS: &[&str] = &[
@@ -41,6 +42,7 @@ pub(super) const SERVER_KEYS: &[&str] = &[
     "description",
     "auth",
     "oauth",
+    "sandbox",
 ];
 /// The keys of one override under a server's `tools`.
 pub(super) const TOOL_OVERRIDE_KEYS: &[&str] = &["name", "description", "hidden", "args"];
@@ -56,6 +58,7 @@ pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
 pub(super) const CODE_MODE_KEYS: &[&str] = &["enabled", "timeout_ms", "memory_mb", "max_calls"];
 /// Read by `evoctl add`, not by evod: known here so it is not warned about.
 pub(super) const REGISTRY_KEYS: &[&str] = &["url"];
+pub(super) const SANDBOX_KEYS: &[&str] = &["default"];
 pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
 pub(super) const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
@@ -77,6 +80,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("store", STORE_KEYS),
         ("code_mode", CODE_MODE_KEYS),
         ("registry", REGISTRY_KEYS),
+        ("sandbox", SANDBOX_KEYS),
     ];
     keys.extend(serve::known_keys());
     keys

@@ -15,7 +15,7 @@ use super::diagnostics::{ConfigWarning, EnvFileRead, Warnings, section, warn_unk
 use super::envfile;
 use super::expand::{Env, expand_vars};
 use super::key_lines::KeyLines;
-use super::keys::{REGISTRY_KEYS, TOP_LEVEL_KEYS};
+use super::keys::{REGISTRY_KEYS, SANDBOX_KEYS, TOP_LEVEL_KEYS};
 use super::readers::{present, string};
 use super::serve;
 use super::server::parse_server;
@@ -252,6 +252,16 @@ fn parse_root_value(
         config.store = parse_store(value, dir, env.lookup, &mut warnings).map_err(invalid)?;
     }
 
+    // `sandbox.default`, applied to each stdio server without its own (checked there, so a
+    // mistake in it fails those servers, not the file).
+    let sandbox_default = match present(root, "sandbox") {
+        Some(value) => {
+            let object = section("sandbox", value, SANDBOX_KEYS, &mut warnings).map_err(invalid)?;
+            present(object, "default")
+        }
+        None => None,
+    };
+
     let mut seen = HashSet::new();
     for section in ["mcpServers", "servers"] {
         let Some(value) = present(root, section) else {
@@ -274,7 +284,7 @@ fn parse_root_value(
                 );
                 continue;
             }
-            match parse_server(section, id, entry, env, &mut warnings) {
+            match parse_server(section, id, entry, env, sandbox_default, &mut warnings) {
                 Ok(Some(spec)) => config.servers.push(spec),
                 Ok(None) => config.disabled.push(id.clone()),
                 Err(err) => config.failed.push(err),

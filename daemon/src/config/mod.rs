@@ -47,6 +47,7 @@ mod load;
 mod oauth;
 mod overrides;
 mod readers;
+mod sandbox;
 pub mod serve;
 mod server;
 mod settings;
@@ -57,6 +58,7 @@ pub use keys::known_keys;
 pub use load::{ConfigError, load, parse};
 pub use oauth::{Grant, OAuthSpec, binding};
 pub use overrides::ToolOverride;
+pub use sandbox::SandboxSpec;
 pub use server::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MissingVar, ServerSpec, TransportSpec, capabilities,
 };

@@ -22,6 +22,7 @@ use super::overrides::{ToolOverride, parse_tools};
 use super::readers::{
     TypeError, boolean, count, positive, present, seconds, string, string_list, string_map,
 };
+use super::sandbox::{SandboxSpec, parse_sandbox};
 use crate::names;
 
 /// Per-call timeout when a server sets no `timeout_s`.
@@ -70,6 +71,8 @@ pub struct ServerSpec {
     pub env_file: Option<PathBuf>,
     /// `auth: "oauth"` / `oauth` of a remote server.
     pub oauth: Option<OAuthSpec>,
+    /// A stdio server's `sandbox` (or `sandbox.default`); `None`: not confined.
+    pub sandbox: Option<SandboxSpec>,
 }
 
 /// A `${VAR}` reference whose variable is unset or empty in evod's environment.
@@ -142,6 +145,7 @@ impl fmt::Debug for ServerSpec {
             .field("missing_vars", &self.missing_vars)
             .field("env_file", &self.env_file)
             .field("oauth", &self.oauth)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -235,12 +239,14 @@ impl fmt::Debug for Redacted {
     }
 }
 
-/// Parses one server entry. `Ok(None)` means `disabled: true`.
+/// Parses one server entry. `Ok(None)` means `disabled: true`. `sandbox_default` is the
+/// top-level `sandbox.default`, taken by a stdio server without its own `sandbox`.
 pub(super) fn parse_server(
     section: &str,
     id: &str,
     value: &Value,
     env: &Env<'_>,
+    sandbox_default: Option<&Value>,
     warnings: &mut Warnings<'_>,
 ) -> Result<Option<ServerSpec>, ServerConfigError> {
     let Value::Object(object) = value else {
@@ -281,14 +287,17 @@ pub(super) fn parse_server(
     // `env` is allowed on both transports: on an HTTP server it only carries capability flags.
     let own_env = entry.expanded_map("env")?;
     let capabilities = capabilities(&own_env);
-    let (transport, hash, oauth) = match chosen {
+    let (transport, hash, oauth, sandbox) = match chosen {
         TransportKind::Stdio => {
-            let (transport, hash) = stdio_transport(&entry, command, own_env, warnings)?;
-            (transport, hash, None)
+            let sandbox = entry.sandbox(sandbox_default)?;
+            let (transport, hash) =
+                stdio_transport(&entry, command, own_env, sandbox.as_ref(), warnings)?;
+            (transport, hash, None, sandbox)
         }
         TransportKind::Http | TransportKind::Sse => {
             let sse = chosen == TransportKind::Sse;
-            remote_transport(&entry, url, sse, &own_env, warnings)?
+            let (transport, hash, oauth) = remote_transport(&entry, url, sse, &own_env, warnings)?;
+            (transport, hash, oauth, None)
         }
     };
 
@@ -330,6 +339,7 @@ pub(super) fn parse_server(
         missing_vars: entry.missing.into_inner(),
         env_file: env.file.map(Path::to_path_buf),
         oauth,
+        sandbox,
     }))
 }
 
@@ -338,6 +348,7 @@ fn stdio_transport(
     entry: &Entry<'_>,
     command: Option<&str>,
     own_env: BTreeMap<String, String>,
+    sandbox: Option<&SandboxSpec>,
     warnings: &mut Warnings<'_>,
 ) -> Result<(TransportSpec, ConfigHash), ServerConfigError> {
     entry.warn_ignored(&["url", "headers"], "a stdio", warnings);
@@ -377,7 +388,8 @@ fn stdio_transport(
         cwd: cwd.as_deref(),
         url: None,
         headers: &BTreeMap::new(),
-        extra: None,
+        // Only when set, so unconfined servers keep their hashes.
+        extra: sandbox.map(SandboxSpec::hash_text),
     });
     let transport = TransportSpec::Stdio {
         command,
@@ -397,7 +409,7 @@ fn remote_transport(
     own_env: &BTreeMap<String, String>,
     warnings: &mut Warnings<'_>,
 ) -> Result<(TransportSpec, ConfigHash, Option<OAuthSpec>), ServerConfigError> {
-    entry.warn_ignored(&["command", "args", "cwd"], "an HTTP", warnings);
+    entry.warn_ignored(&["command", "args", "cwd", "sandbox"], "an HTTP", warnings);
     let raw = url.ok_or_else(|| {
         entry.fail(
             "url",
@@ -505,6 +517,24 @@ impl<'a> Entry<'a> {
             expanded.insert(name, value);
         }
         Ok(expanded)
+    }
+
+    /// The stdio server's sandbox: its own `sandbox`, else `default` (`sandbox.default`).
+    fn sandbox(&self, default: Option<&Value>) -> Result<Option<SandboxSpec>, ServerConfigError> {
+        let (value, key) = match present(self.object, "sandbox") {
+            Some(own) => (own, "sandbox"),
+            None => match default {
+                Some(default) => (default, "sandbox.default"),
+                None => return Ok(None),
+            },
+        };
+        let expand = |at: &str, raw: &str| {
+            self.expand(&format!("{key}{at}"), raw)
+                .map_err(|err| err.message)
+        };
+        let home = (self.env.lookup)("HOME");
+        parse_sandbox(value, &expand, home.as_deref())
+            .map_err(|(at, message)| self.fail(&format!("{key}{at}"), message))
     }
 
     /// `aliases`: upstream tool name -> {wrong parameter name -> right parameter name}.
@@ -649,7 +679,7 @@ impl ServerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::test_support::{one_server, parse_ok};
+    use crate::config::test_support::{messages, one_server, parse_ok};
 
     #[test]
     fn per_server_settings() {
@@ -783,6 +813,68 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(whole.to_string(), "server 'x': m");
+    }
+
+    #[test]
+    fn sandboxes_come_from_the_entry_or_the_default() {
+        let config = parse_ok(
+            r#"{"sandbox": {"default": {"read": ["~/shared"]}},
+                "mcpServers": {
+                  "plain": {"command": "c"},
+                  "own": {"command": "c", "sandbox": {"write": ["${HOME}/out"], "network": true}},
+                  "free": {"command": "c", "sandbox": "off"},
+                  "web": {"url": "https://h"}
+                }}"#,
+        );
+        assert!(config.failed.is_empty(), "{:?}", config.failed);
+        let sandbox = |id: &str| config.server(id).and_then(|s| s.sandbox.clone());
+        let plain = sandbox("plain").expect("the default applies");
+        assert_eq!(plain.read, [PathBuf::from("/home/u/shared")]);
+        assert!(!plain.network);
+        let own = sandbox("own").expect("its own entry");
+        assert!(
+            own.read.is_empty(),
+            "an own entry replaces the default whole"
+        );
+        assert_eq!(own.write, [PathBuf::from("/home/u/out")]);
+        assert!(own.network);
+        assert_eq!(sandbox("free"), None);
+        assert_eq!(sandbox("web"), None, "remote servers are not confined");
+        let remote = one_server(r#"{"url": "https://h", "sandbox": {"network": false}}"#);
+        assert_eq!(
+            messages(&remote),
+            ["server 'x': 'sandbox' ignored for an HTTP server"]
+        );
+        // A sandbox is part of the launch identity (a change restarts the server); an
+        // unconfined server's hash does not change.
+        let unconfined = one_server(r#"{"command": "c"}"#);
+        let off = one_server(r#"{"command": "c", "sandbox": "off"}"#);
+        let on = one_server(r#"{"command": "c", "sandbox": {}}"#);
+        assert_eq!(unconfined.servers[0].hash, off.servers[0].hash);
+        assert_ne!(unconfined.servers[0].hash, on.servers[0].hash);
+    }
+
+    #[test]
+    fn a_bad_sandbox_fails_only_the_servers_that_take_it() {
+        let config = parse_ok(
+            r#"{"sandbox": {"default": {"read": "~"}},
+                "mcpServers": {
+                  "takes": {"command": "c"},
+                  "own": {"command": "c", "sandbox": {"read": ["relative"]}},
+                  "fine": {"command": "c", "sandbox": {"read": ["/srv"]}},
+                  "web": {"url": "https://h"}
+                }}"#,
+        );
+        let ids: Vec<&str> = config.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["fine", "web"]);
+        let failed: Vec<String> = config.failed.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            failed,
+            [
+                "server 'takes': sandbox.default.read: expected an array of strings, found a string",
+                "server 'own': sandbox.read[0]: 'relative' is not an absolute path; write it from / or from ~",
+            ]
+        );
     }
 
     #[test]

@@ -31,8 +31,8 @@ pub use sessions::{
 };
 pub use status::{
     AnnotationReliance, AuthStatus, AuthWireState, DaemonInfo, Duplicate, FileStatus, FileWarning,
-    HttpStatus, SearchStatus, ServerState, ServerStatus, Shortened, StatusReport, StoreStatus,
-    ToolSource,
+    HttpStatus, SandboxStatus, SearchStatus, ServerState, ServerStatus, Shortened, StatusReport,
+    StoreStatus, ToolSource,
 };
 
 #[cfg(test)]

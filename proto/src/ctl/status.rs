@@ -176,6 +176,22 @@ pub struct ServerStatus {
     /// A remote server's OAuth state (`none` for the others).
     #[serde(default)]
     pub auth: AuthStatus,
+    /// Its sandbox (`sandbox` in its entry, or `sandbox.default`); `None`: not confined.
+    #[serde(default)]
+    pub sandbox: Option<SandboxStatus>,
+}
+
+/// `status --json` `sandbox` of a server: what its process tree may touch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxStatus {
+    /// Paths readable (and executable) with everything below them.
+    pub read: Vec<String>,
+    /// Paths readable and writable with everything below them.
+    pub write: Vec<String>,
+    /// `false`: no network at all, not even loopback.
+    pub network: bool,
+    /// Whether evod enforces it here (Linux); elsewhere the server runs unconfined.
+    pub enforced: bool,
 }
 
 /// A remote server's OAuth state in `evoctl status` (never a token).

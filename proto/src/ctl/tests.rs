@@ -258,10 +258,27 @@ fn server_status_keeps_its_keys() {
             expires_at: Some(1_800_000_000),
             error: None,
         },
+        sandbox: Some(SandboxStatus {
+            read: vec!["/srv/in".into()],
+            write: vec![],
+            network: false,
+            enforced: true,
+        }),
     };
     assert_eq!(
         serde_json::to_string(&server).unwrap(),
-        r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null,"resources":2,"prompts":1,"auth":{"state":"ok","expires_at":1800000000}}"#
+        r#"{"id":"fx","state":"ready","tools":3,"source":"live","cached_tools":3,"live_tools":3,"config_hash":"0123456789ab","restarts":0,"error":null,"transport":"stdio","pid":7,"last_refresh_age_s":null,"stderr_tail":["boom"],"starting_s":12,"queue_position":null,"resources":2,"prompts":1,"auth":{"state":"ok","expires_at":1800000000},"sandbox":{"read":["/srv/in"],"write":[],"network":false,"enforced":true}}"#
+    );
+    // Unconfined: `sandbox` is null; a daemon from before sandboxes still reads.
+    let plain = ServerStatus::default();
+    let mut value = serde_json::to_value(&plain).unwrap();
+    assert_eq!(value["sandbox"], serde_json::Value::Null);
+    if let Some(o) = value.as_object_mut() {
+        o.remove("sandbox");
+    }
+    assert_eq!(
+        serde_json::from_value::<ServerStatus>(value).unwrap(),
+        plain
     );
 }
 

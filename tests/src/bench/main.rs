@@ -7,7 +7,8 @@
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
 //! `--offers` resource reads and prompt lists; `--scaleout` several
 //! instances sharing a redis-server; `--soak` three of them behind haproxy
-//! through crashes, an instance kill and a Redis restart. `--converge [--sizes 30,60]`
+//! through crashes, an instance kill and a Redis restart; `--sandbox` confined servers'
+//! cold start and call latency against unconfined ones. `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -21,6 +22,7 @@ mod httpbench;
 mod offerbench;
 mod profilebench;
 mod remotebench;
+mod sandboxbench;
 mod scalebench;
 mod searcheval;
 mod semanticeval;
@@ -818,6 +820,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--scaleout") {
         scalebench::scaleout_benchmarks(quick);
+        return;
+    }
+    if args.iter().any(|a| a == "--sandbox") {
+        sandboxbench::sandbox_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--soak") {

@@ -575,9 +575,11 @@ fn status_and_list_json_have_stable_keys() {
         "config_hash",
         "restarts",
         "error",
+        "sandbox",
     ] {
         assert!(fx.get(key).is_some(), "server status lacks {key}: {fx}");
     }
+    assert_eq!(fx["sandbox"], Value::Null, "not confined: {fx}");
     assert_eq!(fx["tools"], 14);
     assert_eq!(fx["source"], "live");
     let l = d.ctl_json(&["list", "--all"]);

@@ -26,6 +26,7 @@ mod permissions;
 mod profiles;
 mod reference;
 mod reload;
+mod sandbox;
 mod scaleout;
 mod semantic;
 mod starting;

@@ -464,6 +464,12 @@ fn import_writes_what_evo_cannot_serve_disabled_and_says_why() {
         "{out}"
     );
     assert!(!out.contains("picks this up"), "{out}");
+    // Imported servers run unconfined; one line says how to confine them.
+    assert!(
+        out.contains("sandboxes are off for these servers")
+            && out.contains("add \"sandbox\": {\"read\""),
+        "{out}"
+    );
     assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
 }
 

@@ -3,7 +3,7 @@
 
 use evo_proto::ctl::{
     AnnotationReliance, DaemonInfo, Duplicate, FileWarning, HttpStatus, IntegrityMode,
-    QuarantinedTool, ServerStatus, SessionInfo, Shortened, ToolSource,
+    QuarantinedTool, SandboxStatus, ServerStatus, SessionInfo, Shortened, ToolSource,
 };
 
 use super::*;
@@ -235,4 +235,35 @@ fn status_without_servers_says_so() {
         text.contains("\n\nno servers configured\n\n0 session(s)\n"),
         "{text}"
     );
+}
+
+#[test]
+fn sandboxes_are_listed_and_an_unenforced_one_says_so() {
+    let mut s = report_with(&[
+        ("fs", ServerState::Ready),
+        ("free", ServerState::Ready),
+        ("mac", ServerState::Ready),
+    ]);
+    s.servers[0].sandbox = Some(SandboxStatus {
+        read: vec![],
+        write: vec!["/home/me/notes".into()],
+        network: false,
+        enforced: true,
+    });
+    s.servers[2].sandbox = Some(SandboxStatus {
+        read: vec!["/a".into(), "/b".into()],
+        write: vec![],
+        network: true,
+        enforced: false,
+    });
+    assert_eq!(
+        sandbox_lines(&s),
+        [
+            "\nsandboxes:",
+            "  fs: read nothing else; write /home/me/notes; network off",
+            "  mac: read /a, /b; write nothing else; network on (NOT CONFINED: evod enforces \
+             sandboxes only on Linux)",
+        ]
+    );
+    assert!(sandbox_lines(&report_with(&[("x", ServerState::Ready)])).is_empty());
 }

@@ -1,6 +1,7 @@
 //! The daemon and its servers as `evoctl` sees and drives them: `status`,
 //! `refresh`, `login`, `logout`, `reload`, `stop`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -14,6 +15,7 @@ use crate::catalog::CatalogStatus;
 use crate::catalog::IntegrityStatus;
 use crate::catalog::ServerCatalogInfo;
 use crate::child::link::ServerState;
+use crate::child::sandbox::ENFORCED;
 use crate::child::{self, ChildServer};
 use crate::config::{self, ServerSpec};
 use crate::runtime::guard;
@@ -272,9 +274,13 @@ fn server_status(
             .and_then(|i| i.fetched_at)
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .map(|d| d.as_secs()),
+        // A sandboxed server's refusals show there while it runs, as the process told them.
         stderr_tail: st
             .as_ref()
-            .filter(|s| matches!(s.state, ServerState::Failed | ServerState::Restarting))
+            .filter(|s| {
+                spec.sandbox.is_some()
+                    || matches!(s.state, ServerState::Failed | ServerState::Restarting)
+            })
             .map(|s| s.stderr_tail.clone())
             .unwrap_or_default(),
         starting_s: st
@@ -286,6 +292,15 @@ fn server_status(
         templates: info.map_or(0, |i| i.offered.1),
         prompts: info.map_or(0, |i| i.offered.2),
         auth: st.as_ref().map(|s| s.auth.wire()).unwrap_or_default(),
+        sandbox: spec.sandbox.as_ref().map(|s| {
+            let text = |paths: &[PathBuf]| paths.iter().map(|p| p.display().to_string()).collect();
+            ctl::SandboxStatus {
+                read: text(&s.read),
+                write: text(&s.write),
+                network: s.network,
+                enforced: ENFORCED,
+            }
+        }),
     }
 }
 
