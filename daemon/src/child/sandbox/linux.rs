@@ -300,7 +300,7 @@ impl Confinement {
 
     /// Applied in the child between fork and exec: the namespaces, no new privileges, the
     /// ruleset. Syscalls only (async-signal-safe); each step is recorded first, so evod can
-    /// say which failed ([`StepReport::failure`]).
+    /// say which failed (`StepReport::failure`).
     pub fn apply(&self) -> io::Result<()> {
         if self.isolate_network {
             self.step.set(Step::Namespaces);
