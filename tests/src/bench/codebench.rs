@@ -82,8 +82,8 @@ pub fn code_mode_benchmarks(quick: bool) {
     c.initialize();
     twenty_call_task(&mut c, if quick { 10 } else { 40 });
     let start = engine_start(&mut c, if quick { 100 } else { 500 });
-    per_call(&mut c, start, if quick { 3 } else { 10 });
-    cpu_per_call(&d, &mut c, if quick { 1000 } else { 4000 });
+    per_call(&mut c, start, if quick { 3 } else { 30 });
+    cpu_per_call(&d, &mut c, if quick { 1000 } else { 10_000 });
     memory(&d);
 }
 
