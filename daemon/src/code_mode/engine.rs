@@ -27,7 +27,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use rquickjs::allocator::{Allocator, RustAllocator};
-use rquickjs::{Context, Ctx, Exception, Function, Runtime, Value};
+use rquickjs::{Array, Context, Ctx, Exception, Function, Runtime, Value};
 
 /// What a run may use.
 #[derive(Debug, Clone, Copy)]
@@ -88,12 +88,15 @@ const LOG_BYTES: usize = 64 * 1024;
 const STACK_BYTES: usize = 512 * 1024;
 
 /// Installs `console` and `tools` and hides the host functions behind
-/// them; evaluates to the function that settles call promises.
+/// them; evaluates to `[settle, watch]`: the function that settles call
+/// promises, and the one that hands how the script's promise settled to
+/// the host (so that no host function is left where the script can call it).
 const PRELUDE: &str = r#"(() => {
   "use strict";
-  const call = globalThis.__evo_call, log = globalThis.__evo_log;
+  const call = globalThis.__evo_call, log = globalThis.__evo_log, done = globalThis.__evo_done;
   delete globalThis.__evo_call;
   delete globalThis.__evo_log;
+  delete globalThis.__evo_done;
   const pending = new Map();
   const show = (v) => {
     if (typeof v === "string") return v;
@@ -111,29 +114,31 @@ const PRELUDE: &str = r#"(() => {
     set: () => false,
     defineProperty: () => false,
   });
-  return (id, ok, payload) => {
+  const settle = (id, ok, payload) => {
     const p = pending.get(id);
     if (p === undefined) return;
     pending.delete(id);
     if (ok) p.resolve(JSON.parse(payload)); else p.reject(new Error(payload));
   };
+  const watch = (script) => Promise.resolve(script).then(
+    (v) => {
+      let j;
+      try { j = JSON.stringify(v === undefined ? null : v); }
+      catch (e) { done(2, String(e)); return; }
+      if (j === undefined) done(2, "a " + typeof v + " has no JSON form");
+      else done(0, j);
+    },
+    (e) => done(1, (e instanceof Error) ? String(e) : ("uncaught " + (() => { try { return JSON.stringify(e); } catch (_) { return String(e); } })())),
+  );
+  return [settle, watch];
 })()"#;
 
-/// Wraps the script's body; `__evo_done` hears how its promise settled.
+/// Wraps the script's body: evaluates to its promise, which `watch` follows.
 fn wrapped(code: &str) -> String {
     format!(
         r#"(async () => {{
 {code}
-}})().then(
-  (v) => {{
-    let j;
-    try {{ j = JSON.stringify(v === undefined ? null : v); }}
-    catch (e) {{ __evo_done(2, String(e)); return; }}
-    if (j === undefined) __evo_done(2, "a " + typeof v + " has no JSON form");
-    else __evo_done(0, j);
-  }},
-  (e) => __evo_done(1, (e instanceof Error) ? String(e) : ("uncaught " + (() => {{ try {{ return JSON.stringify(e); }} catch (_) {{ return String(e); }} }})())),
-)"#
+}})()"#
     )
 }
 
@@ -337,8 +342,12 @@ impl<'js> Run<'js> {
     ) -> Result<String, Stopped> {
         let done: Rc<RefCell<Option<(i32, String)>>> = Rc::new(RefCell::new(None));
         let in_flight = Rc::new(Cell::new(0usize));
-        let settle = self.install(send, logs, calls, &done, &in_flight)?;
-        if let Err(e) = self.ctx.eval::<Value, _>(wrapped(code)) {
+        let (settle, watch) = self.install(send, logs, calls, &done, &in_flight)?;
+        let followed = self
+            .ctx
+            .eval::<Value, _>(wrapped(code))
+            .and_then(|script| watch.call::<_, Value>((script,)));
+        if let Err(e) = followed {
             return Err(self.why(e));
         }
         loop {
@@ -409,7 +418,7 @@ impl<'js> Run<'js> {
         }
     }
 
-    /// The host functions and the prelude; returns the settle function.
+    /// The host functions and the prelude; returns `settle` and `watch`.
     fn install(
         &self,
         send: impl Fn(ToolCall) -> bool + 'static,
@@ -417,7 +426,7 @@ impl<'js> Run<'js> {
         calls: &Rc<Cell<usize>>,
         done: &Rc<RefCell<Option<(i32, String)>>>,
         in_flight: &Rc<Cell<usize>>,
-    ) -> Result<Function<'js>, Stopped> {
+    ) -> Result<(Function<'js>, Function<'js>), Stopped> {
         let ctx = &self.ctx;
         let globals = ctx.globals();
         let (calls, in_flight, stop) = (calls.clone(), in_flight.clone(), self.stop.clone());
@@ -451,11 +460,12 @@ impl<'js> Run<'js> {
         let finished = Function::new(ctx.clone(), move |kind: i32, text: String| {
             *done.borrow_mut() = Some((kind, text));
         });
-        let set = || -> rquickjs::Result<Function<'js>> {
+        let set = || -> rquickjs::Result<(Function<'js>, Function<'js>)> {
             globals.set("__evo_call", call?)?;
             globals.set("__evo_log", log?)?;
             globals.set("__evo_done", finished?)?;
-            ctx.eval::<Function, _>(PRELUDE)
+            let pair = ctx.eval::<Array, _>(PRELUDE)?;
+            Ok((pair.get(0)?, pair.get(1)?))
         };
         set().map_err(|e| self.why(e))
     }

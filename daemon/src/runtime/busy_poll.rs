@@ -9,8 +9,11 @@
 //! turns it off): an answer that arrives meanwhile is taken without a sleep
 //! and a wakeup. Watching is `poll` on the epoll descriptor, which reports
 //! whether an event is pending without taking it, so tokio still gets every
-//! event; the watch ends at the first one, including tokio's own wakeups, so
-//! nothing waits for the spin. It only follows work: an idle daemon sleeps.
+//! event; the watch ends at the first one, including tokio's own wakeups, and
+//! at a task woken from a thread outside the runtime (a `run_code` script's
+//! engine: such a wake reaches no epoll instance while the worker has not
+//! parked yet), so nothing waits for the spin. It only follows work: an idle
+//! daemon sleeps.
 //!
 //! Measured with `evo-bench` (see docs/performance.md, "Threads and busy-poll"): a proxied
 //! call through the shim takes less than half as long, and light traffic costs less CPU
@@ -83,6 +86,7 @@ pub fn before_park() {
         return;
     }
     let limit = Duration::from_nanos(SPIN_NS.load(Ordering::Relaxed));
+    let runtime = tokio::runtime::Handle::try_current().ok();
     let start = Instant::now();
     let mut pfd = libc::pollfd {
         fd,
@@ -91,19 +95,31 @@ pub fn before_park() {
     };
     while start.elapsed() < limit {
         // SAFETY: one valid pollfd and a zero timeout: poll only reports.
-        if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
+        if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 || woken_from_outside(runtime.as_ref()) {
             return;
         }
         std::hint::spin_loop();
     }
 }
 
+/// A task woken from a thread outside the runtime (a script's engine
+/// thread, say) waits in the runtime's global queue, and no event reaches
+/// the epoll instance: this worker runs before it parks, so nobody is told
+/// to wake it. Without this check such a wake would wait out the spin.
+fn woken_from_outside(runtime: Option<&tokio::runtime::Handle>) -> bool {
+    runtime.is_some_and(|r| r.metrics().global_queue_depth() > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The spin's settings are the process's: tests that arm take turns.
+    static ARMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn arms_on_the_runtime_epoll_and_io_still_flows() {
+        let _one_at_a_time = ARMING.lock();
         let (rt, armed) = arm(Duration::from_micros(200), || {
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -136,5 +152,47 @@ mod tests {
             echo.await.unwrap();
         });
         assert!(!arm(Duration::ZERO, || ()).1, "0 turns the spin off");
+    }
+
+    #[test]
+    fn a_wake_from_another_thread_ends_the_spin() {
+        let _one_at_a_time = ARMING.lock();
+        let spin = Duration::from_millis(20);
+        let (rt, armed) = arm(spin, || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .on_thread_park(before_park)
+                .build()
+                .unwrap()
+        });
+        assert!(armed);
+        // Ping-pong with a plain thread, as a script's engine does with the
+        // worker: no I/O event ends the spin, only the woken task.
+        let (to_rt, mut from_thread) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        let (to_thread, from_rt) = std::sync::mpsc::channel::<u32>();
+        const PINGS: u32 = 20;
+        let started = Instant::now();
+        let pinger = std::thread::spawn(move || {
+            for i in 0..PINGS {
+                to_rt.send(i).unwrap();
+                assert_eq!(from_rt.recv().unwrap(), i);
+            }
+        });
+        rt.block_on(async {
+            tokio::spawn(async move {
+                while let Some(i) = from_thread.recv().await {
+                    to_thread.send(i).unwrap();
+                }
+            })
+            .await
+            .unwrap();
+        });
+        pinger.join().unwrap();
+        let took = started.elapsed();
+        assert!(
+            took < spin * PINGS / 2,
+            "{PINGS} pings took {took:?}: wakes waited out the {spin:?} spin"
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! call proxied to a remote child (Streamable HTTP, with and without an
 //! OAuth token, and HTTP+SSE) against the same call made directly. `--results` times cutting
 //! large results; `--profiles` a 2026-07-28 session's list and tool cards;
-//! `--offers` resource reads and prompt lists; `--scaleout` several
+//! `--offers` resource reads and prompt lists; `--code-mode` `run_code`
+//! against direct calls; `--scaleout` several
 //! instances sharing a redis-server; `--soak` three of them behind haproxy
 //! through crashes, an instance kill and a Redis restart; `--sandbox` confined servers'
 //! cold start and call latency against unconfined ones. `--converge [--sizes 30,60]`
@@ -17,6 +18,7 @@
 //! Every comparison is measured side by side in one run, alternating between
 //! the two sides in rounds, because the machines are noisy.
 
+mod codebench;
 mod converge;
 mod httpbench;
 mod offerbench;
@@ -832,6 +834,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--http") {
         httpbench::http_benchmarks(quick);
+        return;
+    }
+    if args.iter().any(|a| a == "--code-mode") {
+        codebench::code_mode_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--results") {

@@ -142,6 +142,11 @@ fn nothing_of_the_host_is_reachable() {
         ("return typeof std;", "undefined"),
         ("return typeof os;", "undefined"),
         ("return typeof __evo_call;", "undefined"),
+        ("return typeof __evo_done;", "undefined"),
+        (
+            "return Object.getOwnPropertyNames(globalThis).filter(k => k.startsWith('__evo')).join() || 'none';",
+            "none",
+        ),
         ("return typeof XMLHttpRequest;", "undefined"),
     ] {
         assert_eq!(value(&run_with(code, LIMITS)), json!(expect), "{code}");
