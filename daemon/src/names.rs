@@ -56,10 +56,7 @@ fn carries_prefix(prefix: &str, tool: &str) -> bool {
 ///
 /// Idempotent: a valid name is returned unchanged.
 pub fn sanitize(raw: &str) -> String {
-    let mut name: String = raw
-        .chars()
-        .map(|c| if is_name_char(c) { c } else { '_' })
-        .collect();
+    let mut name = underscored(raw);
     if name.is_empty() {
         name.push('_');
     } else if name.len() > MAX_NAME_LEN {
@@ -73,6 +70,14 @@ pub fn sanitize(raw: &str) -> String {
         }
     }
     name
+}
+
+/// `raw` with every character outside `[a-zA-Z0-9_-]` made `_` (one per character), and
+/// nothing else changed: also what makes a server id safe in a file name.
+pub fn underscored(raw: &str) -> String {
+    raw.chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .collect()
 }
 
 /// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`.

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::config;
+use crate::names;
 use crate::runtime::atomic_file::{self, Mode};
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
@@ -85,16 +86,7 @@ impl std::fmt::Debug for TokenFile {
 
 fn path_of(id: &str) -> PathBuf {
     // Ids are config keys: keep the file name to safe characters.
-    let safe: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = names::underscored(id);
     let hash = config::short_hash(id.as_bytes());
     dir().join(format!("{safe}-{hash}.json"))
 }

@@ -7,6 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::config::SandboxSpec;
+use crate::names;
 
 /// What a rule grants below its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,16 +269,7 @@ pub fn private_temp_dir(server: &str) -> Result<PathBuf, String> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let base = std::env::temp_dir().join(format!("evo-sandbox-{uid}"));
-    let name: String = server
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let name = names::underscored(server);
     let dir = base.join(name);
     let cannot = |why: String| {
         format!(
