@@ -498,14 +498,11 @@ fn push_unique(list: &mut Vec<String>, item: String) {
     }
 }
 
-/// The members of a union written by this module (split at its top level only).
-fn split_union(t: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let (mut level, mut quoted, mut escaped, mut start) = (0i32, false, false, 0);
-    let bytes = t.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
+/// The bytes of `t` outside brackets and string literals, with their positions: where a
+/// type written by this module has its top-level `|` and `&`.
+fn top_level(t: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let (mut level, mut quoted, mut escaped) = (0i32, false, false);
+    t.bytes().enumerate().filter(move |&(_, b)| {
         if quoted {
             match b {
                 _ if escaped => escaped = false,
@@ -513,19 +510,27 @@ fn split_union(t: &str) -> Vec<String> {
                 b'"' => quoted = false,
                 _ => {}
             }
-        } else {
-            match b {
-                b'"' => quoted = true,
-                b'{' | b'(' | b'[' | b'<' => level += 1,
-                b'}' | b')' | b']' | b'>' => level -= 1,
-                b'|' if level == 0 && t[i..].starts_with("| ") && i > 0 => {
-                    parts.push(t[start..i - 1].to_owned());
-                    start = i + 2;
-                }
-                _ => {}
-            }
+            return false;
         }
-        i += 1;
+        match b {
+            b'"' => quoted = true,
+            b'{' | b'(' | b'[' | b'<' => level += 1,
+            b'}' | b')' | b']' | b'>' => level -= 1,
+            _ => return level == 0,
+        }
+        false
+    })
+}
+
+/// The members of a union written by this module (split at its top level only).
+fn split_union(t: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, b) in top_level(t) {
+        if b == b'|' && i > 0 && t[i..].starts_with("| ") {
+            parts.push(t[start..i - 1].to_owned());
+            start = i + 2;
+        }
     }
     parts.push(t[start..].to_owned());
     parts
@@ -534,30 +539,12 @@ fn split_union(t: &str) -> Vec<String> {
 /// `t` in parentheses when it is a union or intersection at its top level, so that it can
 /// be an array's element or an intersection's member.
 fn grouped(t: &str) -> String {
-    let mut level = 0i32;
-    let mut quoted = false;
-    let mut escaped = false;
-    for (i, b) in t.bytes().enumerate() {
-        if quoted {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => quoted = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => quoted = true,
-            b'{' | b'(' | b'[' | b'<' => level += 1,
-            b'}' | b')' | b']' | b'>' => level -= 1,
-            b'|' | b'&' if level == 0 && i > 0 && t.as_bytes()[i - 1] == b' ' => {
-                return format!("({t})");
-            }
-            _ => {}
-        }
+    let bytes = t.as_bytes();
+    if top_level(t).any(|(i, b)| matches!(b, b'|' | b'&') && i > 0 && bytes[i - 1] == b' ') {
+        format!("({t})")
+    } else {
+        t.to_owned()
     }
-    t.to_owned()
 }
 
 /// A property name as written in an object type: bare if it is an identifier, else quoted.
