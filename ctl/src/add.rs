@@ -31,6 +31,7 @@ use std::time::Duration;
 use evo_proto::ctl::ServerState;
 use serde_json::{Map, Value, json};
 
+use crate::client_config::previous_version;
 use crate::import::{EvoConfig, Offer, Pickup, pick_up};
 use crate::output::pretty;
 use crate::registry::{DEFAULT_REGISTRY, Record, Registry};
@@ -115,10 +116,7 @@ pub fn add(opts: AddOptions<'_>) -> Result<(), String> {
         println!("{}", pretty(&report));
         return Ok(());
     }
-    let kept = backup
-        .as_ref()
-        .map(|b| format!(" (previous version: {})", b.display()))
-        .unwrap_or_default();
+    let kept = previous_version(backup.as_deref());
     println!(
         "added {} {} to {shown_config} as '{id}'{kept}:",
         record.name(),

@@ -159,7 +159,8 @@ impl JsonFile {
     }
 
     /// Writes the document back: the previous content to `FILE.bak` first,
-    /// then the new content atomically. Returns the backup's path.
+    /// then the new content atomically. Returns the backup's path (told with
+    /// [`previous_version`]).
     pub fn save(&self) -> Result<Option<PathBuf>, String> {
         let bytes = self.doc.to_bytes();
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -232,6 +233,14 @@ fn write_atomic(path: &Path, bytes: &[u8], permissions: Option<Permissions>) -> 
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// What follows a saved file's name in evoctl's output: where its previous
+/// version was kept, if it had one.
+pub fn previous_version(backup: Option<&Path>) -> String {
+    backup
+        .map(|b| format!(" (previous version: {})", b.display()))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

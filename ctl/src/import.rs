@@ -26,7 +26,7 @@ use evo_proto::{CtlRequest, Reply};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::client_config::{JsonFile, runs_evo_shim, same_file};
+use crate::client_config::{JsonFile, previous_version, runs_evo_shim, same_file};
 use crate::connection::ask;
 use crate::output::pretty;
 use crate::user_dirs::config_home;
@@ -354,10 +354,7 @@ pub fn import(
     if target.added.is_empty() {
         println!("nothing added; {shown_config} is unchanged");
     } else {
-        let kept = backup
-            .as_ref()
-            .map(|b| format!(" (previous version: {})", b.display()))
-            .unwrap_or_default();
+        let kept = previous_version(backup.as_deref());
         println!("added to {shown_config}: {}{kept}", target.added.join(", "));
     }
     print_sandbox_hint(&target.added);

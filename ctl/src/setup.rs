@@ -19,7 +19,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::client_config::{JsonFile, runs_evo_shim, same_file};
+use crate::client_config::{JsonFile, previous_version, runs_evo_shim, same_file};
 use crate::import::{EvoConfig, Offer, Skipped, pick_up, print_disabled, print_sandbox_hint};
 use crate::output::pretty;
 use crate::user_dirs::{config_home, home_dir};
@@ -241,10 +241,7 @@ pub fn setup(client: Client, opts: SetupOptions<'_>) -> Result<(), String> {
         println!("{}", pretty(&report));
         return Ok(());
     }
-    let kept = backup
-        .as_ref()
-        .map(|b| format!(" (previous version: {})", b.display()))
-        .unwrap_or_default();
+    let kept = previous_version(backup.as_deref());
     if let Some(m) = &moving {
         print_move(m, path, evo_backup.as_deref());
     }
@@ -341,9 +338,7 @@ fn move_servers(
 
 fn print_move(m: &Move, client: &Path, evo_backup: Option<&Path>) {
     let config = m.evo.path().display();
-    let kept_backup = evo_backup
-        .map(|b| format!(" (previous version: {})", b.display()))
-        .unwrap_or_default();
+    let kept_backup = previous_version(evo_backup);
     if !m.moved.is_empty() {
         println!("moved to {config}: {}{kept_backup}", m.moved.join(", "));
         print_sandbox_hint(&m.moved);
