@@ -114,20 +114,23 @@ fn woken_from_outside(runtime: Option<&tokio::runtime::Handle>) -> bool {
 mod tests {
     use super::*;
 
+    /// One worker that spins before it parks.
+    fn spinning_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .on_thread_park(before_park)
+            .build()
+            .unwrap()
+    }
+
     /// The spin's settings are the process's: tests that arm take turns.
     static ARMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn arms_on_the_runtime_epoll_and_io_still_flows() {
         let _one_at_a_time = ARMING.lock();
-        let (rt, armed) = arm(Duration::from_micros(200), || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .on_thread_park(before_park)
-                .build()
-                .unwrap()
-        });
+        let (rt, armed) = arm(Duration::from_micros(200), spinning_runtime);
         assert!(armed);
         let fd = EPOLL_FD.load(Ordering::Acquire);
         let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
@@ -158,14 +161,7 @@ mod tests {
     fn a_wake_from_another_thread_ends_the_spin() {
         let _one_at_a_time = ARMING.lock();
         let spin = Duration::from_millis(20);
-        let (rt, armed) = arm(spin, || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .on_thread_park(before_park)
-                .build()
-                .unwrap()
-        });
+        let (rt, armed) = arm(spin, spinning_runtime);
         assert!(armed);
         // Ping-pong with a plain thread, as a script's engine does with the
         // worker: no I/O event ends the spin, only the woken task.
