@@ -42,6 +42,7 @@ use crate::catalog::snapshot::Snapshot;
 use crate::config::SearchSettings;
 use crate::runtime::atomic_file::{self, Mode};
 use crate::search::MAX_QUERY_BYTES;
+use crate::search::learned::learned;
 use crate::search::model::{Encoder, Pool, TextKind};
 use crate::search::semantic::{
     self, DocVectors, QUERY_TOKENS, QueryCache, TOOL_TOKENS, TextKey, text_key,
@@ -478,6 +479,7 @@ impl Handler<CatalogChanged> for Embedder {
     type Result = ();
     fn handle(&mut self, msg: CatalogChanged, ctx: &mut Context<Self>) {
         let version = msg.snapshot.version;
+        learned().retain_catalog(&msg.snapshot);
         self.latest = Some(msg.snapshot);
         self.catch_up(ctx);
         // The lexical index of a snapshot that has stood for a moment is
