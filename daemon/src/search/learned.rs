@@ -35,8 +35,9 @@ pub const FILE: &str = "learned-queries.json";
 /// page" gains nothing from "file a bug about the login page".
 const MIN_DICE: f32 = 0.8;
 /// The learned part at full evidence, as a share of the best lexical score:
-/// above 1, a strongly matching tool comes first.
-const WEIGHT: f32 = 1.5;
+/// at the weakest match and evidence still above 1 (2 × 0.8 × 0.75), so a
+/// strongly matching tool comes first.
+const WEIGHT: f32 = 2.0;
 /// Evidence counted at most: more sessions agreeing adds no more.
 const EVIDENCE_CAP: f32 = 3.0;
 /// How long a write waits for more changes to join it.
