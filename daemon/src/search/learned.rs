@@ -16,11 +16,14 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::lexicon::ACTIONS;
+use super::porter;
 use super::text::tokenize;
 use crate::catalog::snapshot::Snapshot;
 use crate::runtime::atomic_file::{self, Mode};
@@ -53,7 +56,7 @@ struct Record {
     /// Unix seconds of the latest evidence.
     last: u64,
     #[serde(skip)]
-    terms: Vec<String>,
+    terms: Vec<u64>,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -82,16 +85,54 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The terms a query is matched by: stemmed, without stopwords, once each.
-fn terms(query: &str) -> Vec<String> {
-    let mut t = tokenize(query);
+/// The terms a query is matched by: stemmed, without stopwords, once each,
+/// hashed so that matching 10,000 remembered queries compares integers.
+fn terms(query: &str) -> Vec<u64> {
+    let mut t: Vec<u64> = tokenize(query).iter().map(|w| term_hash(w)).collect();
     t.sort_unstable();
     t.dedup();
     t
 }
 
-fn shared_terms(a: &[String], b: &[String]) -> usize {
+fn term_hash(stem: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    stem.hash(&mut h);
+    h.finish()
+}
+
+/// The stems of every action word: two queries that differ by one ask for
+/// different things ("delete the crashing pods" is not "which pods crash").
+static ACTION_TERMS: LazyLock<Vec<u64>> = LazyLock::new(|| {
+    let mut t: Vec<u64> = ACTIONS
+        .iter()
+        .flat_map(|group| group.iter())
+        .map(|w| term_hash(&porter::stem(w)))
+        .collect();
+    t.sort_unstable();
+    t.dedup();
+    t
+});
+
+fn shared_terms(a: &[u64], b: &[u64]) -> usize {
     a.iter().filter(|t| b.binary_search(t).is_ok()).count()
+}
+
+/// How strongly a query (`q`) matches a remembered one (`r`): the Dice
+/// coefficient of their terms, or nothing when it is under [`MIN_DICE`] or
+/// an action word is in one but not the other.
+fn strength(r: &[u64], q: &[u64]) -> Option<f32> {
+    let shared = shared_terms(r, q);
+    if shared == 0 {
+        return None;
+    }
+    let dice = 2.0 * shared as f32 / (r.len() + q.len()) as f32;
+    if dice < MIN_DICE {
+        return None;
+    }
+    let action = |t: &u64| ACTION_TERMS.binary_search(t).is_ok();
+    let differs = r.iter().any(|t| q.binary_search(t).is_err() && action(t))
+        || q.iter().any(|t| r.binary_search(t).is_err() && action(t));
+    (!differs).then_some(dice)
 }
 
 impl Learned {
@@ -260,14 +301,9 @@ impl Learned {
         let mut matched: HashMap<&str, (f32, u32)> = HashMap::new();
         let records = self.lock();
         for r in records.iter() {
-            let shared = shared_terms(&r.terms, &q);
-            if shared == 0 {
+            let Some(dice) = strength(&r.terms, &q) else {
                 continue;
-            }
-            let dice = 2.0 * shared as f32 / (r.terms.len() + q.len()) as f32;
-            if dice < MIN_DICE {
-                continue;
-            }
+            };
             let m = matched.entry(r.tool.as_str()).or_default();
             m.0 = m.0.max(dice);
             m.1 = m.1.saturating_add(r.count);
@@ -342,11 +378,14 @@ mod tests {
         let a = terms("file a bug about the login page");
         let b = terms("file a bug about the login pages");
         let c = terms("read the file about the login page");
-        let dice = |x: &[String], y: &[String]| {
-            2.0 * shared_terms(x, y) as f32 / (x.len() + y.len()) as f32
-        };
-        assert!(dice(&a, &b) >= MIN_DICE);
-        assert!(dice(&a, &c) < MIN_DICE);
+        assert!(strength(&a, &b).is_some());
+        assert!(strength(&a, &c).is_none());
+        // One word more, but an action: another request.
+        let d = terms("which pods are crashing in staging");
+        let e = terms("delete the crashing pods in staging");
+        let f = terms("which pods keep crashing in staging");
+        assert!(strength(&d, &e).is_none());
+        assert!(strength(&d, &f).is_some());
     }
 
     #[test]
