@@ -223,6 +223,12 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
     cost_at_scale(&catalog);
 }
 
+/// `evo-bench --learning-cost`: only the in-process cost (meant for a
+/// release build; the sessions' part needs the daemon's binaries beside it).
+pub fn learning_cost(catalog_path: &Path) {
+    cost_at_scale(&searcheval::load_catalog(catalog_path));
+}
+
 /// The learned part's cost in process: the same queries ranked with nothing
 /// remembered, then with 10,000 remembered queries.
 fn cost_at_scale(catalog: &[(String, Vec<rmcp::model::Tool>)]) {

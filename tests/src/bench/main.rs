@@ -859,6 +859,10 @@ fn main() {
         cache_benchmarks();
         return;
     }
+    if args.iter().any(|a| a == "--learning-cost") {
+        learnbench::learning_cost(&real_catalog());
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--learning") {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut sets: Vec<std::path::PathBuf> = args[i + 1..]
