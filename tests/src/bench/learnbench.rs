@@ -66,7 +66,8 @@ fn ranked(c: &mut McpClient, query: &str) -> Vec<String> {
         .unwrap_or("")
         .lines()
         .filter(|l| !l.starts_with(' '))
-        .filter_map(|l| l.split(" — ").nth(1).and(l.split(" — ").next()))
+        .filter(|l| l.contains(" — "))
+        .filter_map(|l| l.split(" — ").next())
         .map(str::to_string)
         .collect()
 }
@@ -151,12 +152,15 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
                 .cloned()
                 .unwrap_or_default();
             let args = evo_daemon::schema::example::example_arguments(&schema);
-            let (_, is_error) = c.call_text("call_tool", json!({"name": p.tool, "arguments": args}));
+            let (_, is_error) =
+                c.call_text("call_tool", json!({"name": p.tool, "arguments": args}));
             if !is_error {
                 called += 1;
             }
         }
-        let learned = d.ctl_json(&["status"])["search"]["learned"].as_u64().unwrap_or(0);
+        let learned = d.ctl_json(&["status"])["search"]["learned"]
+            .as_u64()
+            .unwrap_or(0);
         let mut fresh = d.session(&["--mode", "dynamic"]);
         fresh.initialize();
         let mut times = Vec::new();
@@ -178,14 +182,22 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
         for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
             let rank = |r: &Vec<String>| r.iter().position(|n| *n == p.tool);
             if show && (is_control(p) != (rank(a) != Some(0))) {
-                println!("{} {:?} → {}: off {:?} on {:?} top {:?}", p.kind, p.test, p.tool, rank(b), rank(a), a.iter().take(3).collect::<Vec<_>>());
+                println!(
+                    "{} {:?} → {}: off {:?} on {:?} top {:?}",
+                    p.kind,
+                    p.test,
+                    p.tool,
+                    rank(b),
+                    rank(a),
+                    a.iter().take(3).collect::<Vec<_>>()
+                );
             }
             if is_control(p) {
                 controls += 1;
                 if b.iter().take(5).eq(a.iter().take(5)) {
                     unchanged += 1;
                 }
-                if rank(a).is_some_and(|r| r < 5) && !rank(b).is_some_and(|r| r < 5) {
+                if rank(a).is_some_and(|r| r < 5) && rank(b).is_none_or(|r| r >= 5) {
                     lifted += 1;
                 }
             } else {
@@ -194,9 +206,17 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
             }
         }
         times.sort();
-        let name = set.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        println!("\n## Learning from use: {name} ({} pairs, {controls} control)\n", pairs.len());
-        println!("feedback calls that succeeded: {called} of {}; queries remembered: {learned}\n", pairs.len());
+        let name = set
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        println!(
+            "\n## Learning from use: {name} ({} pairs, {controls} control)\n",
+            pairs.len()
+        );
+        println!(
+            "feedback calls that succeeded: {called} of {}; queries remembered: {learned}\n",
+            pairs.len()
+        );
         println!("| test queries | pairs | recall@1 | recall@5 | hit@5 | MRR |");
         println!("|---|---|---|---|---|---|");
         println!("{}", off.row("learning off"));

@@ -11,8 +11,8 @@ use evo_tests::harness::{
     daemon::{Daemon, server},
     locations::fixture,
     mcp::McpClient,
-    servers::replayed,
     process::TempDir,
+    servers::replayed,
     wait::{eventually, with_log},
 };
 use serde_json::{Value, json};
@@ -119,13 +119,19 @@ fn a_called_tool_is_found_first_by_later_sessions() {
     let first = first_line_of(&mut fresh, TEST);
     assert!(first.starts_with("git_log — "), "learned: {first}");
     assert!(learned_part(&d, TEST, "git_log").is_some_and(|p| p > 0.0));
-    assert_eq!(ranking(&d, CONTROL), control_before, "the control query moved");
+    assert_eq!(
+        ranking(&d, CONTROL),
+        control_before,
+        "the control query moved"
+    );
 
     // Kept across a restart, in the cache directory.
     let file = d.cache.join("learned-queries.json");
-    eventually(with_log("learned-queries.json", &d.log), Duration::from_secs(10), || {
-        std::fs::read_to_string(&file).is_ok_and(|t| t.contains("git_log"))
-    });
+    eventually(
+        with_log("learned-queries.json", &d.log),
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&file).is_ok_and(|t| t.contains("git_log")),
+    );
     let saved = std::fs::read_to_string(&file).unwrap();
     assert!(!saved.contains("repo_path"), "no arguments kept: {saved}");
     d.stop();
@@ -155,16 +161,28 @@ fn denied_unsearched_and_replaced_calls_count_nothing() {
     drop(c);
     // Called by exact name with no search before.
     let mut c = session(&d);
-    let (text, e) = c.call_text("call_tool", json!({"name": "fx_echo", "arguments": {"text": "hi"}}));
+    let (text, e) = c.call_text(
+        "call_tool",
+        json!({"name": "fx_echo", "arguments": {"text": "hi"}}),
+    );
     assert!(!e, "{text}");
     assert_eq!(learned_count(&d), 0, "a call with no search counted");
     // Replaced: git_show called, then a new search and git_status instead.
-    let (text, e) = search_and_call(&mut c, "look at what I changed", "git_show", json!({"repo_path": ".", "revision": "HEAD"}));
+    let (text, e) = search_and_call(
+        &mut c,
+        "look at what I changed",
+        "git_show",
+        json!({"repo_path": ".", "revision": "HEAD"}),
+    );
     assert!(!e, "{text}");
     assert_eq!(learned_count(&d), 1);
     let (text, e) = search_and_call(&mut c, "what files did I change", "git_status", repo());
     assert!(!e, "{text}");
-    assert_eq!(learned_count(&d), 2, "both queries count for git_status only");
+    assert_eq!(
+        learned_count(&d),
+        2,
+        "both queries count for git_status only"
+    );
     assert!(learned_part(&d, "look at what I changed", "git_show").is_none());
     assert!(learned_part(&d, "look at what I changed", "git_status").is_some());
     // Forget everything.
