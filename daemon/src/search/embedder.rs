@@ -160,6 +160,34 @@ pub async fn search(
     crate::search::search(index, snapshot, query, limit, domain)
 }
 
+/// Embeds the remembered queries of search's learning that have no vector
+/// (read from the file at start), on the model's pool, off every request.
+fn embed_learned(encoder: &Arc<Encoder>, pool: &Arc<Pool>) {
+    let queries = learned().without_vectors();
+    if queries.is_empty() {
+        return;
+    }
+    let encoder = encoder.clone();
+    pool.spawn(move || {
+        for chunk in queries.chunks(PROGRESS_EVERY) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            match encoder.encode(&refs, TextKind::Query, QUERY_TOKENS) {
+                Ok(vs) => learned().set_vectors(
+                    chunk
+                        .iter()
+                        .cloned()
+                        .zip(vs.into_iter().map(Arc::from))
+                        .collect(),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "learned queries not embedded");
+                    return;
+                }
+            }
+        }
+    });
+}
+
 /// The Embedder actor. See the module docs.
 pub struct Embedder {
     cache_dir: PathBuf,
@@ -263,6 +291,7 @@ impl Embedder {
             if self.unsaved {
                 self.save(&texts);
             }
+            embed_learned(&encoder, &pool);
             return;
         }
         let done = total

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::lexicon::ACTIONS;
+use super::model::dot;
 use super::porter;
 use super::text::tokenize;
 use crate::catalog::snapshot::Snapshot;
@@ -46,6 +47,10 @@ const MIN_DICE: f32 = 0.75;
 const WEIGHT: f32 = 2.0;
 /// Evidence counted at most: more sessions agreeing adds no more.
 const EVIDENCE_CAP: f32 = 3.0;
+/// A remembered query counts through the semantic stage when its vector's
+/// cosine with the query's is at least this: the same request reworded,
+/// not one on the same topic.
+const MIN_COSINE: f32 = 0.78;
 /// How long a write waits for more changes to join it.
 const SAVE_AFTER: Duration = Duration::from_millis(300);
 
@@ -60,6 +65,11 @@ struct Record {
     last: u64,
     #[serde(skip)]
     terms: Vec<u64>,
+    /// The query's vector of the semantic stage's model, when one runs:
+    /// taken from the query cache when the evidence comes, or embedded
+    /// off the request path after a restart.
+    #[serde(skip)]
+    vector: Option<Arc<[f32]>>,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -120,23 +130,24 @@ fn shared_terms(a: &[u64], b: &[u64]) -> usize {
     a.iter().filter(|t| b.binary_search(t).is_ok()).count()
 }
 
-/// How strongly a query (`q`) matches a remembered one (`r`): the Dice
-/// coefficient of their terms, or nothing when it is under [`MIN_DICE`] or
-/// the query has an action word the remembered one has not.
-fn strength(r: &[u64], q: &[u64]) -> Option<f32> {
-    let shared = shared_terms(r, q);
-    if shared == 0 {
-        return None;
-    }
-    let dice = 2.0 * shared as f32 / (r.len() + q.len()) as f32;
-    if dice < MIN_DICE {
-        return None;
-    }
+/// How strongly a query matches a remembered one: by their terms (`q`,
+/// `r`: the Dice coefficient, at least [`MIN_DICE`]) or by their vectors
+/// (the cosine, at least [`MIN_COSINE`]), whichever is stronger; nothing
+/// when the query has an action word the remembered one has not.
+fn strength(r: &[u64], q: &[u64], cosine: f32) -> Option<f32> {
     // A verb left out ("who wrote…" for "see who wrote…") asks for the
     // same; a verb the remembered query lacks asks for something else.
     let action = |t: &u64| ACTION_TERMS.binary_search(t).is_ok();
-    let other_action = q.iter().any(|t| r.binary_search(t).is_err() && action(t));
-    (!other_action).then_some(dice)
+    if q.iter().any(|t| r.binary_search(t).is_err() && action(t)) {
+        return None;
+    }
+    let dice = 2.0 * shared_terms(r, q) as f32 / (r.len() + q.len()).max(1) as f32;
+    let by_words = (dice >= MIN_DICE).then_some(dice);
+    let by_meaning = (cosine >= MIN_COSINE).then_some(cosine);
+    match (by_words, by_meaning) {
+        (Some(w), Some(m)) => Some(w.max(m)),
+        (one, other) => one.or(other),
+    }
 }
 
 impl Learned {
@@ -193,8 +204,9 @@ impl Learned {
         self.len() == 0
     }
 
-    /// Counts `query` as evidence for `tool`.
-    pub fn add(&self, query: &str, tool: &str) {
+    /// Counts `query` as evidence for `tool`; `vector` is the query's in
+    /// the semantic stage's model, when one runs.
+    pub fn add(&self, query: &str, tool: &str, vector: Option<Arc<[f32]>>) {
         if !self.enabled() {
             return;
         }
@@ -212,6 +224,9 @@ impl Learned {
                 Some(r) => {
                     r.count = r.count.saturating_add(1);
                     r.last = now();
+                    if vector.is_some() {
+                        r.vector = vector;
+                    }
                 }
                 None => {
                     if records.len() >= MAX_RECORDS
@@ -228,6 +243,7 @@ impl Learned {
                         count: 1,
                         last: now(),
                         terms: t,
+                        vector,
                     });
                 }
             }
@@ -292,7 +308,15 @@ impl Learned {
 
     /// Adds the learned part to `scores` (the lexical scores of the
     /// snapshot's tools) and returns it per tool (0 where nothing counts).
-    pub fn boost(&self, snapshot: &Snapshot, query: &str, scores: &mut [f32]) -> Vec<f32> {
+    /// With `query_vector` (the semantic stage runs) a remembered query
+    /// whose vector is close enough counts too.
+    pub fn boost(
+        &self,
+        snapshot: &Snapshot,
+        query: &str,
+        query_vector: Option<&[f32]>,
+        scores: &mut [f32],
+    ) -> Vec<f32> {
         let mut learned = vec![0.0; scores.len()];
         if !self.enabled() {
             return learned;
@@ -305,7 +329,11 @@ impl Learned {
         let mut matched: HashMap<&str, (f32, u32)> = HashMap::new();
         let records = self.lock();
         for r in records.iter() {
-            let Some(dice) = strength(&r.terms, &q) else {
+            let cosine = match (query_vector, r.vector.as_deref()) {
+                (Some(qv), Some(rv)) if qv.len() == rv.len() => dot(qv, rv),
+                _ => 0.0,
+            };
+            let Some(dice) = strength(&r.terms, &q, cosine) else {
                 continue;
             };
             let m = matched.entry(r.tool.as_str()).or_default();
@@ -326,6 +354,30 @@ impl Learned {
             scores[d] += part;
         }
         learned
+    }
+
+    /// Remembered queries without a vector (after a restart), for the
+    /// Embedder to embed off the request path.
+    pub fn without_vectors(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|r| r.vector.is_none())
+            .map(|r| r.query.clone())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Gives each remembered `query` its vector.
+    pub fn set_vectors(&self, vectors: Vec<(String, Arc<[f32]>)>) {
+        let by_query: HashMap<String, Arc<[f32]>> = vectors.into_iter().collect();
+        for r in self.lock().iter_mut() {
+            if let Some(v) = by_query.get(&r.query) {
+                r.vector = Some(v.clone());
+            }
+        }
     }
 
     /// Writes the file a moment from now on a thread of its own, once for
@@ -382,18 +434,18 @@ mod tests {
         let a = terms("file a bug about the login page");
         let b = terms("file a bug about the login pages");
         let c = terms("read the file about the login page");
-        assert!(strength(&a, &b).is_some());
-        assert!(strength(&a, &c).is_none());
+        assert!(strength(&a, &b, 0.0).is_some());
+        assert!(strength(&a, &c, 0.0).is_none());
         // One word more, but an action: another request.
         let d = terms("which pods are crashing in staging");
         let e = terms("delete the crashing pods in staging");
         let f = terms("which pods keep crashing in staging");
-        assert!(strength(&d, &e).is_none());
-        assert!(strength(&d, &f).is_some());
+        assert!(strength(&d, &e, 0.9).is_none());
+        assert!(strength(&d, &f, 0.0).is_some());
         // A verb left out is the same request.
         let g = terms("see who wrote the last few changes");
         let h = terms("who wrote the last few changes");
-        assert!(strength(&g, &h).is_some());
+        assert!(strength(&g, &h, 0.0).is_some());
     }
 
     #[test]

@@ -342,7 +342,8 @@ pub fn search_with(
         vec![0.0; snapshot.tools.len()]
     };
     let learned_parts = if stages.lexical {
-        learned::learned().boost(snapshot, query, &mut scores)
+        let vector = stages.semantic.map(|s| s.query);
+        learned::learned().boost(snapshot, query, vector, &mut scores)
     } else {
         Vec::new()
     };

@@ -6,6 +6,7 @@
 //! Kept per session, in memory, under a `Mutex` held for microseconds.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::search::learned::learned;
@@ -18,7 +19,8 @@ const TASK_QUERIES: usize = 5;
 /// One session's recent searches and what they were counted for.
 #[derive(Default)]
 pub struct Evidence {
-    searches: VecDeque<(Instant, String)>,
+    /// When, the query, and its vector when the semantic stage ran.
+    searches: VecDeque<(Instant, String, Option<Arc<[f32]>>)>,
     /// (query, tool) pairs already counted: one session counts a pair once.
     counted: Vec<(String, String)>,
     /// The latest tool credited, and when.
@@ -26,18 +28,19 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    /// A `discover_tools` query.
-    pub fn searched(&mut self, query: &str, now: Instant) {
+    /// A `discover_tools` query, with its vector when the semantic stage
+    /// ranked it.
+    pub fn searched(&mut self, query: &str, vector: Option<Arc<[f32]>>, now: Instant) {
         let query = query.trim();
         if query.is_empty() || !learned().enabled() {
             return;
         }
         self.forget_old(now);
-        self.searches.retain(|(_, q)| q != query);
+        self.searches.retain(|(_, q, _)| q != query);
         if self.searches.len() >= TASK_QUERIES {
             self.searches.pop_front();
         }
-        self.searches.push_back((now, query.to_string()));
+        self.searches.push_back((now, query.to_string(), vector));
     }
 
     /// A successful call of `tool`: the task's queries count for it.
@@ -50,9 +53,9 @@ impl Evidence {
         // it: the agent went on to this one, so the other was the wrong one.
         if let Some((at, replaced)) = self.last_call.take()
             && replaced != tool
-            && self.searches.iter().any(|(t, _)| *t > at)
+            && self.searches.iter().any(|(t, _, _)| *t > at)
         {
-            let queries: Vec<String> = self.searches.iter().map(|(_, q)| q.clone()).collect();
+            let queries: Vec<String> = self.searches.iter().map(|(_, q, _)| q.clone()).collect();
             self.counted.retain(|(q, t)| {
                 let withdraw = *t == replaced && queries.contains(q);
                 if withdraw {
@@ -61,9 +64,9 @@ impl Evidence {
                 !withdraw
             });
         }
-        for (_, q) in &self.searches {
+        for (_, q, v) in &self.searches {
             if !self.counted.iter().any(|(cq, ct)| cq == q && ct == tool) {
-                learned().add(q, tool);
+                learned().add(q, tool, v.clone());
                 self.counted.push((q.clone(), tool.to_string()));
             }
         }
@@ -74,7 +77,7 @@ impl Evidence {
         while self
             .searches
             .front()
-            .is_some_and(|(t, _)| now.duration_since(*t) > TASK_WINDOW)
+            .is_some_and(|(t, _, _)| now.duration_since(*t) > TASK_WINDOW)
         {
             self.searches.pop_front();
         }

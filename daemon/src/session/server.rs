@@ -293,10 +293,13 @@ impl SessionServer {
         )
         .await;
         metrics::metrics().search(started.elapsed());
+        // The query's vector, when the semantic stage computed one: what
+        // it teaches is then found by meaning too.
+        let vector = self.semantic.load().queries.get(&params.query);
         self.evidence
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .searched(&params.query, started);
+            .searched(&params.query, vector, started);
         let cards = params.schemas || modern;
         let parts = search::CardParts {
             schema: cards,

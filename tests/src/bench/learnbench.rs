@@ -243,6 +243,29 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
     cost_at_scale(&catalog);
 }
 
+/// `evo-bench --learning-cosines MODEL [SET]`: each pair's cosine of its
+/// feedback and test queries (a development set only: it prints queries).
+pub fn learning_cosines(model: &Path, set: &Path) {
+    use evo_daemon::search::model::{Encoder, TextKind, dot};
+    assert!(
+        set.to_string_lossy().contains("dev"),
+        "only a development set's queries may be printed"
+    );
+    let encoder = Encoder::load(model, None).expect("model");
+    for p in load_pairs(set) {
+        let v = encoder
+            .encode(&[p.feedback.as_str(), p.test.as_str()], TextKind::Query, 64)
+            .expect("encode");
+        println!(
+            "{:.3} {} {:?} / {:?}",
+            dot(&v[0], &v[1]),
+            p.kind,
+            p.feedback,
+            p.test
+        );
+    }
+}
+
 /// `evo-bench --learning-cost`: only the in-process cost (meant for a
 /// release build; the sessions' part needs the daemon's binaries beside it).
 pub fn learning_cost(catalog_path: &Path) {
@@ -288,7 +311,7 @@ fn cost_at_scale(catalog: &[(String, Vec<rmcp::model::Tool>)]) {
             words[(i / 11) % words.len()]
         );
         let tool = &snapshot.tools[i % snapshot.tools.len()].name;
-        learned().add(&q, tool);
+        learned().add(&q, tool, None);
     }
     let full = time(&queries);
     println!(

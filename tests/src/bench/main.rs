@@ -859,6 +859,12 @@ fn main() {
         cache_benchmarks();
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--learning-cosines") {
+        let model = std::path::PathBuf::from(&args[i + 1]);
+        let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/pairs-dev.jsonl");
+        learnbench::learning_cosines(&model, &set);
+        return;
+    }
     if args.iter().any(|a| a == "--learning-cost") {
         learnbench::learning_cost(&real_catalog());
         return;

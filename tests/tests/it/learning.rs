@@ -201,3 +201,59 @@ fn learning_off_learns_nothing() {
     assert_eq!(learned_count(&d), 0);
     assert_eq!(ranking(&d, TEST), before);
 }
+
+/// The unpacked test model (`EVO_TEST_MODEL`, set by tests/run), or None
+/// and a "skipped" line.
+fn test_model() -> Option<std::path::PathBuf> {
+    match std::env::var_os("EVO_TEST_MODEL") {
+        Some(p) => Some(evo_tests::harness::locations::repo_root().join(p)),
+        None => {
+            evo_tests::harness::skipped(
+                "EVO_TEST_MODEL is unset (tests/run unpacks all-MiniLM-L6-v2 and sets it)",
+            );
+            None
+        }
+    }
+}
+
+/// With a model, a remembered query counts for a reworded one through its
+/// vector, also after a restart (the vectors are embedded again), and not
+/// for a query about something else.
+#[test]
+fn with_a_model_reworded_queries_learn_too() {
+    let Some(model) = test_model() else { return };
+    let mut d = start(json!({"model": model.to_string_lossy()}), "");
+    let ready = |d: &Daemon| {
+        d.wait_status("every tool embedded", |s| s["search"]["state"] == "ready");
+    };
+    ready(&d);
+    // Shares two of the feedback's five terms: only its vector matches.
+    let reworded = "who wrote the most recent changes";
+    let control = "what time is it in Tokyo";
+    let before = ranking(&d, reworded);
+    let control_before = ranking(&d, control);
+    let mut c = session(&d);
+    let (text, e) = search_and_call(&mut c, FEEDBACK, "git_log", repo());
+    assert!(!e, "{text}");
+    assert!(
+        before
+            .iter()
+            .position(|t| t == "git_log")
+            .is_none_or(|i| i > 0),
+        "{before:?}"
+    );
+    assert_eq!(ranking(&d, reworded)[0], "git_log");
+    assert_eq!(ranking(&d, control), control_before);
+    d.stop();
+    d.spawn(&[], &[]);
+    ready(&d);
+    eventually(
+        with_log("learned vectors", &d.log),
+        Duration::from_secs(30),
+        || {
+            ranking(&d, reworded)
+                .first()
+                .is_some_and(|t| t == "git_log")
+        },
+    );
+}
