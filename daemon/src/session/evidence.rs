@@ -16,11 +16,14 @@ pub const TASK_WINDOW: Duration = Duration::from_secs(300);
 /// Searches of one task remembered.
 const TASK_QUERIES: usize = 5;
 
+/// A search of the task: when, the query, and its vector when the semantic
+/// stage ranked it.
+type Search = (Instant, String, Option<Arc<[f32]>>);
+
 /// One session's recent searches and what they were counted for.
 #[derive(Default)]
 pub struct Evidence {
-    /// When, the query, and its vector when the semantic stage ran.
-    searches: VecDeque<(Instant, String, Option<Arc<[f32]>>)>,
+    searches: VecDeque<Search>,
     /// (query, tool) pairs already counted: one session counts a pair once.
     counted: Vec<(String, String)>,
     /// The latest tool credited, and when.
