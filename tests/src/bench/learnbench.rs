@@ -9,6 +9,7 @@
 //! (`bench/queries.jsonl`) is scored before and after too. Then the cost of
 //! the learned part of a query, in process, at 10,000 remembered queries.
 //! Only totals are printed: a blind set's misses are never shown.
+//! `EVO_BENCH_LEARN_MODEL=DIR` runs evod with that `search.model`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -132,9 +133,19 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
                 )
             })
             .collect();
-        let d = Daemon::start(&json!({"mcpServers": servers}));
+        // `EVO_BENCH_LEARN_MODEL=DIR`: with the semantic stage.
+        let model = std::env::var("EVO_BENCH_LEARN_MODEL").ok();
+        let search = model.as_ref().map_or(json!({}), |m| json!({"model": m}));
+        let d = Daemon::start(&json!({"mcpServers": servers, "search": search}));
         let ids: Vec<&str> = catalog.iter().map(|(id, _)| id.as_str()).collect();
         d.wait_ready(&ids);
+        if model.is_some() {
+            evo_tests::harness::wait::eventually(
+                "every tool embedded",
+                Duration::from_secs(900),
+                || d.ctl_json(&["status"])["search"]["state"] == "ready",
+            );
+        }
         let mut probe = d.session(&["--mode", "dynamic"]);
         probe.initialize();
         let before: Vec<Vec<String>> = pairs.iter().map(|p| ranked(&mut probe, &p.test)).collect();
