@@ -16,9 +16,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use evo_daemon::names::exposed_name;
+use evo_daemon::schema::example::example_arguments;
+use evo_daemon::search;
+use evo_daemon::search::learned::{MAX_RECORDS, learned};
+use evo_daemon::search::model::{Encoder, TextKind, dot};
+use evo_tests::harness::{
+    daemon::Daemon, mcp::McpClient, servers::fixture_server, wait::eventually,
+};
+use rmcp::model::Tool;
+
 use crate::searcheval;
 use crate::timing::{percentile, us};
-use evo_tests::harness::{daemon::Daemon, mcp::McpClient, servers::fixture_server};
 
 /// One line of a pair set.
 struct Pair {
@@ -35,7 +44,7 @@ fn load_pairs(path: &Path) -> Vec<Pair> {
         .map(|l| {
             let v: Value = serde_json::from_str(l).expect("pair line");
             let tool = match &v["tool"] {
-                Value::Array(p) => evo_daemon::names::exposed_name(
+                Value::Array(p) => exposed_name(
                     p.first().and_then(Value::as_str).unwrap_or(""),
                     p.get(1).and_then(Value::as_str).unwrap_or(""),
                 ),
@@ -113,7 +122,7 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
         .flat_map(|(id, tools)| {
             tools.iter().map(move |t| {
                 (
-                    evo_daemon::names::exposed_name(id, &t.name),
+                    exposed_name(id, &t.name),
                     Value::Object((*t.input_schema).clone()),
                 )
             })
@@ -140,11 +149,9 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
         let ids: Vec<&str> = catalog.iter().map(|(id, _)| id.as_str()).collect();
         d.wait_ready(&ids);
         if model.is_some() {
-            evo_tests::harness::wait::eventually(
-                "every tool embedded",
-                Duration::from_secs(900),
-                || d.ctl_json(&["status"])["search"]["state"] == "ready",
-            );
+            eventually("every tool embedded", Duration::from_secs(900), || {
+                d.ctl_json(&["status"])["search"]["state"] == "ready"
+            });
         }
         let mut probe = d.session(&["--mode", "dynamic"]);
         probe.initialize();
@@ -162,7 +169,7 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
-            let args = evo_daemon::schema::example::example_arguments(&schema);
+            let args = example_arguments(&schema);
             let (_, is_error) =
                 c.call_text("call_tool", json!({"name": p.tool, "arguments": args}));
             if !is_error {
@@ -257,7 +264,6 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
 /// `evo-bench --learning-cosines MODEL [SET]`: each pair's cosine of its
 /// feedback and test queries (a development set only: it prints queries).
 pub fn learning_cosines(model: &Path, set: &Path) {
-    use evo_daemon::search::model::{Encoder, TextKind, dot};
     assert!(
         set.to_string_lossy().contains("dev"),
         "only a development set's queries may be printed"
@@ -285,8 +291,7 @@ pub fn learning_cost(catalog_path: &Path) {
 
 /// The learned part's cost in process: the same queries ranked with nothing
 /// remembered, then with 10,000 remembered queries.
-fn cost_at_scale(catalog: &[(String, Vec<rmcp::model::Tool>)]) {
-    use evo_daemon::search::learned::{MAX_RECORDS, learned};
+fn cost_at_scale(catalog: &[(String, Vec<Tool>)]) {
     let snapshot = searcheval::snapshot(catalog);
     let index = searcheval::index_of(&snapshot);
     let queries: Vec<String> = searcheval::load_queries(
@@ -300,7 +305,7 @@ fn cost_at_scale(catalog: &[(String, Vec<rmcp::model::Tool>)]) {
             .iter()
             .map(|q| {
                 let s = Instant::now();
-                evo_daemon::search::search(&index.index, &snapshot, q, 10, None);
+                search::search(&index.index, &snapshot, q, 10, None);
                 s.elapsed()
             })
             .collect();

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use evo_tests::harness::{
     daemon::{Daemon, server},
-    locations::fixture,
+    locations::{fixture, repo_root},
     mcp::McpClient,
     process::TempDir,
     servers::replayed,
+    skipped,
     wait::{eventually, with_log},
 };
 use serde_json::{Value, json};
@@ -206,11 +207,9 @@ fn learning_off_learns_nothing() {
 /// and a "skipped" line.
 fn test_model() -> Option<std::path::PathBuf> {
     match std::env::var_os("EVO_TEST_MODEL") {
-        Some(p) => Some(evo_tests::harness::locations::repo_root().join(p)),
+        Some(p) => Some(repo_root().join(p)),
         None => {
-            evo_tests::harness::skipped(
-                "EVO_TEST_MODEL is unset (tests/run unpacks all-MiniLM-L6-v2 and sets it)",
-            );
+            skipped("EVO_TEST_MODEL is unset (tests/run unpacks all-MiniLM-L6-v2 and sets it)");
             None
         }
     }
