@@ -262,6 +262,8 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(1);
     }
     let ran = system.run();
+    // What search learned in its last moment, not yet written.
+    learned().flush();
     // The children are ended (or evod failed to run): the guard may go.
     guard::bye();
     if let Err(e) = ran {

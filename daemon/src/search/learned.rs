@@ -83,6 +83,8 @@ pub struct Learned {
     enabled: AtomicBool,
     path: Mutex<Option<PathBuf>>,
     saving: Arc<AtomicBool>,
+    /// Changed since the file was last written.
+    dirty: AtomicBool,
 }
 
 static LEARNED: OnceLock<Learned> = OnceLock::new();
@@ -157,6 +159,7 @@ impl Learned {
             enabled: AtomicBool::new(true),
             path: Mutex::new(None),
             saving: Arc::new(AtomicBool::new(false)),
+            dirty: AtomicBool::new(false),
         }
     }
 
@@ -386,6 +389,7 @@ impl Learned {
         let Some(path) = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
             return;
         };
+        self.dirty.store(true, Ordering::Release);
         if self.saving.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -403,7 +407,18 @@ impl Learned {
         }
     }
 
+    /// Writes what a write still pending would (evod is stopping).
+    pub fn flush(&self) {
+        let path = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(path) = path
+            && self.dirty.load(Ordering::Acquire)
+        {
+            self.save(&path);
+        }
+    }
+
     fn save(&self, path: &Path) {
+        self.dirty.store(false, Ordering::Release);
         let saved = Saved {
             records: self.lock().clone(),
         };
