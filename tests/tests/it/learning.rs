@@ -256,3 +256,31 @@ fn with_a_model_reworded_queries_learn_too() {
         },
     );
 }
+
+/// A tool that leaves the catalog (its server removed from the config)
+/// loses what was learned for it.
+#[test]
+fn a_tool_leaving_the_catalog_is_forgotten() {
+    let d = start(json!({}), "");
+    let mut c = session(&d);
+    let (text, e) = search_and_call(
+        &mut c,
+        "what time is it in Tokyo",
+        "time_get_current_time",
+        json!({"timezone": "Asia/Tokyo"}),
+    );
+    assert!(!e, "{text}");
+    assert_eq!(learned_count(&d), 1);
+    let config = json!({"mcpServers": {
+        "fx": {"command": fixture().to_string_lossy()},
+        "git": replayed("git")
+    }});
+    std::fs::write(&d.config, serde_json::to_vec(&config).unwrap()).unwrap();
+    let (code, out, err) = d.ctl(&["reload"]);
+    assert_eq!(code, 0, "{out}{err}");
+    eventually(
+        with_log("the time server's evidence dropped", &d.log),
+        Duration::from_secs(10),
+        || learned_count(&d) == 0,
+    );
+}
