@@ -83,7 +83,8 @@ enum Command {
         #[arg(long, conflicts_with = "session")]
         all: bool,
     },
-    /// Search the catalog
+    /// Search the catalog; `search forget [TOOL]` drops what search learned
+    /// from use (for one tool, or all)
     Search {
         /// What you want to do, in plain words
         #[arg(required = true)]
@@ -512,6 +513,12 @@ fn to_request(cmd: Command) -> (CtlRequest, Option<PathBuf>) {
     let r = match cmd {
         Command::Status => CtlRequest::Status,
         Command::List { session, all } => CtlRequest::List { session, all },
+        // `search forget [TOOL]`: drop what search learned from use.
+        Command::Search { query, .. } if query.len() <= 2 && query[0] == "forget" => {
+            CtlRequest::SearchForget {
+                tool: query.get(1).cloned(),
+            }
+        }
         Command::Search {
             query,
             limit,

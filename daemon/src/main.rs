@@ -34,6 +34,7 @@ use evo_daemon::runtime::shutdown::StopSignal;
 use evo_daemon::runtime::socket_activation::Inherited;
 use evo_daemon::search::embedder::Embedder;
 use evo_daemon::search::embedder::SemanticView;
+use evo_daemon::search::learned::learned;
 use evo_daemon::search::model;
 use evo_daemon::store::Store;
 use evo_daemon::supervisor::AttachConsole;
@@ -261,6 +262,8 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(1);
     }
     let ran = system.run();
+    // What search learned in its last moment, not yet written.
+    learned().flush();
     // The children are ended (or evod failed to run): the guard may go.
     guard::bye();
     if let Err(e) = ran {
@@ -326,6 +329,7 @@ async fn run(
         )
         .with_shared_pins(&opts.store)
         .start();
+    learned().load(&cache_dir);
     let semantic = Arc::new(ArcSwap::from_pointee(SemanticView::off()));
     let search = SearchStage {
         embedder: Embedder::new(&opts.cache_dir, semantic.clone()).start(),

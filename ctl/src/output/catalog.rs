@@ -52,6 +52,7 @@ pub fn search(r: &SearchResults) -> Printout {
                 row.push(format!("{:.2}", e.lexical));
                 row.push(num(e.semantic));
                 row.push(num(e.fused));
+                row.push(num(e.learned));
                 row.push(match (&e.near_duplicate_of, e.similarity) {
                     (Some(of), Some(sim)) => format!("next to {of} ({sim:.2})"),
                     _ => "-".into(),
@@ -64,7 +65,8 @@ pub fn search(r: &SearchResults) -> Printout {
     if !rows.is_empty() && explain {
         p.lines(table(
             &[
-                "SCORE", "LEXICAL", "SEMANTIC", "FUSED", "NEAR-DUP", "TOOL", "DOMAIN", "SUMMARY",
+                "SCORE", "LEXICAL", "SEMANTIC", "FUSED", "LEARNED", "NEAR-DUP", "TOOL", "DOMAIN",
+                "SUMMARY",
             ],
             &rows,
         ));
@@ -274,8 +276,8 @@ mod tests {
         assert_eq!(
             search(&r).stdout().lines().take(2).collect::<Vec<_>>(),
             [
-                "SCORE  LEXICAL  SEMANTIC  FUSED  NEAR-DUP  TOOL     DOMAIN  SUMMARY",
-                "1.50   2.00     0.500     -      -         fx_echo  fx      Echoes text.",
+                "SCORE  LEXICAL  SEMANTIC  FUSED  LEARNED  NEAR-DUP  TOOL     DOMAIN  SUMMARY",
+                "1.50   2.00     0.500     -      -        -         fx_echo  fx      Echoes text.",
             ]
         );
         r.results.clear();

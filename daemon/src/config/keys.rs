@@ -59,7 +59,7 @@ pub(super) const CODE_MODE_KEYS: &[&str] = &["enabled", "timeout_ms", "memory_mb
 /// Read by `evoctl add`, not by evod: known here so it is not warned about.
 pub(super) const REGISTRY_KEYS: &[&str] = &["url"];
 pub(super) const SANDBOX_KEYS: &[&str] = &["default"];
-pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads"];
+pub(super) const SEARCH_KEYS: &[&str] = &["model", "query_prefix", "threads", "learn"];
 pub(super) const LIMITS_KEYS: &[&str] = &[
     "max_message_bytes",
     "max_concurrent_starts",

@@ -175,7 +175,7 @@ impl Default for StoreSettings {
 }
 
 /// The `search` section: the sentence-embedding model of the semantic stage.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchSettings {
     /// `search.model`: a model directory, or a model id (`org/name`) that
     /// `evoctl model pull` put in the cache directory. None: lexical only.
@@ -184,6 +184,20 @@ pub struct SearchSettings {
     pub query_prefix: Option<String>,
     /// `search.threads`: cores the model may use (1 when unset).
     pub threads: usize,
+    /// `search.learn`: search learns from the tools sessions end up calling
+    /// (on when unset).
+    pub learn: bool,
+}
+
+impl Default for SearchSettings {
+    fn default() -> SearchSettings {
+        SearchSettings {
+            model: None,
+            query_prefix: None,
+            threads: 0,
+            learn: true,
+        }
+    }
 }
 
 impl SearchSettings {
@@ -447,6 +461,10 @@ pub(super) fn parse_search(
         Some(v) => count(v)
             .and_then(positive)
             .map_err(|e| format!("search.threads: {}", e.message))?,
+    };
+    settings.learn = match present(object, "learn") {
+        None => true,
+        Some(v) => boolean(v).map_err(|e| format!("search.learn: {}", e.message))?,
     };
     Ok(settings)
 }

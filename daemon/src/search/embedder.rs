@@ -42,6 +42,7 @@ use crate::catalog::snapshot::Snapshot;
 use crate::config::SearchSettings;
 use crate::runtime::atomic_file::{self, Mode};
 use crate::search::MAX_QUERY_BYTES;
+use crate::search::learned::learned;
 use crate::search::model::{Encoder, Pool, TextKind};
 use crate::search::semantic::{
     self, DocVectors, QUERY_TOKENS, QueryCache, TOOL_TOKENS, TextKey, text_key,
@@ -159,6 +160,34 @@ pub async fn search(
     crate::search::search(index, snapshot, query, limit, domain)
 }
 
+/// Embeds the remembered queries of search's learning that have no vector
+/// (read from the file at start), on the model's pool, off every request.
+fn embed_learned(encoder: &Arc<Encoder>, pool: &Arc<Pool>) {
+    let queries = learned().without_vectors();
+    if queries.is_empty() {
+        return;
+    }
+    let encoder = encoder.clone();
+    pool.spawn(move || {
+        for chunk in queries.chunks(PROGRESS_EVERY) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            match encoder.encode(&refs, TextKind::Query, QUERY_TOKENS) {
+                Ok(vs) => learned().set_vectors(
+                    chunk
+                        .iter()
+                        .cloned()
+                        .zip(vs.into_iter().map(Arc::from))
+                        .collect(),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "learned queries not embedded");
+                    return;
+                }
+            }
+        }
+    });
+}
+
 /// The Embedder actor. See the module docs.
 pub struct Embedder {
     cache_dir: PathBuf,
@@ -262,6 +291,7 @@ impl Embedder {
             if self.unsaved {
                 self.save(&texts);
             }
+            embed_learned(&encoder, &pool);
             return;
         }
         let done = total
@@ -478,6 +508,7 @@ impl Handler<CatalogChanged> for Embedder {
     type Result = ();
     fn handle(&mut self, msg: CatalogChanged, ctx: &mut Context<Self>) {
         let version = msg.snapshot.version;
+        learned().retain_catalog(&msg.snapshot);
         self.latest = Some(msg.snapshot);
         self.catch_up(ctx);
         // The lexical index of a snapshot that has stood for a moment is

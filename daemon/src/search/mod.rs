@@ -8,6 +8,7 @@
 
 pub mod embedder;
 mod index;
+pub mod learned;
 mod lexicon;
 pub mod model;
 mod porter;
@@ -340,9 +341,15 @@ pub fn search_with(
     } else {
         vec![0.0; snapshot.tools.len()]
     };
+    let learned_parts = if stages.lexical {
+        let vector = stages.semantic.map(|s| s.query);
+        learned::learned().boost(snapshot, query, vector, &mut scores)
+    } else {
+        Vec::new()
+    };
     let allowed =
         |d: usize| domain.is_none_or(|dm| snapshot.tools[d].domain.eq_ignore_ascii_case(dm));
-    let hits: Vec<Hit> = match stages.semantic.filter(|s| s.docs.fits(snapshot)) {
+    let mut hits: Vec<Hit> = match stages.semantic.filter(|s| s.docs.fits(snapshot)) {
         Some(sem) => semantic::rank(index, snapshot, &scores, &allowed, sem, stages, limit)
             .into_iter()
             .map(|(d, score, stages)| Hit {
@@ -353,6 +360,14 @@ pub fn search_with(
             .collect(),
         None => lexical_hits(snapshot, std::mem::take(&mut scores), &allowed, limit),
     };
+    if learned_parts.iter().any(|&p| p > 0.0) {
+        for h in &mut hits {
+            h.stages.learned = snapshot
+                .position(&h.entry.name)
+                .map(|d| learned_parts[d])
+                .filter(|&p| p > 0.0);
+        }
+    }
     let reason = hits.is_empty().then(|| {
         format!(
             "no tool matches '{query}'; try other words, or describe_capability to browse domains"

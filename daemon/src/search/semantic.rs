@@ -299,6 +299,8 @@ pub struct StageScores {
     /// The result it was pulled up next to as a near-duplicate, and how
     /// similar the two are.
     pub pulled_by: Option<(String, f32)>,
+    /// The part of the lexical score learned from use (see `learned`).
+    pub learned: Option<f32>,
 }
 
 /// Min-max normalisation of the scores of `docs`.
@@ -372,6 +374,7 @@ pub(super) fn rank(
         semantic: Some(cosines[d as usize]),
         fused: Some(s),
         pulled_by: None,
+        learned: None,
     };
     let mut out: Vec<(u32, f32, StageScores)> =
         ranked.iter().map(|&(d, s)| (d, s, scores(d, s))).collect();

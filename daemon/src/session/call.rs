@@ -494,7 +494,13 @@ impl SessionServer {
             return Ok(response);
         };
         match (result.is_error == Some(true), reached.about_arguments()) {
-            (false, _) => self.record_success(&entry.name, prior).await,
+            (false, _) => {
+                self.evidence
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .called(&entry.name, Instant::now());
+                self.record_success(&entry.name, prior).await
+            }
             (true, true) => {
                 let failures = self.record_failure(&entry.name, key).await;
                 if failures >= 2 {

@@ -42,6 +42,7 @@ pub mod breaker;
 mod call;
 pub mod config_trouble;
 pub mod disclosure;
+mod evidence;
 mod login;
 pub mod native_tools;
 pub mod offers;

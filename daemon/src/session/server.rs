@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::approval::{Answers, Ask};
 use super::breaker::RetryBreaker;
+use super::evidence::Evidence;
 use super::{Listener, Session, SessionView, SetActive, Visibility, level_rank, visible_entries};
 use crate::VERSION;
 use crate::catalog::snapshot::{Snapshot, ToolEntry};
@@ -61,6 +62,8 @@ pub struct SessionServer {
     pub first_answers_by: Instant,
     /// Identical failing calls of this session (see [`super::breaker`]).
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
+    /// Its recent searches, for what search learns (see [`super::evidence`]).
+    pub evidence: Arc<std::sync::Mutex<Evidence>>,
     /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
     /// that carries the user's answer.
     pub asks: Arc<std::sync::Mutex<Vec<Ask>>>,
@@ -131,6 +134,7 @@ impl SessionServer {
             code_mode: opened.code_mode,
             first_answers_by: Instant::now() + opened.startup_wait,
             breaker: Default::default(),
+            evidence: Default::default(),
             asks: Default::default(),
             role: opened.role.clone(),
             identity: opened.identity.clone(),
@@ -289,6 +293,13 @@ impl SessionServer {
         )
         .await;
         metrics::metrics().search(started.elapsed());
+        // The query's vector, when the semantic stage computed one: what
+        // it teaches is then found by meaning too.
+        let vector = self.semantic.load().queries.get(&params.query);
+        self.evidence
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .searched(&params.query, vector, started);
         let cards = params.schemas || modern;
         let parts = search::CardParts {
             schema: cards,

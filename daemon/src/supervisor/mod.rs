@@ -60,6 +60,7 @@ use crate::policy::profiles::SavedProfiles;
 use crate::search::embedder::Configure;
 use crate::search::embedder::Embedder;
 use crate::search::embedder::SemanticView;
+use crate::search::learned::learned;
 use crate::session::config_trouble::ConfigTrouble;
 use crate::store::Event;
 use crate::store::Store;
@@ -192,6 +193,7 @@ impl Supervisor {
             .parent()
             .unwrap_or(std::path::Path::new("."));
         let settings = self.config.search.clone();
+        learned().set_enabled(settings.learn);
         let model_dir = settings.model_dir(config_dir, &self.opts.cache_dir);
         self.embedder.do_send(Configure {
             settings,

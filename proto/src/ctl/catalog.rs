@@ -112,6 +112,9 @@ pub struct StageScores {
     /// How similar the two are (cosine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f64>,
+    /// The part of the lexical score learned from use (`search.learn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<f64>,
 }
 
 /// `evoctl list --json`.

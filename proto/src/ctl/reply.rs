@@ -138,7 +138,8 @@ impl Reply {
             | CtlRequest::Stop
             | CtlRequest::Trust { .. }
             | CtlRequest::TokenRevoke { .. }
-            | CtlRequest::Logout { .. } => Reply::Action(from_value(data)?),
+            | CtlRequest::Logout { .. }
+            | CtlRequest::SearchForget { .. } => Reply::Action(from_value(data)?),
             CtlRequest::Login { .. } => Reply::Login(from_value(data)?),
             CtlRequest::Docs => Reply::Docs(from_value(data)?),
             CtlRequest::Diff { .. } => Reply::Diff(from_value(data)?),

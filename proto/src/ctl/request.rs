@@ -23,6 +23,12 @@ pub enum CtlRequest {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         explain: bool,
     },
+    /// `evoctl search forget [TOOL]`: drop what search learned from use,
+    /// for one tool or all.
+    SearchForget {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+    },
     Describe {
         name: String,
     },

@@ -96,6 +96,9 @@ pub struct SearchStatus {
     /// Why the semantic stage is not running, and what to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Queries remembered as evidence for a tool (`search.learn`).
+    #[serde(default)]
+    pub learned: usize,
 }
 
 /// `evoctl status --json`: `http`, the Streamable HTTP endpoint.

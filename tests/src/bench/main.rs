@@ -21,6 +21,7 @@
 mod codebench;
 mod converge;
 mod httpbench;
+mod learnbench;
 mod offerbench;
 mod profilebench;
 mod remotebench;
@@ -856,6 +857,29 @@ fn main() {
     }
     if std::env::args().any(|a| a == "--cache") {
         cache_benchmarks();
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--learning-cosines") {
+        let model = std::path::PathBuf::from(&args[i + 1]);
+        let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/pairs-dev.jsonl");
+        learnbench::learning_cosines(&model, &set);
+        return;
+    }
+    if args.iter().any(|a| a == "--learning-cost") {
+        learnbench::learning_cost(&real_catalog());
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--learning") {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut sets: Vec<std::path::PathBuf> = args[i + 1..]
+            .iter()
+            .take_while(|a| !a.starts_with("--"))
+            .map(std::path::PathBuf::from)
+            .collect();
+        if sets.is_empty() {
+            sets.push(root.join("bench/pairs-dev.jsonl"));
+        }
+        learnbench::learning_benchmarks(&real_catalog(), &sets);
         return;
     }
     if std::env::args().any(|a| a == "--search") {

@@ -18,6 +18,7 @@ mod hostile;
 mod http;
 mod http_auth;
 mod integrity;
+mod learning;
 mod limits;
 mod offers;
 mod operator;

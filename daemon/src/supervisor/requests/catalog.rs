@@ -15,6 +15,7 @@ use crate::schema;
 use crate::schema::example;
 use crate::search;
 use crate::search::embedder;
+use crate::search::learned::learned;
 use crate::session;
 use crate::session::disclosure;
 use crate::supervisor::Supervisor;
@@ -207,6 +208,7 @@ impl Supervisor {
                             fused: h.stages.fused.map(round),
                             near_duplicate_of: h.stages.pulled_by.as_ref().map(|p| p.0.clone()),
                             similarity: h.stages.pulled_by.as_ref().map(|p| round(p.1)),
+                            learned: h.stages.learned.map(round),
                         }),
                         ..Default::default()
                     })
@@ -215,6 +217,16 @@ impl Supervisor {
                 unavailable: outcome.unavailable,
             }))
         })
+    }
+
+    /// `evoctl search forget [TOOL]`.
+    pub(super) fn forget_learned(&self, tool: Option<String>) -> CtlReply {
+        let dropped = learned().forget(tool.as_deref());
+        let whose = tool.map_or_else(|| "every tool".to_string(), |t| format!("'{t}'"));
+        CtlReply::data(Reply::Action(ctl::ActionReport {
+            message: format!("forgot {dropped} learned queries of {whose}"),
+            ..Default::default()
+        }))
     }
 
     /// A request the Catalog answers (`diff`, `trust`: it owns the pins).

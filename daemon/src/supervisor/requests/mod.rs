@@ -49,6 +49,7 @@ impl Handler<Ctl> for Supervisor {
                 limit,
                 explain,
             } => self.search(query, limit, explain),
+            CtlRequest::SearchForget { tool } => ready(self.forget_learned(tool)),
             CtlRequest::Describe { name } => ready(self.describe(&name)),
             CtlRequest::Docs => ready(self.docs()),
             CtlRequest::Sessions => self.list_sessions(),

@@ -20,6 +20,7 @@ use crate::child::{self, ChildServer};
 use crate::config::{self, ServerSpec};
 use crate::runtime::guard;
 use crate::search::embedder::SemanticView;
+use crate::search::learned::learned;
 use crate::supervisor::{ChildHandle, Shutdown, Supervisor};
 
 impl Supervisor {
@@ -330,5 +331,6 @@ fn search_status(view: &SemanticView) -> ctl::SearchStatus {
         embedded,
         tools,
         error,
+        learned: learned().len(),
     }
 }

@@ -1,0 +1,472 @@
+//! Search that learns from use: which tool a session ended up calling after
+//! its `discover_tools` queries. Each remembered (query, tool) pair carries
+//! how many sessions gave that evidence; a later query that is nearly the
+//! same as a remembered one (most of both queries' search terms shared, see
+//! [`MIN_DICE`]) lifts that tool's lexical score by up to a bounded share of
+//! the best score, so a query that only shares some words with a learned one
+//! ranks as it did.
+//!
+//! One process-wide [`Learned`] (like the metrics), because sessions record
+//! into it and every search reads it: a `Mutex` held for microseconds, never
+//! across an await. Evidence is kept in `learned-queries.json` in the cache
+//! directory, rewritten (atomically) a moment after a change by a thread of
+//! its own, so a call never waits for a disk. Only queries and tool names
+//! are kept: no arguments, no results.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::lexicon::ACTIONS;
+use super::model::dot;
+use super::porter;
+use super::text::tokenize;
+use crate::catalog::snapshot::Snapshot;
+use crate::runtime::atomic_file::{self, Mode};
+
+/// Most (query, tool) pairs remembered; past it the weakest, then oldest, go.
+pub const MAX_RECORDS: usize = 10_000;
+/// The file in the cache directory.
+pub const FILE: &str = "learned-queries.json";
+/// A remembered query counts for a search only when the two share this
+/// much of their terms (Dice: twice the shared terms over both counts) and
+/// the query names no action the remembered one does not: "who wrote the last few
+/// changes" meets "see who wrote the last few changes", while "read the file
+/// about the login page" (another action) and "show the last few changes
+/// staged" (too few shared) gain nothing from "file a bug about the login
+/// page" and it. Tuned on `bench/pairs-dev.jsonl`.
+const MIN_DICE: f32 = 0.75;
+/// The learned part at full evidence, as a share of the best lexical score:
+/// at the weakest match and evidence still above 1 (2 × 0.8 × 0.75), so a
+/// strongly matching tool comes first.
+const WEIGHT: f32 = 2.0;
+/// Evidence counted at most: more sessions agreeing adds no more.
+const EVIDENCE_CAP: f32 = 3.0;
+/// A remembered query counts through the semantic stage when its vector's
+/// cosine with the query's is at least this: the same request reworded,
+/// not one on the same topic.
+const MIN_COSINE: f32 = 0.78;
+/// How long a write waits for more changes to join it.
+const SAVE_AFTER: Duration = Duration::from_millis(300);
+
+/// One remembered query and the tool it led to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    query: String,
+    tool: String,
+    /// Sessions whose call gave this evidence (less the withdrawn ones).
+    count: u32,
+    /// Unix seconds of the latest evidence.
+    last: u64,
+    #[serde(skip)]
+    terms: Vec<u64>,
+    /// The query's vector of the semantic stage's model, when one runs:
+    /// taken from the query cache when the evidence comes, or embedded
+    /// off the request path after a restart.
+    #[serde(skip)]
+    vector: Option<Arc<[f32]>>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct Saved {
+    records: Vec<Record>,
+}
+
+/// The learned queries of this installation. See the module docs.
+pub struct Learned {
+    records: Mutex<Vec<Record>>,
+    enabled: AtomicBool,
+    path: Mutex<Option<PathBuf>>,
+    saving: Arc<AtomicBool>,
+    /// Changed since the file was last written.
+    dirty: AtomicBool,
+}
+
+static LEARNED: OnceLock<Learned> = OnceLock::new();
+
+/// The process's learned queries.
+pub fn learned() -> &'static Learned {
+    LEARNED.get_or_init(Learned::empty)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The terms a query is matched by: stemmed, without stopwords, once each,
+/// hashed so that matching 10,000 remembered queries compares integers.
+fn terms(query: &str) -> Vec<u64> {
+    let mut t: Vec<u64> = tokenize(query).iter().map(|w| term_hash(w)).collect();
+    t.sort_unstable();
+    t.dedup();
+    t
+}
+
+fn term_hash(stem: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    stem.hash(&mut h);
+    h.finish()
+}
+
+/// The stems of every action word: two queries that differ by one ask for
+/// different things ("delete the crashing pods" is not "which pods crash").
+static ACTION_TERMS: LazyLock<Vec<u64>> = LazyLock::new(|| {
+    let mut t: Vec<u64> = ACTIONS
+        .iter()
+        .flat_map(|group| group.iter())
+        .map(|w| term_hash(&porter::stem(w)))
+        .collect();
+    t.sort_unstable();
+    t.dedup();
+    t
+});
+
+fn shared_terms(a: &[u64], b: &[u64]) -> usize {
+    a.iter().filter(|t| b.binary_search(t).is_ok()).count()
+}
+
+/// How strongly a query matches a remembered one: by their terms (`q`,
+/// `r`: the Dice coefficient, at least [`MIN_DICE`]) or by their vectors
+/// (the cosine, at least [`MIN_COSINE`]), whichever is stronger; nothing
+/// when the query has an action word the remembered one has not.
+fn strength(r: &[u64], q: &[u64], cosine: f32) -> Option<f32> {
+    // A verb left out ("who wrote…" for "see who wrote…") asks for the
+    // same; a verb the remembered query lacks asks for something else.
+    let action = |t: &u64| ACTION_TERMS.binary_search(t).is_ok();
+    if q.iter().any(|t| r.binary_search(t).is_err() && action(t)) {
+        return None;
+    }
+    let dice = 2.0 * shared_terms(r, q) as f32 / (r.len() + q.len()).max(1) as f32;
+    let by_words = (dice >= MIN_DICE).then_some(dice);
+    let by_meaning = (cosine >= MIN_COSINE).then_some(cosine);
+    match (by_words, by_meaning) {
+        (Some(w), Some(m)) => Some(w.max(m)),
+        (one, other) => one.or(other),
+    }
+}
+
+impl Learned {
+    fn empty() -> Learned {
+        Learned {
+            records: Mutex::new(Vec::new()),
+            enabled: AtomicBool::new(true),
+            path: Mutex::new(None),
+            saving: Arc::new(AtomicBool::new(false)),
+            dirty: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Record>> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads what was learned from `<cache_dir>/learned-queries.json` and
+    /// keeps writing there. An unreadable file is set aside with a warning.
+    pub fn load(&self, cache_dir: &Path) {
+        let path = cache_dir.join(FILE);
+        let mut records = match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<Saved>(&bytes) {
+                Ok(saved) => saved.records,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable learned queries ignored");
+                    Vec::new()
+                }
+            },
+            Err(_) => Vec::new(),
+        };
+        for r in &mut records {
+            r.terms = terms(&r.query);
+        }
+        records.retain(|r| !r.terms.is_empty() && r.count > 0);
+        *self.lock() = records;
+        *self.path.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+    }
+
+    /// `search.learn`: off, nothing is recorded and nothing learned counts.
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Queries remembered (pairs of a query and a tool), for `status`.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Counts `query` as evidence for `tool`; `vector` is the query's in
+    /// the semantic stage's model, when one runs.
+    pub fn add(&self, query: &str, tool: &str, vector: Option<Arc<[f32]>>) {
+        if !self.enabled() {
+            return;
+        }
+        let t = terms(query);
+        if t.is_empty() {
+            return;
+        }
+        let query = query.trim().to_lowercase();
+        {
+            let mut records = self.lock();
+            match records
+                .iter_mut()
+                .find(|r| r.tool == tool && r.query == query)
+            {
+                Some(r) => {
+                    r.count = r.count.saturating_add(1);
+                    r.last = now();
+                    if vector.is_some() {
+                        r.vector = vector;
+                    }
+                }
+                None => {
+                    if records.len() >= MAX_RECORDS
+                        && let Some((weakest, _)) = records
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(_, r)| (r.count, r.last))
+                    {
+                        records.swap_remove(weakest);
+                    }
+                    records.push(Record {
+                        query,
+                        tool: tool.to_string(),
+                        count: 1,
+                        last: now(),
+                        terms: t,
+                        vector,
+                    });
+                }
+            }
+        }
+        self.save_soon();
+    }
+
+    /// Takes back one piece of evidence of `query` for `tool`: the agent
+    /// went on to another tool for the same task.
+    pub fn withdraw(&self, query: &str, tool: &str) {
+        let query = query.trim().to_lowercase();
+        {
+            let mut records = self.lock();
+            if let Some(i) = records
+                .iter()
+                .position(|r| r.tool == tool && r.query == query)
+            {
+                records[i].count -= 1;
+                if records[i].count == 0 {
+                    records.swap_remove(i);
+                }
+            }
+        }
+        self.save_soon();
+    }
+
+    /// Drops what was learned for `tool`, or everything; how many queries
+    /// were dropped.
+    pub fn forget(&self, tool: Option<&str>) -> usize {
+        let dropped = {
+            let mut records = self.lock();
+            let before = records.len();
+            records.retain(|r| tool.is_some_and(|t| r.tool != t));
+            before - records.len()
+        };
+        self.save_soon();
+        dropped
+    }
+
+    /// Drops the evidence of tools no longer in the catalog: neither listed
+    /// nor of a server that is configured but has no tools listed now.
+    pub fn retain_catalog(&self, snapshot: &Snapshot) {
+        if snapshot.tools.is_empty() && snapshot.unlisted.is_empty() {
+            return;
+        }
+        let dropped = {
+            let mut records = self.lock();
+            let before = records.len();
+            records.retain(|r| {
+                snapshot.get(&r.tool).is_some()
+                    || snapshot
+                        .unlisted
+                        .iter()
+                        .any(|l| r.tool.starts_with(&format!("{}_", l.id)))
+            });
+            before - records.len()
+        };
+        if dropped > 0 {
+            self.save_soon();
+        }
+    }
+
+    /// Adds the learned part to `scores` (the lexical scores of the
+    /// snapshot's tools) and returns it per tool (0 where nothing counts).
+    /// With `query_vector` (the semantic stage runs) a remembered query
+    /// whose vector is close enough counts too.
+    pub fn boost(
+        &self,
+        snapshot: &Snapshot,
+        query: &str,
+        query_vector: Option<&[f32]>,
+        scores: &mut [f32],
+    ) -> Vec<f32> {
+        let mut learned = vec![0.0; scores.len()];
+        if !self.enabled() {
+            return learned;
+        }
+        let q = terms(query);
+        if q.is_empty() {
+            return learned;
+        }
+        // Per tool: the best match and the evidence behind matches.
+        let mut matched: HashMap<&str, (f32, u32)> = HashMap::new();
+        let records = self.lock();
+        for r in records.iter() {
+            let cosine = match (query_vector, r.vector.as_deref()) {
+                (Some(qv), Some(rv)) if qv.len() == rv.len() => dot(qv, rv),
+                _ => 0.0,
+            };
+            let Some(dice) = strength(&r.terms, &q, cosine) else {
+                continue;
+            };
+            let m = matched.entry(r.tool.as_str()).or_default();
+            m.0 = m.0.max(dice);
+            m.1 = m.1.saturating_add(r.count);
+        }
+        if matched.is_empty() {
+            return learned;
+        }
+        let top = scores.iter().copied().fold(0.0f32, f32::max);
+        let top = if top > 0.0 { top } else { 1.0 };
+        for (tool, (dice, count)) in matched {
+            let Some(d) = snapshot.position(tool) else {
+                continue;
+            };
+            let part = WEIGHT * top * dice * evidence_weight(count);
+            learned[d] = part;
+            scores[d] += part;
+        }
+        learned
+    }
+
+    /// Remembered queries without a vector (after a restart), for the
+    /// Embedder to embed off the request path.
+    pub fn without_vectors(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|r| r.vector.is_none())
+            .map(|r| r.query.clone())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Gives each remembered `query` its vector.
+    pub fn set_vectors(&self, vectors: Vec<(String, Arc<[f32]>)>) {
+        let by_query: HashMap<String, Arc<[f32]>> = vectors.into_iter().collect();
+        for r in self.lock().iter_mut() {
+            if let Some(v) = by_query.get(&r.query) {
+                r.vector = Some(v.clone());
+            }
+        }
+    }
+
+    /// Writes the file a moment from now on a thread of its own, once for
+    /// any number of changes meanwhile.
+    fn save_soon(&self) {
+        let Some(path) = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+            return;
+        };
+        self.dirty.store(true, Ordering::Release);
+        if self.saving.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let saving = self.saving.clone();
+        let spawned = std::thread::Builder::new()
+            .name("evo-learned".into())
+            .spawn(move || {
+                std::thread::sleep(SAVE_AFTER);
+                saving.store(false, Ordering::Release);
+                learned().save(&path);
+            });
+        if let Err(e) = spawned {
+            self.saving.store(false, Ordering::Release);
+            tracing::warn!(error = %e, "learned queries not written");
+        }
+    }
+
+    /// Writes what a write still pending would (evod is stopping).
+    pub fn flush(&self) {
+        let path = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(path) = path
+            && self.dirty.load(Ordering::Acquire)
+        {
+            self.save(&path);
+        }
+    }
+
+    fn save(&self, path: &Path) {
+        self.dirty.store(false, Ordering::Release);
+        let saved = Saved {
+            records: self.lock().clone(),
+        };
+        let written = serde_json::to_vec(&saved)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                atomic_file::write(path, &bytes, Mode::OwnerOnly).map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), error = %e, "learned queries not written");
+        }
+    }
+}
+
+/// From 0.75 for one session's evidence to 1 at [`EVIDENCE_CAP`]: more
+/// agreement counts for more, but a tool needs no crowd to be learned.
+fn evidence_weight(count: u32) -> f32 {
+    let n = (count as f32).min(EVIDENCE_CAP);
+    0.5 + 0.5 * ((1.0 + n).ln() / (1.0 + EVIDENCE_CAP).ln())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_same_queries_match_and_others_do_not() {
+        let a = terms("file a bug about the login page");
+        let b = terms("file a bug about the login pages");
+        let c = terms("read the file about the login page");
+        assert!(strength(&a, &b, 0.0).is_some());
+        assert!(strength(&a, &c, 0.0).is_none());
+        // One word more, but an action: another request.
+        let d = terms("which pods are crashing in staging");
+        let e = terms("delete the crashing pods in staging");
+        let f = terms("which pods keep crashing in staging");
+        assert!(strength(&d, &e, 0.9).is_none());
+        assert!(strength(&d, &f, 0.0).is_some());
+        // A verb left out is the same request.
+        let g = terms("see who wrote the last few changes");
+        let h = terms("who wrote the last few changes");
+        assert!(strength(&g, &h, 0.0).is_some());
+    }
+
+    #[test]
+    fn evidence_grows_and_is_bounded() {
+        assert!(evidence_weight(1) < evidence_weight(2));
+        assert_eq!(evidence_weight(3), evidence_weight(100));
+        assert!((evidence_weight(3) - 1.0).abs() < 1e-6);
+    }
+}
