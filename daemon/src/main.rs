@@ -330,6 +330,9 @@ async fn run(
         .with_shared_pins(&opts.store)
         .start();
     learned().load(&cache_dir);
+    if let Some(shared) = opts.store.shared() {
+        learned().share(shared.clone());
+    }
     let semantic = Arc::new(ArcSwap::from_pointee(SemanticView::off()));
     let search = SearchStage {
         embedder: Embedder::new(&opts.cache_dir, semantic.clone()).start(),

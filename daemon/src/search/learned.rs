@@ -10,8 +10,10 @@
 //! into it and every search reads it: a `Mutex` held for microseconds, never
 //! across an await. Evidence is kept in `learned-queries.json` in the cache
 //! directory, rewritten (atomically) a moment after a change by a thread of
-//! its own, so a call never waits for a disk. Only queries and tool names
-//! are kept: no arguments, no results.
+//! its own, so a call never waits for a disk; under scale-out in the store
+//! instead ([`crate::store::learned`]), written by a task of its own, so
+//! every instance learns from the sessions of all. Only queries and tool
+//! names are kept: no arguments, no results.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -28,6 +30,8 @@ use super::porter;
 use super::text::tokenize;
 use crate::catalog::snapshot::Snapshot;
 use crate::runtime::atomic_file::{self, Mode};
+use crate::store::Shared;
+use crate::store::learned::SharedPair;
 
 /// Most (query, tool) pairs remembered; past it the weakest, then oldest, go.
 pub const MAX_RECORDS: usize = 10_000;
@@ -85,6 +89,8 @@ pub struct Learned {
     saving: Arc<AtomicBool>,
     /// Changed since the file was last written.
     dirty: AtomicBool,
+    /// The shared store under scale-out: evidence goes there, not to the file.
+    shared: OnceLock<Arc<Shared>>,
 }
 
 static LEARNED: OnceLock<Learned> = OnceLock::new();
@@ -160,6 +166,7 @@ impl Learned {
             path: Mutex::new(None),
             saving: Arc::new(AtomicBool::new(false)),
             dirty: AtomicBool::new(false),
+            shared: OnceLock::new(),
         }
     }
 
@@ -218,7 +225,8 @@ impl Learned {
             return;
         }
         let query = query.trim().to_lowercase();
-        {
+        let last = now();
+        let dropped = {
             let mut records = self.lock();
             match records
                 .iter_mut()
@@ -226,51 +234,187 @@ impl Learned {
             {
                 Some(r) => {
                     r.count = r.count.saturating_add(1);
-                    r.last = now();
+                    r.last = last;
                     if vector.is_some() {
                         r.vector = vector;
                     }
+                    None
                 }
                 None => {
-                    if records.len() >= MAX_RECORDS
-                        && let Some((weakest, _)) = records
-                            .iter()
-                            .enumerate()
-                            .min_by_key(|(_, r)| (r.count, r.last))
-                    {
-                        records.swap_remove(weakest);
-                    }
+                    let dropped = (records.len() >= MAX_RECORDS)
+                        .then(|| weakest(&records))
+                        .flatten()
+                        .map(|i| records.swap_remove(i));
                     records.push(Record {
-                        query,
+                        query: query.clone(),
                         tool: tool.to_string(),
                         count: 1,
-                        last: now(),
+                        last,
                         terms: t,
                         vector,
                     });
+                    dropped
                 }
             }
+        };
+        self.changed(tool, &query, 1, last, dropped);
+    }
+
+    /// Writes a change where what was learned is kept: the store (whose
+    /// count then stands here too) or, a moment later, the file.
+    fn changed(&self, tool: &str, query: &str, delta: i32, last: u64, dropped: Option<Record>) {
+        let Some(shared) = self.shared.get().cloned() else {
+            self.save_soon();
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (tool, query) = (tool.to_string(), query.to_string());
+        runtime.spawn(async move {
+            if let Some(d) = dropped
+                && let Err(e) = shared.learned_trim(&[(d.tool, d.query)]).await
+            {
+                tracing::warn!("learned queries: the weakest not dropped from the store: {e}");
+            }
+            match shared.learned_change(&tool, &query, delta, last).await {
+                Ok(count) => learned().apply(SharedPair {
+                    tool,
+                    query,
+                    count,
+                    last,
+                }),
+                Err(e) => tracing::warn!(
+                    tool = %tool,
+                    "what search learned was not written to the store (this instance keeps it \
+                     until its next resync): {e}"
+                ),
+            }
+        });
+    }
+
+    /// Shares what is learned through the store from now on (scale-out):
+    /// what the store holds replaces the file's.
+    pub fn share(&self, shared: Arc<Shared>) {
+        if self.shared.set(shared).is_err() {
+            return;
         }
-        self.save_soon();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async { learned().read_shared().await });
+        }
+    }
+
+    /// Reads every remembered pair from the store (at start and after the
+    /// store was away), keeping the vectors of queries already embedded,
+    /// and bounds the store as [`Learned::add`] bounds a file.
+    pub async fn read_shared(&self) {
+        let Some(shared) = self.shared.get().cloned() else {
+            return;
+        };
+        let pairs = match shared.learned_get().await {
+            Ok(pairs) => pairs,
+            Err(e) => {
+                tracing::warn!("what search learned was not read from the store: {e}");
+                return;
+            }
+        };
+        let excess = {
+            let mut records = self.lock();
+            let vectors: HashMap<String, Arc<[f32]>> = records
+                .iter()
+                .filter_map(|r| Some((r.query.clone(), r.vector.clone()?)))
+                .collect();
+            *records = pairs
+                .into_iter()
+                .filter(|p| p.count > 0)
+                .map(|p| Record {
+                    terms: terms(&p.query),
+                    vector: vectors.get(&p.query).cloned(),
+                    query: p.query,
+                    tool: p.tool,
+                    count: p.count,
+                    last: p.last,
+                })
+                .filter(|r| !r.terms.is_empty())
+                .collect();
+            let mut excess = Vec::new();
+            while records.len() > MAX_RECORDS {
+                let Some(i) = weakest(&records) else { break };
+                let r = records.swap_remove(i);
+                excess.push((r.tool, r.query));
+            }
+            excess
+        };
+        if !excess.is_empty()
+            && let Err(e) = shared.learned_trim(&excess).await
+        {
+            tracing::warn!("learned queries past the bound not dropped from the store: {e}");
+        }
+    }
+
+    /// Another instance's change (or the store's answer to ours): the
+    /// pair now counts `count` sessions (0: gone).
+    pub fn apply(&self, pair: SharedPair) {
+        let mut records = self.lock();
+        let at = records
+            .iter()
+            .position(|r| r.tool == pair.tool && r.query == pair.query);
+        match (at, pair.count) {
+            (Some(i), 0) => {
+                records.swap_remove(i);
+            }
+            (Some(i), n) => {
+                records[i].count = n;
+                records[i].last = records[i].last.max(pair.last);
+            }
+            (None, 0) => {}
+            (None, n) => {
+                let t = terms(&pair.query);
+                if t.is_empty() {
+                    return;
+                }
+                if records.len() >= MAX_RECORDS
+                    && let Some(i) = weakest(&records)
+                {
+                    records.swap_remove(i);
+                }
+                records.push(Record {
+                    query: pair.query,
+                    tool: pair.tool,
+                    count: n,
+                    last: pair.last,
+                    terms: t,
+                    vector: None,
+                });
+            }
+        }
+    }
+
+    /// Another instance forgot what was learned for `tool` (`None`: all).
+    pub fn forgotten_elsewhere(&self, tool: Option<&str>) {
+        self.lock().retain(|r| tool.is_some_and(|t| r.tool != t));
     }
 
     /// Takes back one piece of evidence of `query` for `tool`: the agent
     /// went on to another tool for the same task.
     pub fn withdraw(&self, query: &str, tool: &str) {
         let query = query.trim().to_lowercase();
-        {
+        let found = {
             let mut records = self.lock();
-            if let Some(i) = records
+            let at = records
                 .iter()
-                .position(|r| r.tool == tool && r.query == query)
-            {
+                .position(|r| r.tool == tool && r.query == query);
+            if let Some(i) = at {
                 records[i].count -= 1;
                 if records[i].count == 0 {
                     records.swap_remove(i);
                 }
             }
+            at.is_some()
+        };
+        if found {
+            self.changed(tool, &query, -1, now(), None);
         }
-        self.save_soon();
     }
 
     /// Drops what was learned for `tool`, or everything; how many queries
@@ -282,7 +426,17 @@ impl Learned {
             records.retain(|r| tool.is_some_and(|t| r.tool != t));
             before - records.len()
         };
-        self.save_soon();
+        match self.shared.get().cloned() {
+            Some(shared) => {
+                let tool = tool.map(str::to_string);
+                tokio::spawn(async move {
+                    if let Err(e) = shared.learned_forget(tool.as_deref()).await {
+                        tracing::warn!("what search learned was not forgotten in the store: {e}");
+                    }
+                });
+            }
+            None => self.save_soon(),
+        }
         dropped
     }
 
@@ -292,20 +446,35 @@ impl Learned {
         if snapshot.tools.is_empty() && snapshot.unlisted.is_empty() {
             return;
         }
-        let dropped = {
+        let dropped: Vec<(String, String)> = {
             let mut records = self.lock();
-            let before = records.len();
-            records.retain(|r| {
-                snapshot.get(&r.tool).is_some()
-                    || snapshot
-                        .unlisted
-                        .iter()
-                        .any(|l| r.tool.starts_with(&format!("{}_", l.id)))
-            });
-            before - records.len()
+            let (kept, dropped): (Vec<Record>, Vec<Record>) =
+                std::mem::take(&mut *records).into_iter().partition(|r| {
+                    snapshot.get(&r.tool).is_some()
+                        || snapshot
+                            .unlisted
+                            .iter()
+                            .any(|l| r.tool.starts_with(&format!("{}_", l.id)))
+                });
+            *records = kept;
+            dropped.into_iter().map(|r| (r.tool, r.query)).collect()
         };
-        if dropped > 0 {
-            self.save_soon();
+        if dropped.is_empty() {
+            return;
+        }
+        match self.shared.get().cloned() {
+            Some(shared) => {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        if let Err(e) = shared.learned_trim(&dropped).await {
+                            tracing::warn!(
+                                "learned queries of tools gone not dropped from the store: {e}"
+                            );
+                        }
+                    });
+                }
+            }
+            None => self.save_soon(),
         }
     }
 
@@ -431,6 +600,15 @@ impl Learned {
             tracing::warn!(path = %path.display(), error = %e, "learned queries not written");
         }
     }
+}
+
+/// The weakest, then oldest, remembered pair: the first to go.
+fn weakest(records: &[Record]) -> Option<usize> {
+    records
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, r)| (r.count, r.last))
+        .map(|(i, _)| i)
 }
 
 /// From 0.75 for one session's evidence to 1 at [`EVIDENCE_CAP`]: more

@@ -24,6 +24,7 @@ pub mod breaker;
 mod breaker_mirror;
 pub mod events;
 pub mod instances;
+pub mod learned;
 pub mod pins;
 pub mod published;
 pub mod redis;

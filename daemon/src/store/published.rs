@@ -27,6 +27,16 @@ pub enum Event {
     /// A server's integrity pins changed (a change seen, a trust): read
     /// them again ([`super::pins`]).
     Pins { server: String },
+    /// Search learned from use: the pair of `query` and `tool` now counts
+    /// `count` sessions' evidence (0: dropped) ([`super::learned`]).
+    Learned {
+        tool: String,
+        query: String,
+        count: u32,
+        last: u64,
+    },
+    /// What search learned was forgotten, for `tool` or (`None`) all.
+    LearnedForgotten { tool: Option<String> },
     /// An HTTP session was ended (DELETE) on some instance.
     SessionEnded { id: String },
     /// A session's retry-loop count of a tool changed: `n` identical

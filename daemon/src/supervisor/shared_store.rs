@@ -10,7 +10,9 @@ use crate::catalog::SharedPins;
 use crate::config::serve::DEFAULT_SESSION_TIMEOUT_S;
 use crate::console::events::Topic;
 use crate::policy::profiles::Changes;
+use crate::search::learned::learned;
 use crate::session::{self, Session};
+use crate::store::learned::SharedPair;
 
 impl Supervisor {
     /// Writes session `name`'s activations (as `named` has them) to the
@@ -218,6 +220,20 @@ impl Handler<crate::store::Delivery> for Supervisor {
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Event(Event::Pins { server }) => self.shared_pins(Some(server)),
+            Delivery::Event(Event::Learned {
+                tool,
+                query,
+                count,
+                last,
+            }) => learned().apply(SharedPair {
+                tool,
+                query,
+                count,
+                last,
+            }),
+            Delivery::Event(Event::LearnedForgotten { tool }) => {
+                learned().forgotten_elsewhere(tool.as_deref())
+            }
             Delivery::Event(Event::SetActive {
                 id,
                 tools,
@@ -227,6 +243,7 @@ impl Handler<crate::store::Delivery> for Supervisor {
             Delivery::Resync => {
                 self.shared_tokens(ctx);
                 self.shared_pins(None);
+                tokio::spawn(async { learned().read_shared().await });
                 // What this instance changed while the store was away goes
                 // there first; the rest is read back.
                 let pushed = std::mem::take(&mut self.unsynced.activations);

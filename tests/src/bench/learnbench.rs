@@ -11,6 +11,8 @@
 //! Only totals are printed: a blind set's misses are never shown.
 //! `EVO_BENCH_LEARN_MODEL=DIR` runs evod with that `search.model`.
 
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -35,6 +37,22 @@ struct Pair {
     feedback: String,
     tool: String,
     test: String,
+    /// A control's right tool for its test query.
+    test_tool: Option<String>,
+    /// The server of the pair's tool (the split by server halves these).
+    server: String,
+}
+
+fn tool_name(v: &Value) -> Option<(String, String)> {
+    match v {
+        Value::Array(p) => {
+            let server = p.first().and_then(Value::as_str)?;
+            let tool = p.get(1).and_then(Value::as_str)?;
+            Some((server.to_string(), exposed_name(server, tool)))
+        }
+        Value::String(s) => Some((s.split('_').next().unwrap_or("").to_string(), s.clone())),
+        _ => None,
+    }
 }
 
 fn load_pairs(path: &Path) -> Vec<Pair> {
@@ -43,19 +61,14 @@ fn load_pairs(path: &Path) -> Vec<Pair> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let v: Value = serde_json::from_str(l).expect("pair line");
-            let tool = match &v["tool"] {
-                Value::Array(p) => exposed_name(
-                    p.first().and_then(Value::as_str).unwrap_or(""),
-                    p.get(1).and_then(Value::as_str).unwrap_or(""),
-                ),
-                Value::String(s) => s.clone(),
-                _ => String::new(),
-            };
+            let (server, tool) = tool_name(&v["tool"]).unwrap_or_default();
             Pair {
                 kind: v["kind"].as_str().unwrap_or_default().to_string(),
                 feedback: v["feedback"].as_str().unwrap_or_default().to_string(),
                 tool,
                 test: v["test"].as_str().unwrap_or_default().to_string(),
+                test_tool: tool_name(&v["test_tool"]).map(|(_, t)| t),
+                server,
             }
         })
         .collect()
@@ -105,19 +118,60 @@ impl Scores {
     fn row(&self, what: &str) -> String {
         let n = self.n.max(1) as f64;
         format!(
-            "| {what} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            "| {what} | {} | {:.3} | {:.3} | {:.3} |",
             self.n,
             self.r1 as f64 / n,
-            self.hit5 as f64 / n,
             self.hit5 as f64 / n,
             self.mrr / n
         )
     }
 }
 
+/// The rank of a pair's right tool: the feedback's tool for a pair, the
+/// test's own tool for a control.
+fn right_rank(p: &Pair, ranked: &[String]) -> Option<usize> {
+    let right = if is_control(p) {
+        p.test_tool.as_deref()?
+    } else {
+        p.tool.as_str()
+    };
+    ranked.iter().position(|n| n == right)
+}
+
+/// One session per pair: `discover_tools` with the feedback, then a call of
+/// the pair's tool with example arguments. How many calls succeeded.
+fn give_feedback(d: &Daemon, pairs: &[&Pair], schemas: &HashMap<String, Value>) -> usize {
+    let mut called = 0;
+    for p in pairs {
+        let mut c = d.session(&["--mode", "dynamic"]);
+        c.initialize();
+        let _ = ranked(&mut c, &p.feedback);
+        let schema = schemas
+            .get(&p.tool)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let args = example_arguments(&schema);
+        let (_, is_error) = c.call_text("call_tool", json!({"name": p.tool, "arguments": args}));
+        if !is_error {
+            called += 1;
+        }
+    }
+    called
+}
+
+/// Which half of a split a server is in.
+fn in_first_half(server: &str, seed: u64) -> bool {
+    let mut h = DefaultHasher::new();
+    (seed, server).hash(&mut h);
+    h.finish() % 2 == 0
+}
+
+const HEADER: &str = "| test queries | n | recall@1 | recall@5 | MRR |\n|---|---|---|---|---|";
+
 pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
     let catalog = searcheval::load_catalog(catalog_path);
-    let schemas: std::collections::HashMap<String, Value> = catalog
+    let schemas: HashMap<String, Value> = catalog
         .iter()
         .flat_map(|(id, tools)| {
             tools.iter().map(move |t| {
@@ -131,6 +185,10 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
     let plain = searcheval::load_queries(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/queries.jsonl"),
     );
+    let splits: u64 = std::env::var("EVO_BENCH_LEARN_SPLITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
     for set in sets {
         let pairs = load_pairs(set);
         let servers: serde_json::Map<String, Value> = catalog
@@ -146,36 +204,80 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
         let model = std::env::var("EVO_BENCH_LEARN_MODEL").ok();
         let search = model.as_ref().map_or(json!({}), |m| json!({"model": m}));
         let d = Daemon::start(&json!({"mcpServers": servers, "search": search}));
-        let ids: Vec<&str> = catalog.iter().map(|(id, _)| id.as_str()).collect();
-        d.wait_ready(&ids);
+        // 123 servers starting on a busy machine take longer than the
+        // harness's usual wait.
+        eventually("every server ready", Duration::from_secs(600), || {
+            let s = d.ctl_json(&["status"]);
+            s["servers"].as_array().is_some_and(|all| {
+                all.len() == catalog.len() && all.iter().all(|v| v["state"] == "ready")
+            })
+        });
         if model.is_some() {
             eventually("every tool embedded", Duration::from_secs(900), || {
                 d.ctl_json(&["status"])["search"]["state"] == "ready"
             });
         }
-        let mut probe = d.session(&["--mode", "dynamic"]);
-        probe.initialize();
-        let before: Vec<Vec<String>> = pairs.iter().map(|p| ranked(&mut probe, &p.test)).collect();
-        let plain_before = searcheval::evaluate(&plain, &mut |q| ranked(&mut probe, q));
-        drop(probe);
-        // Feedback, a session each.
-        let mut called = 0;
-        for p in &pairs {
+        let rank_all = || -> Vec<Vec<String>> {
             let mut c = d.session(&["--mode", "dynamic"]);
             c.initialize();
-            let _ = ranked(&mut c, &p.feedback);
-            let schema = schemas
-                .get(&p.tool)
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            let args = example_arguments(&schema);
-            let (_, is_error) =
-                c.call_text("call_tool", json!({"name": p.tool, "arguments": args}));
-            if !is_error {
-                called += 1;
+            pairs.iter().map(|p| ranked(&mut c, &p.test)).collect()
+        };
+        let before = rank_all();
+        let plain_before = {
+            let mut c = d.session(&["--mode", "dynamic"]);
+            c.initialize();
+            searcheval::evaluate(&plain, &mut |q| ranked(&mut c, q))
+        };
+        let name = set
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let controls = pairs.iter().filter(|p| is_control(p)).count();
+        println!(
+            "\n## Learning from use: {name} ({} pairs, {controls} control)",
+            pairs.len() - controls
+        );
+        // Split by server: feedback only for the pairs of one half of the
+        // servers; the other half's test queries must rank as before.
+        for seed in 0..splits {
+            let _ = d.ctl(&["search", "forget"]);
+            let taught: Vec<&Pair> = pairs
+                .iter()
+                .filter(|p| in_first_half(&p.server, seed))
+                .collect();
+            give_feedback(&d, &taught, &schemas);
+            let after = rank_all();
+            // [half][pair or control], learning off and on.
+            let mut off: [[Scores; 2]; 2] = Default::default();
+            let mut on: [[Scores; 2]; 2] = Default::default();
+            for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
+                let half = usize::from(!in_first_half(&p.server, seed));
+                let kind = usize::from(is_control(p));
+                if kind == 1 && p.test_tool.is_none() {
+                    continue;
+                }
+                off[half][kind].add(right_rank(p, b));
+                on[half][kind].add(right_rank(p, a));
+            }
+            println!(
+                "\n### Split by server {seed}: feedback given for half A's pairs only\n\n{HEADER}"
+            );
+            for (half, label) in [(0, "A (taught)"), (1, "B (not taught)")] {
+                for (kind, what) in [(0, "pairs"), (1, "controls")] {
+                    println!(
+                        "{}",
+                        off[half][kind].row(&format!("half {label}, {what}, off"))
+                    );
+                    println!(
+                        "{}",
+                        on[half][kind].row(&format!("half {label}, {what}, on"))
+                    );
+                }
             }
         }
+        // Everything taught.
+        let _ = d.ctl(&["search", "forget"]);
+        let all: Vec<&Pair> = pairs.iter().collect();
+        let called = give_feedback(&d, &all, &schemas);
         let learned = d.ctl_json(&["status"])["search"]["learned"]
             .as_u64()
             .unwrap_or(0);
@@ -192,55 +294,62 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
             })
             .collect();
         let plain_after = searcheval::evaluate(&plain, &mut |q| ranked(&mut fresh, q));
-        let (mut off, mut on) = (Scores::default(), Scores::default());
-        let (mut controls, mut unchanged, mut lifted) = (0, 0, 0);
+        let (mut off, mut on, mut c_off, mut c_on) = (
+            Scores::default(),
+            Scores::default(),
+            Scores::default(),
+            Scores::default(),
+        );
+        let (mut unchanged, mut lifted) = (0, 0);
         // A dev set's misses may be read; a blind set's never.
         let show = std::env::var("EVO_BENCH_SHOW_MISSES").is_ok_and(|v| v == "1")
             && set.to_string_lossy().contains("dev");
         for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
-            let rank = |r: &Vec<String>| r.iter().position(|n| *n == p.tool);
-            if show && (is_control(p) != (rank(a) != Some(0))) {
+            let feedback_rank = |r: &Vec<String>| r.iter().position(|n| *n == p.tool);
+            if show && (right_rank(p, a) != Some(0) || right_rank(p, b) != right_rank(p, a)) {
                 println!(
                     "{} {:?} → {}: off {:?} on {:?} top {:?}",
                     p.kind,
                     p.test,
-                    p.tool,
-                    rank(b),
-                    rank(a),
+                    p.test_tool
+                        .as_deref()
+                        .filter(|_| is_control(p))
+                        .unwrap_or(&p.tool),
+                    right_rank(p, b),
+                    right_rank(p, a),
                     a.iter().take(3).collect::<Vec<_>>()
                 );
             }
             if is_control(p) {
-                controls += 1;
                 if b.iter().take(5).eq(a.iter().take(5)) {
                     unchanged += 1;
                 }
-                if rank(a).is_some_and(|r| r < 5) && rank(b).is_none_or(|r| r >= 5) {
+                if feedback_rank(a).is_some_and(|r| r < 5)
+                    && feedback_rank(b).is_none_or(|r| r >= 5)
+                {
                     lifted += 1;
                 }
+                if p.test_tool.is_some() {
+                    c_off.add(right_rank(p, b));
+                    c_on.add(right_rank(p, a));
+                }
             } else {
-                off.add(rank(b));
-                on.add(rank(a));
+                off.add(right_rank(p, b));
+                on.add(right_rank(p, a));
             }
         }
         times.sort();
-        let name = set
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         println!(
-            "\n## Learning from use: {name} ({} pairs, {controls} control)\n",
+            "\n### Every pair's feedback given\n\nfeedback calls that succeeded: {called} of {}; queries remembered: {learned}\n",
             pairs.len()
         );
+        println!("{HEADER}");
+        println!("{}", off.row("pairs, learning off"));
+        println!("{}", on.row("pairs, learning on, one feedback each"));
+        println!("{}", c_off.row("controls (their own right tool), off"));
+        println!("{}", c_on.row("controls (their own right tool), on"));
         println!(
-            "feedback calls that succeeded: {called} of {}; queries remembered: {learned}\n",
-            pairs.len()
-        );
-        println!("| test queries | pairs | recall@1 | recall@5 | hit@5 | MRR |");
-        println!("|---|---|---|---|---|---|");
-        println!("{}", off.row("learning off"));
-        println!("{}", on.row("learning on, one feedback each"));
-        println!(
-            "\n| control pairs | top 5 unchanged | feedback tool lifted into the top 5 |\n|---|---|---|\n| {controls} | {unchanged} | {lifted} |"
+            "\n| controls | top 5 unchanged | feedback tool lifted into the top 5 |\n|---|---|---|\n| {controls} | {unchanged} | {lifted} |"
         );
         println!(
             "\n| plain query set (bench/queries.jsonl, {} queries) | recall@1 | recall@5 | MRR |\n|---|---|---|---|\n| before feedback | {:.3} | {:.3} | {:.3} |\n| after feedback | {:.3} | {:.3} | {:.3} |",

@@ -9,6 +9,7 @@
 //! Redis restart).
 
 mod integrity;
+mod learning;
 mod sessions;
 mod soak;
 mod store;
