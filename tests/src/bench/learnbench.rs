@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -22,13 +23,16 @@ use evo_daemon::names::exposed_name;
 use evo_daemon::schema::example::example_arguments;
 use evo_daemon::search;
 use evo_daemon::search::learned::{MAX_RECORDS, learned};
-use evo_daemon::search::model::{Encoder, TextKind, dot};
+use evo_daemon::search::model::{Encoder, Pool, TextKind, dot};
+use evo_daemon::search::semantic::QUERY_TOKENS;
+use evo_daemon::search::{Semantic, Stages};
 use evo_tests::harness::{
     daemon::Daemon, mcp::McpClient, servers::fixture_server, wait::eventually,
 };
 use rmcp::model::Tool;
 
 use crate::searcheval;
+use crate::semanticeval::embed_catalog;
 use crate::timing::{percentile, us};
 
 /// One line of a pair set.
@@ -449,4 +453,141 @@ fn cost_at_scale(catalog: &[(String, Vec<Tool>)]) {
         us(percentile(&full, 0.5)),
         us(percentile(&full, 0.95)),
     );
+}
+
+/// `evo-bench --learning-offline SET… [--model DIR]`: the same learned
+/// part of the same ranking, in process (no daemon, no sessions): each
+/// pair's feedback query is remembered for its tool directly. For tuning on
+/// development sets in seconds; the numbers that count come from
+/// `--learning`, through real sessions.
+pub fn learning_offline(catalog_path: &Path, sets: &[PathBuf], model: Option<&Path>) {
+    let catalog = searcheval::load_catalog(catalog_path);
+    let snap = searcheval::snapshot(&catalog);
+    let index = searcheval::index_of(&snap);
+    let model = model.map(|dir| {
+        let encoder = Encoder::load(dir, None).expect("model");
+        let pool = Pool::new(1).expect("one embedding thread");
+        let (docs, _, _) = embed_catalog(&encoder, &pool, &snap);
+        (encoder, pool, docs)
+    });
+    let encode = |q: &str| -> Option<Arc<[f32]>> {
+        model.as_ref().map(|(encoder, pool, _)| {
+            let v = pool.run(|| encoder.encode(&[q], TextKind::Query, QUERY_TOKENS));
+            Arc::from(v.expect("a query's vector").remove(0))
+        })
+    };
+    let rank = |q: &str, v: Option<&Arc<[f32]>>| -> Vec<String> {
+        let stages = match (v, &model) {
+            (Some(v), Some((_, _, docs))) => Stages::all(Semantic { docs, query: v }),
+            _ => Stages::LEXICAL,
+        };
+        search::search_with(&index.index, &snap, q, 10, None, &stages)
+            .hits
+            .iter()
+            .map(|h| h.entry.name.clone())
+            .collect()
+    };
+    let splits: u64 = std::env::var("EVO_BENCH_LEARN_SPLITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let show = std::env::var("EVO_BENCH_SHOW_MISSES").is_ok_and(|v| v == "1");
+    for set in sets {
+        let pairs = load_pairs(set);
+        let show = show && set.to_string_lossy().contains("dev");
+        let tests: Vec<Option<Arc<[f32]>>> = pairs.iter().map(|p| encode(&p.test)).collect();
+        let feedbacks: Vec<Option<Arc<[f32]>>> =
+            pairs.iter().map(|p| encode(&p.feedback)).collect();
+        let rank_all = || -> Vec<Vec<String>> {
+            pairs
+                .iter()
+                .zip(&tests)
+                .map(|(p, v)| rank(&p.test, v.as_ref()))
+                .collect()
+        };
+        let teach = |only: &dyn Fn(&Pair) -> bool| {
+            learned().forget(None);
+            for (p, v) in pairs.iter().zip(&feedbacks) {
+                if only(p) {
+                    learned().add(&p.feedback, &p.tool, v.clone());
+                }
+            }
+        };
+        teach(&|_| false);
+        let before = rank_all();
+        let name = set
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        println!(
+            "\n## Learning from use, in process: {name}{}",
+            if model.is_some() {
+                ", with the model"
+            } else {
+                ", lexical"
+            }
+        );
+        // Split by server, pooled over the splits.
+        let mut off: [[Scores; 2]; 2] = Default::default();
+        let mut on: [[Scores; 2]; 2] = Default::default();
+        for seed in 0..splits {
+            teach(&|p| in_first_half(&p.server, seed));
+            let after = rank_all();
+            for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
+                let half = usize::from(!in_first_half(&p.server, seed));
+                let kind = usize::from(is_control(p));
+                if kind == 1 && p.test_tool.is_none() {
+                    continue;
+                }
+                off[half][kind].add(right_rank(p, b));
+                on[half][kind].add(right_rank(p, a));
+            }
+        }
+        println!(
+            "\n### Split by server ({splits} splits pooled): feedback for half A only\n\n{HEADER}"
+        );
+        for (half, label) in [(0, "A (taught)"), (1, "B (not taught)")] {
+            for (kind, what) in [(0, "pairs"), (1, "controls")] {
+                println!(
+                    "{}",
+                    off[half][kind].row(&format!("half {label}, {what}, off"))
+                );
+                println!(
+                    "{}",
+                    on[half][kind].row(&format!("half {label}, {what}, on"))
+                );
+            }
+        }
+        teach(&|_| true);
+        let after = rank_all();
+        let mut rows: [[Scores; 2]; 2] = Default::default();
+        for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
+            let kind = usize::from(is_control(p));
+            if kind == 1 && p.test_tool.is_none() {
+                continue;
+            }
+            rows[kind][0].add(right_rank(p, b));
+            rows[kind][1].add(right_rank(p, a));
+            if show && (right_rank(p, a) != Some(0) || right_rank(p, b) != right_rank(p, a)) {
+                println!(
+                    "{} {:?} (after {:?}) → {}: off {:?} on {:?} top {:?}",
+                    p.kind,
+                    p.test,
+                    p.feedback,
+                    p.test_tool
+                        .as_deref()
+                        .filter(|_| is_control(p))
+                        .unwrap_or(&p.tool),
+                    right_rank(p, b),
+                    right_rank(p, a),
+                    a.iter().take(3).collect::<Vec<_>>()
+                );
+            }
+        }
+        println!("\n### Every pair's feedback remembered\n\n{HEADER}");
+        println!("{}", rows[0][0].row("pairs, off"));
+        println!("{}", rows[0][1].row("pairs, on"));
+        println!("{}", rows[1][0].row("controls (own right tool), off"));
+        println!("{}", rows[1][1].row("controls (own right tool), on"));
+        learned().forget(None);
+    }
 }

@@ -32,6 +32,7 @@ mod semanticeval;
 mod soak;
 mod timing;
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -860,8 +861,11 @@ fn main() {
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--learning-cosines") {
-        let model = std::path::PathBuf::from(&args[i + 1]);
-        let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/pairs-dev.jsonl");
+        let model = PathBuf::from(&args[i + 1]);
+        let set = args.get(i + 2).map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/pairs-dev.jsonl"),
+            PathBuf::from,
+        );
         learnbench::learning_cosines(&model, &set);
         return;
     }
@@ -869,12 +873,26 @@ fn main() {
         learnbench::learning_cost(&real_catalog());
         return;
     }
-    if let Some(i) = args.iter().position(|a| a == "--learning") {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut sets: Vec<std::path::PathBuf> = args[i + 1..]
+    if let Some(i) = args.iter().position(|a| a == "--learning-offline") {
+        let model = args
+            .iter()
+            .position(|a| a == "--model")
+            .and_then(|m| args.get(m + 1))
+            .map(PathBuf::from);
+        let sets: Vec<PathBuf> = args[i + 1..]
             .iter()
             .take_while(|a| !a.starts_with("--"))
-            .map(std::path::PathBuf::from)
+            .map(PathBuf::from)
+            .collect();
+        learnbench::learning_offline(&real_catalog(), &sets, model.as_deref());
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--learning") {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut sets: Vec<PathBuf> = args[i + 1..]
+            .iter()
+            .take_while(|a| !a.starts_with("--"))
+            .map(PathBuf::from)
             .collect();
         if sets.is_empty() {
             sets.push(root.join("bench/pairs-dev.jsonl"));
