@@ -475,6 +475,11 @@ impl Learned {
         }
     }
 
+    /// Whether anything is remembered for `tool`.
+    pub fn knows(&self, tool: &str) -> bool {
+        self.lock().iter().any(|r| r.tool == tool)
+    }
+
     /// Drops what was learned for `tool`, or everything; how many queries
     /// were dropped.
     pub fn forget(&self, tool: Option<&str>) -> usize {

@@ -144,6 +144,17 @@ fn a_called_tool_is_found_first_by_later_sessions() {
     assert_eq!(learned_count(&d), 1);
     assert_eq!(ranking(&d, TEST)[0], "git_log");
 
+    // "forget" and a word naming no tool: more likely a search; nothing is
+    // forgotten and the error says how to do either.
+    let (code, _, err) = d.ctl(&["search", "forget", "password"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("evoctl search \"forget password\""), "{err}");
+    assert_eq!(learned_count(&d), 1);
+    // Quoted, the words are searched.
+    let (code, out, err) = d.ctl(&["search", "forget password"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(learned_count(&d), 1);
+
     // Forget one tool: the ranking is as it was.
     let (code, out, err) = d.ctl(&["search", "forget", "git_log"]);
     assert_eq!(code, 0, "{out}{err}");

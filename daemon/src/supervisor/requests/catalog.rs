@@ -221,6 +221,21 @@ impl Supervisor {
 
     /// `evoctl search forget [TOOL]`.
     pub(super) fn forget_learned(&self, tool: Option<String>) -> CtlReply {
+        // `search forget WORD` where WORD is no tool is more likely a search
+        // for two words than a forget: say how to do either.
+        if let Some(t) = &tool
+            && self.snapshot.load().get(t).is_none()
+            && !learned().knows(t)
+        {
+            return CtlReply::error(
+                ErrorKind::NotFound,
+                format!(
+                    "no tool '{t}' in the catalog or in what search learned; to forget one \
+                     tool's learned queries name it exactly (evoctl search forget TOOL); to \
+                     search for these words, quote them: evoctl search \"forget {t}\""
+                ),
+            );
+        }
         let dropped = learned().forget(tool.as_deref());
         let whose = tool.map_or_else(|| "every tool".to_string(), |t| format!("'{t}'"));
         CtlReply::data(Reply::Action(ctl::ActionReport {
