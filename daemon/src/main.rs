@@ -30,6 +30,7 @@ use evo_daemon::http::HttpOptions;
 use evo_daemon::policy::integrity::PinBook;
 use evo_daemon::runtime::guard;
 use evo_daemon::runtime::guard::GUARD_ARG;
+use evo_daemon::runtime::idle_trim;
 use evo_daemon::runtime::shutdown::StopSignal;
 use evo_daemon::runtime::socket_activation::Inherited;
 use evo_daemon::search::embedder::Embedder;
@@ -329,6 +330,7 @@ async fn run(
         )
         .with_shared_pins(&opts.store)
         .start();
+    idle_trim::start();
     learned().load(&cache_dir);
     if let Some(shared) = opts.store.shared() {
         learned().share(shared.clone());

@@ -73,6 +73,8 @@ const TLS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often idle stateless sessions are looked for, at most (more often
 /// with a short `session_timeout_s`).
 const JANITOR_EVERY: Duration = Duration::from_secs(60);
+/// How long an answered request's stream stays resumable (see `serve`).
+const COMPLETED_STREAM_TTL: Duration = Duration::from_secs(10);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
@@ -135,6 +137,13 @@ pub fn serve(
         local = local.with_event_store(events.clone());
     }
     local.session_config.keep_alive = Some(Duration::from_secs(settings.session_timeout_s));
+    // rmcp keeps each answered request's stream (its channel and cached
+    // messages) for a late resumption, 60 s by default, and drops old ones
+    // only when the session sees its next message: after a burst an idle
+    // session held every stream of its last minute (about 250 KiB per
+    // session after 16 clients' load). A client told to retry after 3 s
+    // resumes within this; under scale-out the store replays instead.
+    local.session_config.completed_cache_ttl = COMPLETED_STREAM_TTL;
     let manager = Arc::new(TrackedSessions {
         inner: local,
         registry: registry.clone(),

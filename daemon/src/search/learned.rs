@@ -562,7 +562,7 @@ impl Learned {
         }
         let asked = first_action(query);
         // Per learned tool: the words naming its server's other tools.
-        let mut siblings: HashMap<&str, Vec<u64>> = HashMap::new();
+        let mut siblings: HashMap<&str, (Vec<u64>, Vec<u64>)> = HashMap::new();
         // Per tool: the best match and the evidence behind matches.
         let mut matched: HashMap<&str, (f32, u32)> = HashMap::new();
         let records = self.lock();
@@ -577,12 +577,21 @@ impl Learned {
             // A word naming another tool of the same server, which neither
             // the remembered query nor this tool's name has, asks for that
             // tool ("list subscriptions" after "list invoices").
-            let others = siblings
+            let (others, own) = siblings
                 .entry(r.tool.as_str())
                 .or_insert_with(|| sibling_words(snapshot, &r.tool));
             if q.iter()
                 .any(|t| others.binary_search(t).is_ok() && r.terms.binary_search(t).is_err())
             {
+                continue;
+            }
+            // The words the remembered query shares with the tool's name
+            // say what it was about: a query without one of them asks
+            // about something else ("list the namespaces" after "list
+            // pods in the staging namespace" → `pods_list_in_namespace`).
+            if r.terms.iter().any(|t| {
+                own.binary_search(t).is_ok() && action_of(*t) == 0 && q.binary_search(t).is_err()
+            }) {
                 continue;
             }
             let m = matched.entry(r.tool.as_str()).or_default();
@@ -680,10 +689,10 @@ impl Learned {
 }
 
 /// The words of the names of `tool`'s server's other tools that its own
-/// name lacks (action words aside: [`first_action`] compares those).
-fn sibling_words(snapshot: &Snapshot, tool: &str) -> Vec<u64> {
+/// name lacks ("reply" beside `email_forward_email`), and its own name's.
+fn sibling_words(snapshot: &Snapshot, tool: &str) -> (Vec<u64>, Vec<u64>) {
     let Some(entry) = snapshot.get(tool) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let own = terms(&entry.upstream);
     let mut words: Vec<u64> = snapshot
@@ -691,11 +700,11 @@ fn sibling_words(snapshot: &Snapshot, tool: &str) -> Vec<u64> {
         .iter()
         .filter(|e| e.server.id == entry.server.id && e.name != entry.name)
         .flat_map(|e| terms(&e.upstream))
-        .filter(|t| own.binary_search(t).is_err() && action_of(*t) == 0)
+        .filter(|t| own.binary_search(t).is_err())
         .collect();
     words.sort_unstable();
     words.dedup();
-    words
+    (words, own)
 }
 
 /// The weakest, then oldest, remembered pair: the first to go.
@@ -762,6 +771,50 @@ mod tests {
         assert!(!counts(task, "delete the task to call the dentist", 0.9));
         // Little in common, in words or meaning: nothing.
         assert!(!counts(bug, "convert 9am Tokyo time to New York", 0.2));
+    }
+
+    /// The learned part of `tool` for `query` after `remembered` led to it.
+    fn learned_part(remembered: &str, tool: &str, query: &str) -> f32 {
+        let snapshot = crate::search::tests::snapshot(&[
+            (
+                "mail",
+                &[
+                    ("forward_email", "Forward an email"),
+                    ("reply_email", "Reply to an email"),
+                ],
+            ),
+            (
+                "k8s",
+                &[
+                    ("pods_list_in_namespace", "List pods in a namespace"),
+                    ("namespaces_list", "List namespaces"),
+                ],
+            ),
+        ]);
+        let learned = Learned::empty();
+        learned.add(remembered, tool, None);
+        let mut scores = vec![1.0; snapshot.tools.len()];
+        let parts = learned.boost(&snapshot, query, None, &mut scores);
+        snapshot.position(tool).map_or(0.0, |d| parts[d])
+    }
+
+    #[test]
+    fn a_word_of_another_tool_or_a_missing_object_is_another_request() {
+        let forward = "forward the email from HR to my personal address";
+        assert!(learned_part(forward, "mail_forward_email", "forward the email from HR") > 0.0);
+        // "reply" names the server's other tool.
+        assert_eq!(
+            learned_part(forward, "mail_forward_email", "reply to the email from HR"),
+            0.0
+        );
+        let pods = "list pods in the staging namespace";
+        let tool = "k8s_pods_list_in_namespace";
+        assert!(learned_part(pods, tool, "list the pods in the staging namespace") > 0.0);
+        // The object the remembered query and the tool's name share is gone.
+        assert_eq!(
+            learned_part(pods, tool, "list the namespaces in the staging cluster"),
+            0.0
+        );
     }
 
     #[test]

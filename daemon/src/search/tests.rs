@@ -6,7 +6,7 @@ use super::text::{rewrite_phrases, shape_words, spans, tokenize};
 use super::*;
 
 /// A snapshot of servers given as (id, [(tool, description)]).
-fn snapshot(servers: &[(&str, &[(&str, &str)])]) -> Snapshot {
+pub(super) fn snapshot(servers: &[(&str, &[(&str, &str)])]) -> Snapshot {
     let servers: Vec<(String, Vec<Tool>)> = servers
         .iter()
         .map(|(id, tools)| {
