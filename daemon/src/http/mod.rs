@@ -74,7 +74,7 @@ const TLS_TIMEOUT: Duration = Duration::from_secs(10);
 /// with a short `session_timeout_s`).
 const JANITOR_EVERY: Duration = Duration::from_secs(60);
 /// How long an answered request's stream stays resumable (see `serve`).
-const COMPLETED_STREAM_TTL: Duration = Duration::from_secs(10);
+const COMPLETED_STREAM_TTL: Duration = Duration::from_secs(5);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
@@ -141,8 +141,9 @@ pub fn serve(
     // messages) for a late resumption, 60 s by default, and drops old ones
     // only when the session sees its next message: after a burst an idle
     // session held every stream of its last minute (about 250 KiB per
-    // session after 16 clients' load). A client told to retry after 3 s
-    // resumes within this; under scale-out the store replays instead.
+    // session after 16 clients' load; 5 s keeps about a twelfth of that).
+    // A client told to retry after 3 s resumes within this; under
+    // scale-out the store replays instead.
     local.session_config.completed_cache_ttl = COMPLETED_STREAM_TTL;
     let manager = Arc::new(TrackedSessions {
         inner: local,
