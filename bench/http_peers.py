@@ -110,7 +110,7 @@ def concurrent(gw: Gateway, clients: int, seconds: float) -> None:
 def idle_sessions(gw: Gateway, count: int = 100) -> None:
     """The gateway's RSS growth with `count` more sessions, initialized and kept open."""
     assert gw.endpoint is not None and gw.proc is not None
-    time.sleep(2.0)  # settle after the load (a garbage collector's work, sockets closing)
+    time.sleep(2.0)  # settle (a collector's work, sockets closing)
     own, children = gw.own()
     before, opened = rss_kib(own), []
     try:
@@ -123,7 +123,8 @@ def idle_sessions(gw: Gateway, count: int = 100) -> None:
                     return
         time.sleep(1.0)
         after = rss_kib(gw.own()[0])
-        gw.idle_growth = f"{(after - before) / 1024:+.1f} MiB"
+        stateless = gw.endpoint.kind == "streamable" and not any(c.session for c in opened)
+        gw.idle_growth = f"{(after - before) / 1024:+.1f} MiB" + (" (it gives no session id)" if stateless else "")
     except (CallFailed, OSError, http.client.HTTPException) as e:
         gw.idle_growth = f"session {len(opened) + 1} failed: {short(str(e), 120)}"
     finally:
@@ -231,6 +232,9 @@ def bench(args: argparse.Namespace) -> int:
         live = [g for g in gateways if not g.skipped]
         print(f"{len(live) - 1} gateways and the direct server, {args.calls} sequential calls each …", file=sys.stderr, flush=True)
         sequential(live, args.calls, args.rounds)
+        # Idle sessions before the load: a collector shrinking a heap after it would hide them.
+        for gw in live:
+            idle_sessions(gw)
         for r in range(args.load_rounds):
             for gw in live[r % len(live) :] + live[: r % len(live)]:
                 if not gw.load.failed > 20:
@@ -238,13 +242,11 @@ def bench(args: argparse.Namespace) -> int:
                     concurrent(gw, args.clients, args.seconds)
         for gw in live:
             gw.rss_kib = rss_kib(gw.own()[0])
-        for gw in live:
-            idle_sessions(gw)
         print(f"\n{table(gateways, direct, args.clients)}\n")
         print(f"Machine: {load_before} at the start; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end.")
         print(
             f"{args.calls} sequential calls per row in {args.rounds} alternating rounds on one keep-alive client; "
-            f"{args.clients} client processes for {args.load_rounds} × {args.seconds:.0f} s per row; own CPU and RSS: "
+            f"100 idle sessions opened after those; then {args.clients} client processes for {args.load_rounds} × {args.seconds:.0f} s per row; own CPU and RSS: "
             "the gateway process and its descendants minus the stdio children (and theirs); every answer checked."
         )
         for gw in gateways:
