@@ -156,7 +156,7 @@ def table(gateways: list[Gateway], direct: Gateway, clients: int) -> str:
     base_rate = direct.load.ok / direct.load_seconds if direct.load_seconds else 0.0
     head = (
         f"| gateway (same run) | version | median, sequential | added median vs direct | own CPU per call, {clients} clients "
-        f"| calls/s, {clients} clients (% of direct) | RSS after load | +100 idle sessions |\n|---|---|---|---|---|---|---|---|\n"
+        f"| calls/s, {clients} clients (% of direct) | RSS after the sequential calls / at the end | +100 idle sessions |\n|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for gw in gateways:
@@ -175,7 +175,7 @@ def table(gateways: list[Gateway], direct: Gateway, clients: int) -> str:
             rate_cell = f"{rate:,.0f}" + ("" if gw is direct or not base_rate else f" ({rate / base_rate:.0%})")
         else:
             cpu_cell, rate_cell = "–", "–"
-        rss = f"{gw.rss_kib / 1024:.1f} MiB" if gw.rss_kib else "–"
+        rss = f"{gw.rss_first_kib / 1024:.1f} / {gw.rss_kib / 1024:.1f} MiB" if gw.rss_kib else "–"
         rows.append(f"| {gw.name} | {gw.version} | {seq_cell} | {added} | {cpu_cell} | {rate_cell} | {rss} | {gw.idle_growth} |")
     return head + "\n".join(rows)
 
@@ -234,6 +234,7 @@ def bench(args: argparse.Namespace) -> int:
         sequential(live, args.calls, args.rounds)
         # Idle sessions before the load: a collector shrinking a heap after it would hide them.
         for gw in live:
+            gw.rss_first_kib = rss_kib(gw.own()[0])
             idle_sessions(gw)
         for r in range(args.load_rounds):
             for gw in live[r % len(live) :] + live[: r % len(live)]:

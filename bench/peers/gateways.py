@@ -148,7 +148,8 @@ class Gateway:
     load: Tally = field(default_factory=Tally)
     load_seconds: float = 0.0
     cpu_ticks: int = 0
-    rss_kib: int = 0
+    rss_first_kib: int = 0  # after the sequential calls
+    rss_kib: int = 0  # at the end: after the idle sessions and the load
     idle_growth: str = "–"
 
     def own(self) -> tuple[list[int], int]:
