@@ -13,8 +13,11 @@ direct server so that noise hits all of them:
 * with `--clients` concurrent client processes: calls/s, and the gateway's own CPU per call
   (utime+stime from /proc of the gateway process and its descendants, minus the stdio children
   and their descendants, which every gateway runs alike);
-* the gateway's RSS after the load (the same process tree minus the children), and its growth
-  with 100 idle sessions (initialized, connections kept open).
+* the gateway's RSS (the same process tree minus the children) after the sequential calls and
+  at the end, and its growth with 100 idle sessions (initialized, connections kept open).
+
+The child, the direct server and the client are in `peers/wire.py`; installing, starting and
+finding the gateways' processes in `peers/gateways.py`.
 
 The peers are installed, pinned, into `bench/.peers/` (ignored by git) with npm and pip; a peer
 that cannot be installed or started is a row "skipped: <reason>". Needs Python 3.11+, Node 20 with
@@ -22,6 +25,7 @@ npm, and the registries (npm, PyPI) reachable; evod comes from `--evod` (build i
 --release -p evo-daemon -p evo-ctl`). `--self-test` installs nothing: the direct server and evod
 (no auth) for 50 calls each, with a child that lies on every 10th call, which must be counted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +45,7 @@ from peers.gateways import (
     CHILD_FLAG,
     Gateway,
     Skip,
+    cpu_ticks,
     find_add,
     rss_kib,
     run,
@@ -51,7 +56,6 @@ from peers.gateways import (
     start_mcp_hub,
     start_mcp_proxy,
     start_supergateway,
-    cpu_ticks,
 )
 from peers.wire import CallFailed, Client, Tally, checked_calls, load_worker, serve_http, serve_stdio
 
@@ -299,7 +303,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="fewer calls and shorter load (a first look)")
     p.add_argument("--only", help="comma-separated rows besides the direct server: evo,evo-token," + ",".join(PEERS))
-    p.add_argument("--evod", default=str(REPO / "target" / "release" / "evod"), help="the evod to measure (evoctl beside it)")
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    p.add_argument("--evod", default=str(target / "release" / "evod"), help="the evod to measure, evoctl beside it ($CARGO_TARGET_DIR/release/evod)")
     p.add_argument("--calls", type=int, help="sequential calls per row (2000; --quick 300)")
     p.add_argument("--clients", type=int, default=16, help="concurrent client processes (16)")
     p.add_argument("--rounds", type=int, default=10, help="alternating rounds of sequential calls (10)")
@@ -318,6 +323,9 @@ def main() -> int:
         return 0
     if args.self_test:
         return self_test(args)
+    rows = {"evo", "evo-token", *PEERS}
+    if args.only and not set(args.only.split(",")) <= rows:
+        p.error(f"--only {args.only}: the rows are {','.join(sorted(rows))}")
     args.calls = args.calls or (300 if args.quick else 2000)
     args.load_rounds = args.load_rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (3.0 if args.quick else 5.0)
