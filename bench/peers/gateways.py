@@ -141,7 +141,7 @@ class Gateway:
     proc: subprocess.Popen[bytes] | None = None
     endpoint: Endpoint | None = None
     # Processes that are part of the gateway besides `proc` (ContextForge's stdio bridge).
-    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    bridges: list[subprocess.Popen[bytes]] = field(default_factory=list)
     skipped: str = ""
     notes: list[str] = field(default_factory=list)
     seq: Tally = field(default_factory=Tally)
@@ -155,13 +155,13 @@ class Gateway:
     def own(self) -> tuple[list[int], int]:
         """`gateway_tree` over all of its processes."""
         pids, children = [], 0
-        for proc in ([self.proc] if self.proc else []) + self.helpers:
+        for proc in ([self.proc] if self.proc else []) + self.bridges:
             p, c = gateway_tree(proc.pid)
             pids, children = pids + p, children + c
         return pids, children
 
     def stop(self) -> None:
-        for proc in ([self.proc] if self.proc else []) + self.helpers:
+        for proc in ([self.proc] if self.proc else []) + self.bridges:
             end_group(proc)
 
 
@@ -383,9 +383,9 @@ def start_contextforge(work: Path) -> Gateway:
     log = home / "gateway.log"
     gw = Gateway("IBM ContextForge", version, spawn([str(bin_dir / "mcpgateway"), "--host", "127.0.0.1", "--port", str(port)], log, env=env, cwd=home))
     bridge = [str(bin_dir / "python"), "-m", "mcpgateway.translate", "--stdio", shlex.join(child_argv()), "--port", str(bridge_port), "--expose-sse"]
-    gw.helpers.append(spawn(bridge, home / "bridge.log", env=env, cwd=home))
+    gw.bridges.append(spawn(bridge, home / "bridge.log", env=env, cwd=home))
     try:
-        wait_listening(bridge_port, gw.helpers[0], 60, home / "bridge.log")
+        wait_listening(bridge_port, gw.bridges[0], 60, home / "bridge.log")
         wait_listening(port, gw.proc, 180, log)  # type: ignore[arg-type]  # migrations on a fresh database
         made = run([str(bin_dir / "python"), "-m", "mcpgateway.utils.create_jwt_token", "-u", "admin@example.com", "--admin", "-e", "600"], 120, env=env, cwd=home)
         token = made.stdout.strip().splitlines()[-1] if made.returncode == 0 and made.stdout.strip() else ""
