@@ -134,9 +134,10 @@ fn a_child_that_dies_mid_call_fails_the_call_and_comes_back() {
 
 #[test]
 fn a_session_the_child_forgot_is_renewed_without_failing_the_call() {
+    // A child before 2026-07-28: sessions (the later ones are stateless).
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = HttpChild::start(&addr, &[SHOW_IDS]);
+    let mut child = HttpChild::start_with(&addr, &["--legacy"], &[SHOW_IDS]);
     let d = daemon_for(&child);
     let mut c = d.legacy_session();
     assert_eq!(
@@ -146,7 +147,10 @@ fn a_session_the_child_forgot_is_renewed_without_failing_the_call() {
     // Restarted between two calls (faster than the 10 s ping): its
     // sessions are gone, and the next POST is answered 404.
     child.kill();
-    let child = HttpChild::start(&addr, &[SHOW_IDS]);
+    let child = HttpChild::start_with(&addr, &["--legacy"], &[SHOW_IDS]);
+    // Time for the pool to see the old connection closed (a POST that
+    // meets the closing connection fails in transport, as through rmcp).
+    std::thread::sleep(Duration::from_millis(200));
     let r = call(&mut c, "web_echo", json!({"text": "two"}), false);
     assert_eq!(text_of(&r["result"]), ("two".to_string(), false), "{r}");
     // rmcp sent it again under a new session; the next is direct again.
