@@ -253,7 +253,8 @@ impl DirectCalls {
         }
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if let Some(wire) = &self.http {
-            let body = bytes::Bytes::from(serde_json::to_vec(&line).map_err(std::io::Error::other)?);
+            let body =
+                bytes::Bytes::from(serde_json::to_vec(&line).map_err(std::io::Error::other)?);
             let named = ["name", "uri"].iter().find_map(|k| params_str(&line, k));
             let (wire, ours) = (wire.clone(), id.clone());
             let method = method.to_string();
@@ -268,7 +269,10 @@ impl DirectCalls {
                     let at = 0..size;
                     (Answer::Result(RawResult { line: text, at }), size)
                 };
-                match wire.exchange(&method, named.as_deref(), body, answer, from_rmcp).await {
+                match wire
+                    .exchange(&method, named.as_deref(), body, answer, from_rmcp)
+                    .await
+                {
                     Exchanged::Answer(answer) => Some(answer),
                     Exchanged::Error(e) => Some((Answer::Error(e), 0)),
                     Exchanged::Gone => None,

@@ -384,6 +384,9 @@ fn throughput(make: &dyn Fn() -> Client, clients: usize, calls: usize) -> f64 {
     (clients * calls) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Makes one more client of a path.
+type ClientMaker<'a> = Box<dyn Fn() -> Client + 'a>;
+
 /// The call path's goals in one run, every path in alternating rounds:
 /// evod (API token, initialize sessions) to a stdio child and to an HTTP
 /// child, against the client calling the HTTP child directly. evod's own
@@ -391,7 +394,7 @@ fn throughput(make: &dyn Fn() -> Client, clients: usize, calls: usize) -> f64 {
 /// calls made.
 fn call_path_goals(d: &Daemon, fx_port: u16, port: u16, token: &str, sizes: (usize, usize, usize)) {
     let (rounds, per_round, tp_calls) = sizes;
-    let makers: [(&str, Box<dyn Fn() -> Client + '_>); 3] = [
+    let makers: [(&str, ClientMaker<'_>); 3] = [
         (
             "client → HTTP fixture (direct)",
             Box::new(|| Client::new(fx_port, None, false, "echo")),

@@ -59,7 +59,8 @@ fn calls_go_straight_to_the_child_and_answer_as_through_rmcp() {
             "{tool}: the direct answer differs from rmcp's"
         );
     }
-    let (text, is_error) = text_of(&call(&mut c, "web_fail", json!({"message": "x"}), false)["result"]);
+    let (text, is_error) =
+        text_of(&call(&mut c, "web_fail", json!({"message": "x"}), false)["result"]);
     assert!(is_error && text.contains('x'), "{text}");
     assert_eq!(
         text_of(&call(&mut c, "web_big", json!({"bytes": 300_000}), false)["result"])
@@ -107,7 +108,10 @@ fn a_child_that_dies_mid_call_fails_the_call_and_comes_back() {
     assert!(is_error && text.contains("'web'"), "{text}");
     assert!(started.elapsed() < Duration::from_secs(10), "it hung");
     assert!(
-        child.ids("tools/call").iter().any(|id| id.starts_with("\"evo-")),
+        child
+            .ids("tools/call")
+            .iter()
+            .any(|id| id.starts_with("\"evo-")),
         "the crash went the direct way"
     );
     child.kill();
@@ -115,10 +119,14 @@ fn a_child_that_dies_mid_call_fails_the_call_and_comes_back() {
     // call still gets through (rmcp re-initializes, or the server is
     // reconnected), as it did before the direct path.
     let child = HttpChild::start(&addr, &[SHOW_IDS]);
-    eventually("the call to get through again", Duration::from_secs(30), || {
-        let r = call(&mut c, "web_echo", json!({"text": "back"}), false);
-        text_of(&r["result"]) == ("back".to_string(), false)
-    });
+    eventually(
+        "the call to get through again",
+        Duration::from_secs(30),
+        || {
+            let r = call(&mut c, "web_echo", json!({"text": "back"}), false);
+            text_of(&r["result"]) == ("back".to_string(), false)
+        },
+    );
     // And later calls are direct again, under the new session.
     let before = child.ids("tools/call").len();
     let r = call(&mut c, "web_echo", json!({"text": "again"}), false);
@@ -171,10 +179,15 @@ fn a_cancelled_call_is_cancelled_at_the_child() {
     c.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
                    "params": {"name": "web_sleep", "arguments": {"ms": 30_000}}}));
     eventually("the sleep to start", Duration::from_secs(10), || {
-        child.stderr().iter().any(|l| l.contains("sleep 30000 started"))
+        child
+            .stderr()
+            .iter()
+            .any(|l| l.contains("sleep 30000 started"))
     });
-    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                   "params": {"requestId": 77, "reason": "changed my mind"}}));
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 77, "reason": "changed my mind"}}),
+    );
     eventually("the child to hear of it", Duration::from_secs(10), || {
         child
             .stderr()
@@ -182,7 +195,10 @@ fn a_cancelled_call_is_cancelled_at_the_child() {
             .any(|l| l.contains("sleep 30000 cancelled"))
     });
     assert!(
-        child.ids("tools/call").iter().all(|id| id.starts_with("\"evo-")),
+        child
+            .ids("tools/call")
+            .iter()
+            .all(|id| id.starts_with("\"evo-")),
         "the sleep went the direct way"
     );
     // The session goes on.
