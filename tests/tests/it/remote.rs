@@ -173,7 +173,9 @@ fn a_session_the_child_forgot_is_renewed_without_failing_the_call() {
 
 #[test]
 fn a_cancelled_call_is_cancelled_at_the_child() {
-    let child = HttpChild::start("127.0.0.1:0", &[SHOW_IDS]);
+    // A child with sessions: a stateless (2026-07-28) one ignores
+    // notifications, so only its closed connection would tell it.
+    let child = HttpChild::start_with("127.0.0.1:0", &["--legacy"], &[SHOW_IDS]);
     let d = daemon_for(&child);
     let mut c = d.legacy_session();
     c.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
@@ -194,12 +196,17 @@ fn a_cancelled_call_is_cancelled_at_the_child() {
             .iter()
             .any(|l| l.contains("sleep 30000 cancelled"))
     });
+    let sent = child.ids("tools/call");
     assert!(
-        child
-            .ids("tools/call")
-            .iter()
-            .all(|id| id.starts_with("\"evo-")),
-        "the sleep went the direct way"
+        sent.len() == 1 && sent[0].starts_with("\"evo-"),
+        "the sleep went the direct way: {sent:?}"
+    );
+    // Its connection closed, and the child was also told, by id (a
+    // server that does not stop on a closed connection stops on that).
+    eventually(
+        "the child to be told by id",
+        Duration::from_secs(10),
+        || child.ids("notifications/cancelled").contains(&sent[0]),
     );
     // The session goes on.
     let r = call(&mut c, "web_echo", json!({"text": "next"}), false);
