@@ -536,13 +536,13 @@ async def test_the_token_is_refreshed_ahead_of_expiry_by_a_timer(world: World) -
         assert refreshes(w, "web", "request") == 0, w.diagnostics()
 
 
-def start_protected_sse(tmp: Path, port: int, issuer: str, reject: Path) -> LoggedProcess:
-    log = tmp / "sse-server.log"
-    env = clean_env() | {"PORT": str(port), "ISSUER": issuer, "REJECT_FILE": str(reject)}
+def start_protected_sse(tmp: Path, port: int, issuer: str, reject: Path, transport: str = "sse") -> LoggedProcess:
+    log = tmp / f"{transport}-server.log"
+    env = clean_env() | {"PORT": str(port), "ISSUER": issuer, "REJECT_FILE": str(reject), "TRANSPORT": transport}
     sse = LoggedProcess.start([sys.executable, str(HERE / "oauth" / "sse_server.py")], log, env=env, cwd=HERE)
     wait_for(
-        "the protected SSE server did not start",
-        lambda: "protected SSE server on" in log.read_text(errors="replace") or sse.proc.poll() is not None,
+        "the protected server did not start",
+        lambda: " server on " in log.read_text(errors="replace") or sse.proc.poll() is not None,
         30,
     )
     assert sse.proc.poll() is None, tail(log)
@@ -614,6 +614,56 @@ async def test_an_sse_child_behind_oauth() -> None:
     finally:
         if sse:
             sse.stop()
+
+
+async def test_a_streamable_http_childs_direct_calls_refresh_on_a_401() -> None:
+    """A Streamable HTTP child behind OAuth answering with event streams (the Python SDK's app):
+    evo's direct calls (its own request ids, `evo-N`) carry the token; when the server refuses the
+    token evo holds, the 401 refreshes it once, five calls at the same time waiting for that one
+    refresh, and each call is sent again, directly, with the new token."""
+    tmp = make_tmp()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    reject = tmp / "rejected-tokens"
+    child: LoggedProcess | None = None
+    servers = lambda _rs: {"mcpServers": {"h": {"type": "http", "url": url, "oauth": {"scopes": SCOPES}}}}
+    try:
+        with running_world(servers=servers, more_resources=(url,), tmp=tmp) as w:
+            child = start_protected_sse(tmp, port, w.issuer, reject, "http")
+            with anyio.fail_after(TIMEOUT_S):
+                diag = lambda: f"{w.diagnostics()}\n--- the child ---\n{tail(child.log, 30)}"
+                await anyio.to_thread.run_sync(
+                    lambda: wait_for("h never login_required", lambda: w.server("h").get("state") == "login_required", 40, diag)
+                )
+                await anyio.to_thread.run_sync(login, w, "h")
+                await anyio.to_thread.run_sync(
+                    lambda: wait_for("h not ready after login", lambda: w.server("h")["state"] == "ready", 30, diag)
+                )
+                r = await call(w, "h_echo", {"text": "with oauth"})
+                assert not r.is_error and text(r) == "with oauth", f"{text(r)}\n{diag()}"
+
+                held = w.token_file("h")["credentials"]["token_response"]["access_token"]
+                reject.write_text(held + "\n")
+                seen = child.log.read_text(errors="replace").count("echo id")
+                results: list[Any] = []
+                async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+
+                    async def one(i: int) -> None:
+                        results.append(await c.call_tool("h_echo", {"text": f"after a 401 {i}"}))
+
+                    async with anyio.create_task_group() as tg:
+                        for i in range(5):
+                            tg.start_soon(one, i)
+                assert sorted(text(x) for x in results) == [f"after a 401 {i}" for i in range(5)], [text(x) for x in results]
+                assert refreshes(w, "h", "401") == 1, diag()
+                assert w.token_file("h")["credentials"]["token_response"]["access_token"] != held
+                log = child.log.read_text(errors="replace")
+                assert "refused a listed token" in log
+                ids = re.findall(r"echo id '([^']*)'", log)[seen:]
+                assert len(ids) == 5 and all(i.startswith("evo-") for i in ids), ids
+    finally:
+        if child:
+            child.stop()
 
 
 async def test_a_client_id_metadata_document_identifies_evo() -> None:

@@ -1,19 +1,24 @@
-//! Evo's direct requests on a stdio child (`tools/call`, `resources/read`):
-//! a request is written as one line with an id of its own (`evo-N`), and its
-//! answer, taken off the child's stream by the transport (see
-//! [`super::io`]), is handed over here raw, before rmcp would parse it.
-//! What a session holds of a ready child ([`DirectCalls`]); it knows nothing
-//! of the transport or the link.
+//! Evo's direct requests on a child (`tools/call`, `resources/read`): a
+//! request is written with an id of its own (`evo-N`), and its answer is
+//! handed over here raw, before rmcp would parse it. On a stdio child the
+//! request is one line on its stdin and the answer is taken off its stream
+//! by the transport (see [`super::io`]); on a Streamable HTTP child it is
+//! one POST whose answer is read by the call itself, on the caller's task
+//! (see [`super::direct_http`]). What a session holds of a ready child
+//! ([`DirectCalls`]); it knows nothing of the link.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::future::BoxFuture;
 use rmcp::model::JsonObject;
+use rmcp::service::{Peer, RoleClient};
 use serde_json::{Value, json};
 use tokio::process::ChildStdin;
 use tokio::sync::{Mutex, oneshot};
 
+use super::direct_http::{Exchanged, HttpWire};
 use crate::VERSION;
 use crate::runtime::ndjson::write_line;
 
@@ -23,8 +28,11 @@ const ID_PREFIX: &str = "evo-";
 
 /// Direct calls in flight on one child, and how to write to it.
 pub struct DirectCalls {
-    /// The child's stdin, shared with rmcp's side of the transport.
+    /// The child's stdin, shared with rmcp's side of the transport (`None`
+    /// for a Streamable HTTP child).
     pub(super) writer: Arc<Mutex<Option<ChildStdin>>>,
+    /// How to POST to a Streamable HTTP child.
+    http: Option<Arc<HttpWire>>,
     /// Calls waiting for their answer, and the size of the line it came in.
     waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<(Answer, usize)>>>,
     next: AtomicU64,
@@ -129,6 +137,46 @@ fn answer_top(line: &[u8]) -> Result<Top, ()> {
     Ok(Some((id, outcome)))
 }
 
+/// The answer to one of our requests that `line` is: its id, the answer
+/// and the line's size; else the line back.
+fn answer_in(line: Vec<u8>) -> Result<(String, Answer, usize), Vec<u8>> {
+    // Cheap test first: only lines that mention one of our ids.
+    if !mentions(&line, &QUOTED_ID_PREFIX) {
+        return Err(line);
+    }
+    let (line, top) = match answer_top(&line) {
+        Ok(top) => (line, top),
+        // Invalid UTF-8 in a string (seen in text results) is replaced,
+        // not a reason to lose the whole message.
+        Err(()) if std::str::from_utf8(&line).is_err() => {
+            let line = String::from_utf8_lossy(&line).into_owned().into_bytes();
+            match answer_top(&line) {
+                Ok(top) => (line, top),
+                Err(()) => return Err(line),
+            }
+        }
+        Err(()) => return Err(line),
+    };
+    let Some((id, outcome)) = top else {
+        return Err(line);
+    };
+    let size = line.len();
+    let answer = match outcome {
+        Ok(at) => Answer::Result(RawResult { line, at }),
+        Err(error) => Answer::Error(error),
+    };
+    Ok((id, answer, size))
+}
+
+/// The string `params[key]` of a request, if it has one.
+fn params_str(request: &Value, key: &str) -> Option<String> {
+    request
+        .get("params")?
+        .get(key)?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Where `part` (borrowed from `line`) lies in it.
 fn offset_in(line: &[u8], part: &str) -> std::ops::Range<usize> {
     let start = part.as_ptr() as usize - line.as_ptr() as usize;
@@ -140,9 +188,29 @@ impl DirectCalls {
     pub(super) fn new(stdin: ChildStdin) -> DirectCalls {
         DirectCalls {
             writer: Arc::new(Mutex::new(Some(stdin))),
+            http: None,
             waiting: Default::default(),
             next: AtomicU64::new(1),
             envelope: Default::default(),
+        }
+    }
+
+    /// Direct calls POSTed on `wire`.
+    pub(super) fn over_http(wire: Arc<HttpWire>) -> DirectCalls {
+        DirectCalls {
+            writer: Arc::new(Mutex::new(None)),
+            http: Some(wire),
+            waiting: Default::default(),
+            next: AtomicU64::new(1),
+            envelope: Default::default(),
+        }
+    }
+
+    /// rmcp's session with the child, for what an HTTP child's direct path
+    /// leaves to it.
+    pub fn through(&self, peer: &Peer<RoleClient>) {
+        if let Some(wire) = &self.http {
+            wire.through(peer.clone());
         }
     }
 
@@ -156,6 +224,9 @@ impl DirectCalls {
             })
         });
         let _ = self.envelope.set(envelope);
+        if let Some(wire) = &self.http {
+            wire.negotiated(protocol_version);
+        }
     }
 
     /// Starts a `tools/call`; see [`DirectCalls::request`].
@@ -181,6 +252,38 @@ impl DirectCalls {
             params["_meta"] = envelope.clone();
         }
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Some(wire) = &self.http {
+            let body =
+                bytes::Bytes::from(serde_json::to_vec(&line).map_err(std::io::Error::other)?);
+            let named = ["name", "uri"].iter().find_map(|k| params_str(&line, k));
+            let (wire, ours) = (wire.clone(), id.clone());
+            let method = method.to_string();
+            let exchange = async move {
+                let answer = |line: Vec<u8>| match answer_in(line) {
+                    Ok((id, answer, size)) if id == ours => Ok((answer, size)),
+                    Ok(_) => Err(Vec::new()),
+                    Err(line) => Err(line),
+                };
+                let from_rmcp = |text: Vec<u8>| {
+                    let size = text.len();
+                    let at = 0..size;
+                    (Answer::Result(RawResult { line: text, at }), size)
+                };
+                match wire
+                    .exchange(&method, named.as_deref(), body, answer, from_rmcp)
+                    .await
+                {
+                    Exchanged::Answer(answer) => Some(answer),
+                    Exchanged::Error(e) => Some((Answer::Error(e), 0)),
+                    Exchanged::Gone => None,
+                }
+            };
+            return Ok(Pending {
+                calls: self.clone(),
+                id,
+                rx: Some(Waiting::Http(Box::pin(exchange))),
+            });
+        }
         let (tx, rx) = oneshot::channel();
         self.waiting
             .lock()
@@ -189,7 +292,7 @@ impl DirectCalls {
         let pending = Pending {
             calls: self.clone(),
             id,
-            rx: Some(rx),
+            rx: Some(Waiting::Line(rx)),
         };
         self.write(&line).await?;
         Ok(pending)
@@ -202,31 +305,7 @@ impl DirectCalls {
     /// Hands an answer line to its waiting call; gives the line back if it
     /// is not ours (rmcp reads it then).
     pub(super) fn deliver(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
-        // Cheap test first: only lines that mention one of our ids.
-        if !mentions(&line, &QUOTED_ID_PREFIX) {
-            return Err(line);
-        }
-        let (line, top) = match answer_top(&line) {
-            Ok(top) => (line, top),
-            // Invalid UTF-8 in a string (seen in text results) is replaced,
-            // not a reason to lose the whole message.
-            Err(()) if std::str::from_utf8(&line).is_err() => {
-                let line = String::from_utf8_lossy(&line).into_owned().into_bytes();
-                match answer_top(&line) {
-                    Ok(top) => (line, top),
-                    Err(()) => return Err(line),
-                }
-            }
-            Err(()) => return Err(line),
-        };
-        let Some((id, outcome)) = top else {
-            return Err(line);
-        };
-        let size = line.len();
-        let answer = match outcome {
-            Ok(at) => Answer::Result(RawResult { line, at }),
-            Err(error) => Answer::Error(error),
-        };
+        let (id, answer, size) = answer_in(line)?;
         self.hand_over(&id, answer, size);
         Ok(())
     }
@@ -269,7 +348,15 @@ impl DirectCalls {
 pub struct Pending {
     calls: Arc<DirectCalls>,
     id: String,
-    rx: Option<oneshot::Receiver<(Answer, usize)>>,
+    rx: Option<Waiting>,
+}
+
+/// Where a call's answer comes from: a stdio child's stream (through the
+/// transport), or its own HTTP exchange, run by whoever awaits it (`None`:
+/// the child went away).
+enum Waiting {
+    Line(oneshot::Receiver<(Answer, usize)>),
+    Http(BoxFuture<'static, Option<(Answer, usize)>>),
 }
 
 impl Pending {
@@ -290,24 +377,32 @@ impl Pending {
     /// The answer's `result` unparsed, for a caller that reads what it
     /// needs of it itself.
     pub async fn answer_raw(mut self) -> Direct<RawResult> {
-        let Some(rx) = self.rx.as_mut() else {
-            return Direct::Gone;
-        };
         // Still `Some` while waiting: dropped here, the call is cancelled.
-        let answer = rx.await;
+        let answer = match self.rx.as_mut() {
+            None => None,
+            Some(Waiting::Line(rx)) => rx.await.ok(),
+            Some(Waiting::Http(exchange)) => exchange.await,
+        };
         self.rx = None;
         match answer {
-            Ok((Answer::Result(raw), size)) => Direct::Result(raw, size),
-            Ok((Answer::Error(e), _)) => Direct::Error(e),
-            Err(_) => Direct::Gone,
+            Some((Answer::Result(raw), size)) => Direct::Result(raw, size),
+            Some((Answer::Error(e), _)) => Direct::Error(e),
+            None => Direct::Gone,
         }
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if self.rx.is_none() {
-            return; // answered
+        match self.rx.take() {
+            None => return, // answered
+            Some(Waiting::Http(_)) => {
+                if let Some(wire) = &self.calls.http {
+                    wire.cancel(std::mem::take(&mut self.id));
+                }
+                return;
+            }
+            Some(Waiting::Line(_)) => {}
         }
         let waiting = self
             .calls

@@ -51,6 +51,7 @@ use process::{ChildProcess, StderrTail};
 use remote::RemoteTarget;
 
 pub mod direct;
+pub mod direct_http;
 mod events;
 mod gate;
 mod handshake;
@@ -432,7 +433,10 @@ impl ChildServer {
                 if *sse {
                     sse::connect(target, self.max_line, handshake, on_down)
                 } else {
-                    remote::connect(target, handshake)
+                    remote::connect(target, self.max_line, handshake).map(|(connecting, direct)| {
+                        run.direct = Some(direct);
+                        connecting
+                    })
                 }
             }
         };
@@ -534,6 +538,7 @@ impl ChildServer {
         tracing::info!(server = %self.spec.id, tools = tools.len(), "child ready");
         if let (Some(direct), Some(info)) = (&run.direct, connected.peer().peer_info()) {
             direct.negotiated(info.protocol_version.as_str());
+            direct.through(connected.peer());
         }
         listen_for_changes(
             connected.peer().clone(),

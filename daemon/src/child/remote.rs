@@ -25,7 +25,10 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use serde_json::Value;
+use tokio::sync::mpsc;
 
+use super::direct::DirectCalls;
+use super::direct_http::{HttpWire, SeenByRmcp, WireTarget};
 use super::handshake::{Connecting, Handshake, StartError};
 use super::link::ServerLink;
 pub use crate::oauth::Bearer;
@@ -72,11 +75,34 @@ async fn forward_progress_value(link: &ServerLink, note: &mut Value) -> bool {
 pub struct ProgressFirst<T> {
     inner: T,
     link: Arc<ServerLink>,
+    /// Messages a direct call read on its own event stream (not its answer).
+    from_direct: Option<mpsc::Receiver<RxJsonRpcMessage<RoleClient>>>,
+    /// What the direct calls need to see go by (the tools' header annotations).
+    seen: Option<Arc<SeenByRmcp>>,
 }
 
 impl<T> ProgressFirst<T> {
     pub fn new(inner: T, link: Arc<ServerLink>) -> Self {
-        ProgressFirst { inner, link }
+        ProgressFirst {
+            inner,
+            link,
+            from_direct: None,
+            seen: None,
+        }
+    }
+
+    /// Also takes in the messages direct calls read, and shows them the
+    /// tool lists.
+    pub fn with_direct(
+        self,
+        from_direct: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+        seen: Arc<SeenByRmcp>,
+    ) -> Self {
+        ProgressFirst {
+            from_direct: Some(from_direct),
+            seen: Some(seen),
+            ..self
+        }
     }
 }
 
@@ -95,7 +121,18 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.inner.receive().await?;
+            let message = match &mut self.from_direct {
+                Some(from_direct) => tokio::select! {
+                    message = self.inner.receive() => message?,
+                    Some(message) = from_direct.recv() => message,
+                },
+                None => self.inner.receive().await?,
+            };
+            if let (Some(seen), rmcp::model::JsonRpcMessage::Response(r)) = (&self.seen, &message)
+                && let rmcp::model::ServerResult::ListToolsResult(list) = &r.result
+            {
+                seen.tools(&list.tools);
+            }
             if let rmcp::model::JsonRpcMessage::Notification(n) = &message
                 && let rmcp::model::ServerNotification::ProgressNotification(p) = &n.notification
                 && let Some(route) = self.link.progress_route(&p.params.progress_token)
@@ -127,6 +164,8 @@ pub struct Authed<C> {
     pub inner: C,
     pub bearer: Option<Arc<Bearer>>,
     pub challenge: Arc<OnceLock<String>>,
+    /// Where the direct calls learn the session id rmcp uses.
+    pub seen: Option<Arc<SeenByRmcp>>,
 }
 
 impl<C: StreamableHttpClient + Sync> Authed<C> {
@@ -166,6 +205,13 @@ impl<C: StreamableHttpClient + Sync> Authed<C> {
         self.noted(result)
     }
 
+    /// Keeps the session id rmcp sends, for the direct calls.
+    fn saw(&self, session_id: &Option<Arc<str>>) {
+        if let Some(seen) = &self.seen {
+            seen.session(session_id);
+        }
+    }
+
     /// Keeps a 401's challenge.
     fn noted<T>(
         &self,
@@ -189,6 +235,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.saw(&session_id);
         self.with_token(auth, |token| {
             self.inner.post_message(
                 uri.clone(),
@@ -210,6 +257,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.saw(&session_id);
         self.with_token(auth, |token| {
             self.inner.post_message_with_max_sse_event_size(
                 uri.clone(),
@@ -232,6 +280,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authed<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.saw(&session_id);
         self.with_token(auth, |token| {
             self.inner.post_message_with_response_limits(
                 uri.clone(),
@@ -323,21 +372,37 @@ pub struct RemoteTarget<'a> {
     pub link: Arc<ServerLink>,
 }
 
-/// Starts `handshake` with a Streamable HTTP server. A start that fails
-/// after the server answered 401 fails as [`StartError::Unauthorized`],
-/// with its challenge.
-pub fn connect(target: RemoteTarget<'_>, handshake: Handshake) -> Result<Connecting, String> {
+/// Starts `handshake` with a Streamable HTTP server, answers up to
+/// `max_message` bytes; also returns the direct calls on it (see
+/// [`super::direct_http`]). A start that fails after the server answered
+/// 401 fails as [`StartError::Unauthorized`], with its challenge.
+pub fn connect(
+    target: RemoteTarget<'_>,
+    max_message: usize,
+    handshake: Handshake,
+) -> Result<(Connecting, Arc<DirectCalls>), String> {
     let config = http_config(target.url, target.headers)?;
+    let (wire, from_direct) = HttpWire::new(WireTarget {
+        server: target.server,
+        url: target.url,
+        headers: target.headers,
+        bearer: target.bearer.clone(),
+        client: remote_client(),
+        max_message,
+    })?;
+    let seen = wire.seen.clone();
+    let direct = Arc::new(DirectCalls::over_http(Arc::new(wire)));
     let challenge = Arc::new(OnceLock::new());
     let client = Authed {
         tag: Arc::new(TaskTag::new(target.server.into())),
         inner: remote_client(),
         bearer: target.bearer,
         challenge: challenge.clone(),
+        seen: Some(seen.clone()),
     };
     let transport = StreamableHttpClientTransport::with_client(client, config);
-    let transport = ProgressFirst::new(transport, target.link);
-    Ok(Box::pin(async move {
+    let transport = ProgressFirst::new(transport, target.link).with_direct(from_direct, seen);
+    let connecting: Connecting = Box::pin(async move {
         let connected = handshake.over(transport).await;
         match (connected, challenge.get()) {
             (Err(StartError::Other(_)), Some(challenge)) => Err(StartError::Unauthorized {
@@ -345,7 +410,8 @@ pub fn connect(target: RemoteTarget<'_>, handshake: Handshake) -> Result<Connect
             }),
             (other, _) => other,
         }
-    }))
+    });
+    Ok((connecting, direct))
 }
 
 /// The HTTP client of remote (Streamable HTTP) children, one for the

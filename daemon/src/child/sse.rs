@@ -22,12 +22,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, WWW_AUTHENTICATE};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
 use reqwest::{StatusCode, Url};
 use rmcp::service::{ClientLifecycleMode, RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 
+use super::direct_http::header_map;
 use super::handshake::{Connecting, Handshake, StartError};
 use super::link::ServerLink;
 use super::remote::{Bearer, ProgressFirst, RemoteTarget, forward_progress, remote_client};
@@ -361,20 +362,4 @@ pub fn connect(
         let transport = SseTransport::connect(target, remote_client(), on_closed).await?;
         handshake.over(ProgressFirst::new(transport, link)).await
     }))
-}
-
-/// The server's configured headers as a header map; an invalid name or
-/// value is an error naming the header (never its value: a secret).
-pub fn header_map(
-    headers: &std::collections::BTreeMap<String, String>,
-) -> Result<HeaderMap, String> {
-    let mut map = HeaderMap::new();
-    for (k, v) in headers {
-        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("header name '{k}' is not valid"))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| format!("value of header '{k}' is not a valid header value"))?;
-        map.insert(name, value);
-    }
-    Ok(map)
 }

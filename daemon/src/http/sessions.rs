@@ -158,8 +158,12 @@ pub struct Registry {
     /// response to the stream of the last request registered under its id,
     /// so a second request reusing an open id would leave the first one's
     /// stream without an answer (keep-alives only, for ever). The second is
-    /// refused instead ([`Registry::claim`]).
-    in_flight: Mutex<HashSet<(String, String)>>,
+    /// refused instead ([`Registry::claim`]). Kept as a 64-bit hash of
+    /// the pair under a per-process random key: a claim costs no
+    /// allocation (a collision, about one in 2^64 pairs, would refuse a
+    /// request as a reused id).
+    in_flight: Mutex<HashSet<u64>>,
+    pair_hash: std::hash::RandomState,
     /// Each identity's stateless session (keyed by the whole identity, so
     /// a changed role or profile opens another).
     stateless: tokio::sync::Mutex<HashMap<Identity, SessionServer>>,
@@ -180,7 +184,7 @@ pub enum Ownership {
 /// being sent; dropped with the response body.
 pub struct InFlight {
     registry: Arc<Registry>,
-    key: (String, String),
+    key: u64,
 }
 
 impl Drop for InFlight {
@@ -198,9 +202,9 @@ impl Registry {
     /// Claims JSON-RPC id `id` in session `session` for one request; `None`
     /// when a request with that id is still open there.
     pub fn claim(self: &Arc<Self>, session: &str, id: &str) -> Option<InFlight> {
-        let key = (session.to_string(), id.to_string());
+        let key = std::hash::BuildHasher::hash_one(&self.pair_hash, (session, id));
         let mut open = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        open.insert(key.clone()).then(|| InFlight {
+        open.insert(key).then(|| InFlight {
             registry: Arc::clone(self),
             key,
         })

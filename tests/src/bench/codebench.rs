@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::timing::{median, ms, us};
+use crate::timing::{cpu_time, median, ms, us};
 use evo_tests::harness::{
     daemon::Daemon, mcp::McpClient, process::rss_kib, servers::fixture_server, wait::eventually,
 };
@@ -47,25 +47,6 @@ fn run_code(c: &mut McpClient, code: &str) -> (Value, usize) {
 fn record(i: usize) -> String {
     let head = format!("record {i}: ");
     format!("{head}{}", "x".repeat(RECORD_BYTES - head.len()))
-}
-
-/// evod's CPU time so far (user + system), from `/proc/PID/stat`.
-fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces), from field 3:
-    // utime and stime are fields 14 and 15.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let total = ticks(11) + ticks(12);
-    Duration::from_nanos(total * 1_000_000_000 / per_second)
 }
 
 pub fn code_mode_benchmarks(quick: bool) {

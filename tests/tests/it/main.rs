@@ -27,6 +27,7 @@ mod permissions;
 mod profiles;
 mod reference;
 mod reload;
+mod remote;
 mod sandbox;
 mod scaleout;
 mod semantic;
