@@ -32,3 +32,4 @@ mod semantic;
 mod starting;
 mod stopping;
 mod supervision;
+mod telemetry;
