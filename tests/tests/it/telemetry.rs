@@ -304,7 +304,13 @@ fn record_arguments_exports_argument_values() {
     ));
     d.wait_ready(&["fx"]);
     let mut c = d.legacy_session();
-    let r = c.call("fx_meta", json!({"text": MARKER}));
+    // rmcp's path (a progress token takes it).
+    let r = call_with_meta(
+        &mut c,
+        "fx_meta",
+        json!({"text": MARKER}),
+        json!({"progressToken": 3}),
+    );
     let (_, span_id) = child_traceparent(&r);
     let call = exported(&receiver, &span_id);
     assert!(
@@ -391,7 +397,7 @@ fn otel_exporter_otlp_endpoint_is_honoured_when_the_key_is_unset() {
     );
     d.wait_ready(&["fx"]);
     let mut c = d.legacy_session();
-    let r = c.call("fx_meta", json!({}));
+    let r = call_with_meta(&mut c, "fx_meta", json!({}), json!({"progressToken": 3}));
     let (_, span_id) = child_traceparent(&r);
     exported(&receiver, &span_id);
 }
