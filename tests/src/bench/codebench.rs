@@ -50,7 +50,7 @@ fn record(i: usize) -> String {
 }
 
 /// evod's CPU time so far (user + system), from `/proc/PID/stat`.
-fn cpu_time(pid: u32) -> Duration {
+pub(crate) fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces), from field 3:
     // utime and stime are fields 14 and 15.
