@@ -490,7 +490,12 @@ impl SessionServer {
         let started = Instant::now();
         let trace =
             ServerCallSpan::start(ctx, &entry.server.id, &entry.upstream, &entry.name, &args);
-        let traceparent = trace.as_ref().map(ServerCallSpan::traceparent);
+        // Without traces evo is not in the trace: the caller's context goes
+        // on as it came.
+        let traceparent = match &trace {
+            Some(trace) => Some(trace.traceparent()),
+            None => ctx.meta.get_traceparent(),
+        };
         let (response, reached) = self.forward(entry, Some(args), traceparent, ctx).await;
         if let Some(activation) = activation {
             let _ = activation.await;

@@ -357,6 +357,25 @@ fn a_collector_down_or_hanging_costs_no_call() {
     assert!(hanging.exports() > 0);
 }
 
+/// Without traces evo is not in the trace: a caller's `traceparent` reaches
+/// the child as it was sent.
+#[test]
+fn with_traces_off_the_callers_traceparent_goes_on_unchanged() {
+    let d = Daemon::start(&json!({"mcpServers": {"fx": fixture_server(&["--meta"])}}));
+    d.wait_ready(&["fx"]);
+    let mut c = d.legacy_session();
+    for meta in [
+        json!({"traceparent": caller_traceparent()}),
+        json!({"traceparent": caller_traceparent(), "progressToken": 5}),
+    ] {
+        let r = call_with_meta(&mut c, "fx_meta", json!({}), meta);
+        assert_eq!(
+            child_traceparent(&r),
+            (CALLER_TRACE.to_string(), CALLER_SPAN.to_string())
+        );
+    }
+}
+
 #[test]
 fn a_telemetry_change_on_reload_says_a_restart_is_needed() {
     let receiver = OtlpReceiver::start();
