@@ -24,7 +24,7 @@ fn config(endpoint: Option<&str>) -> Value {
 }
 
 pub fn tracing_benchmarks(quick: bool) {
-    let (rounds, per_round) = if quick { (6, 200) } else { (20, 500) };
+    let (rounds, per_round) = if quick { (6, 200) } else { (40, 250) };
     println!(
         "# evo tracing benchmarks ({})",
         if quick { "quick" } else { "full" }
@@ -67,21 +67,27 @@ pub fn tracing_benchmarks(quick: bool) {
         }
     }
     let calls = (rounds * per_round) as f64;
-    let median = |v: &mut Vec<f64>| {
+    let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let base = median(&mut rates[0].clone());
     println!(
         "\n## Echo calls through a shim ({rounds} rounds of {per_round} per side, alternating)\n"
     );
-    println!("| evod | calls/s (median of rounds) | vs off | evod CPU per call µs |");
+    println!(
+        "Paired: the median over rounds of (this side's rate / tracing off's rate in the same round), \
+         which load drifting between rounds cannot skew.\n"
+    );
+    println!(
+        "| evod | calls/s (median of rounds) | vs off (paired median) | evod CPU per call µs |"
+    );
     println!("|---|---|---|---|");
-    for (((name, _), r), spent) in kinds.iter().zip(rates.iter_mut()).zip(&cpu) {
-        let m = median(r);
+    for (((name, _), r), spent) in kinds.iter().zip(&rates).zip(&cpu) {
+        let paired = median(r.iter().zip(&rates[0]).map(|(x, off)| x / off).collect());
         println!(
-            "| {name} | {m:.0} | {:+.1}% | {:.1} |",
-            (m / base - 1.0) * 100.0,
+            "| {name} | {:.0} | {:+.1}% | {:.1} |",
+            median(r.clone()),
+            (paired - 1.0) * 100.0,
             spent.as_secs_f64() * 1e6 / calls
         );
     }
