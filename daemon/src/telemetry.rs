@@ -39,7 +39,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracer};
 use opentelemetry_sdk::trace::{SdkTracerProvider, Span};
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, JsonObject, RequestMetaObject};
+use rmcp::model::{CallToolResponse, Extensions, JsonObject, RequestMetaObject};
 use rmcp::service::{RequestContext, RoleServer};
 use serde::Serialize;
 
@@ -193,8 +193,27 @@ impl RequestSpan {
         session: &str,
         ctx: &mut RequestContext<RoleServer>,
     ) -> Option<RequestSpan> {
+        TRACING.get()?;
+        Self::begin(
+            method,
+            session,
+            ctx.id.to_string(),
+            &ctx.meta,
+            &mut ctx.extensions,
+        )
+    }
+
+    /// [`RequestSpan::start`] from a request's parts (`evo-bench` times it
+    /// in process).
+    pub fn begin(
+        method: &'static str,
+        session: &str,
+        request_id: String,
+        meta: &RequestMetaObject,
+        extensions: &mut Extensions,
+    ) -> Option<RequestSpan> {
         let tracing = TRACING.get()?;
-        let parent = caller_context(&ctx.meta);
+        let parent = caller_context(meta);
         let span = tracing
             .tracer
             .span_builder(method)
@@ -202,11 +221,11 @@ impl RequestSpan {
             .with_attributes([
                 KeyValue::new("mcp.method.name", method),
                 KeyValue::new("mcp.session.id", session.to_string()),
-                KeyValue::new("jsonrpc.request.id", ctx.id.to_string()),
+                KeyValue::new("jsonrpc.request.id", request_id),
             ])
             .start_with_context(&tracing.tracer, &parent);
         let cx = parent.with_span(span);
-        ctx.extensions.insert(RequestTrace(cx.clone()));
+        extensions.insert(RequestTrace(cx.clone()));
         Some(RequestSpan { cx })
     }
 
@@ -287,10 +306,31 @@ impl ServerCallSpan {
         exposed: &str,
         arguments: &JsonObject,
     ) -> Option<ServerCallSpan> {
+        TRACING.get()?;
+        Self::begin(
+            &ctx.extensions,
+            &ctx.meta,
+            server,
+            upstream,
+            exposed,
+            arguments,
+        )
+    }
+
+    /// [`ServerCallSpan::start`] from a request's parts (`evo-bench` times
+    /// it in process).
+    pub fn begin(
+        extensions: &Extensions,
+        meta: &RequestMetaObject,
+        server: &str,
+        upstream: &str,
+        exposed: &str,
+        arguments: &JsonObject,
+    ) -> Option<ServerCallSpan> {
         let tracing = TRACING.get()?;
-        let parent = match ctx.extensions.get::<RequestTrace>() {
+        let parent = match extensions.get::<RequestTrace>() {
             Some(RequestTrace(cx)) => cx.clone(),
-            None => caller_context(&ctx.meta),
+            None => caller_context(meta),
         };
         let mut attributes = vec![
             KeyValue::new("mcp.method.name", "tools/call"),
