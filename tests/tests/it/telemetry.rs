@@ -4,7 +4,7 @@
 //! `traceparent`) on the direct stdio path, rmcp's path (a progress token
 //! takes it) and a remote HTTP child; a script's calls under `run_code`;
 //! argument values never exported unless `record_arguments`; a collector
-//! that is down or hangs costs no call.
+//! that is down or hangs costs no call; a session over HTTP traced alike.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use evo_tests::harness::{
     daemon::Daemon,
+    http::{HttpMcp, http_daemon},
     locations::fixture,
     mcp::{McpClient, text_of},
     otlp::{OtlpReceiver, ReceivedSpan},
@@ -252,6 +253,36 @@ fn a_remote_child_gets_the_traceparent_too() {
     assert_eq!(trace, CALLER_TRACE);
     let call = exported(&receiver, &span_id);
     let request = check_call(&receiver, &call, "web", "meta", "web_meta");
+    assert_eq!(request.parent_span_id, CALLER_SPAN);
+    assert!(!receiver.sent_bytes_contain(MARKER));
+}
+
+/// A session over the HTTP front is traced alike.
+#[test]
+fn a_session_over_http_joins_the_callers_trace() {
+    let receiver = OtlpReceiver::start();
+    let (d, port) = http_daemon(
+        traced(
+            json!({"fx": fixture_server(&["--meta"])}),
+            &receiver.url(),
+            false,
+        ),
+        json!({}),
+        &["--mode", "legacy"],
+    );
+    d.wait_ready(&["fx"]);
+    let mut c = HttpMcp::initialize(port, None);
+    let reply = c.call_method(
+        "tools/call",
+        json!({"name": "fx_meta", "arguments": {"text": MARKER},
+               "_meta": {"traceparent": caller_traceparent()}}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let r = reply.answer()["result"].clone();
+    let (trace, span_id) = child_traceparent(&r);
+    assert_eq!(trace, CALLER_TRACE);
+    let call = exported(&receiver, &span_id);
+    let request = check_call(&receiver, &call, "fx", "meta", "fx_meta");
     assert_eq!(request.parent_span_id, CALLER_SPAN);
     assert!(!receiver.sent_bytes_contain(MARKER));
 }
