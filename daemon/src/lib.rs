@@ -8,7 +8,8 @@
 //! Pure modules (values in, values out): [`config`], [`policy`], [`search`],
 //! [`repair`], [`schema`], [`names`]. Shared state: [`store`]. Credentials
 //! of HTTP callers: [`auth`]; evo's own logins to remote servers: [`oauth`].
-//! Process plumbing: [`runtime`]. Counters: [`metrics`]. Errors as a person
+//! Process plumbing: [`runtime`]. Counters: [`metrics`]; traces:
+//! [`telemetry`]. Errors as a person
 //! reads them: [`error_text`]. Agents' scripts (`run_code`): [`code_mode`].
 
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod search;
 pub mod session;
 pub mod store;
 pub mod supervisor;
+pub mod telemetry;
 
 /// The daemon's version, shown in handshakes and `evoctl status`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

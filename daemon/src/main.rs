@@ -42,6 +42,7 @@ use evo_daemon::supervisor::AttachConsole;
 use evo_daemon::supervisor::AttachEndpoint;
 use evo_daemon::supervisor::SearchStage;
 use evo_daemon::supervisor::{DaemonOptions, Shutdown, Supervisor};
+use evo_daemon::telemetry;
 
 /// evod: one MCP endpoint for many MCP servers.
 ///
@@ -267,6 +268,7 @@ fn main() -> std::process::ExitCode {
     learned().flush();
     // The children are ended (or evod failed to run): the guard may go.
     guard::bye();
+    telemetry::stop(std::time::Duration::from_secs(2));
     if let Err(e) = ran {
         eprintln!("evod: {e}");
         return std::process::ExitCode::from(1);
@@ -304,12 +306,12 @@ async fn run(
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", opts.socket_path.display()))?,
     };
+    let at_start = evo_daemon::config::load(&opts.config_path).unwrap_or_default();
+    // Traces: read once, before any session.
+    telemetry::start(&at_start.telemetry);
     // The shared store: Redis unreachable is not an error (evod serves and
     // keeps connecting), a URL that can never work is.
-    let store_settings = evo_daemon::config::load(&opts.config_path)
-        .map(|c| c.store)
-        .unwrap_or_default();
-    opts.store = Store::open(&store_settings)?;
+    opts.store = Store::open(&at_start.store)?;
     tracing::info!(
         socket = %opts.socket_path.display(),
         config = %opts.config_path.display(),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, RequestMetaObject};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::{Value, json};
 use tokio::process::ChildStdin;
@@ -229,14 +229,19 @@ impl DirectCalls {
         }
     }
 
-    /// Starts a `tools/call`; see [`DirectCalls::request`].
+    /// Starts a `tools/call` (with `meta` as its `_meta`: a trace's
+    /// `traceparent`); see [`DirectCalls::request`].
     pub async fn call(
         self: &Arc<Self>,
         tool: &str,
         arguments: &JsonObject,
+        meta: Option<&RequestMetaObject>,
     ) -> std::io::Result<Pending> {
-        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(meta) = meta.filter(|m| !m.0.0.is_empty()) {
+            params["_meta"] = Value::Object(meta.0.0.clone());
+        }
+        self.request("tools/call", params).await
     }
 
     /// Starts a request of `method` with `params` (an object); the returned
@@ -248,8 +253,11 @@ impl DirectCalls {
         mut params: Value,
     ) -> std::io::Result<Pending> {
         let id = format!("{ID_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
-        if let Some(Some(envelope)) = self.envelope.get() {
-            params["_meta"] = envelope.clone();
+        if let Some(Some(Value::Object(envelope))) = self.envelope.get() {
+            match params.get_mut("_meta").and_then(Value::as_object_mut) {
+                Some(meta) => meta.extend(envelope.clone()),
+                None => params["_meta"] = Value::Object(envelope.clone()),
+            }
         }
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if let Some(wire) = &self.http {

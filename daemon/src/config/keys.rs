@@ -16,6 +16,7 @@ pub(super) const TOP_LEVEL_KEYS: &[&str] = &[
     "search",
     "store",
     "code_mode",
+    "telemetry",
     "registry",
     "sandbox",
     "$schema",
@@ -56,6 +57,7 @@ pub(super) const DISCOVERY_KEYS: &[&str] = &[
 pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
 pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
 pub(super) const CODE_MODE_KEYS: &[&str] = &["enabled", "timeout_ms", "memory_mb", "max_calls"];
+pub(super) const TELEMETRY_KEYS: &[&str] = &["otlp_endpoint", "record_arguments"];
 /// Read by `evoctl add`, not by evod: known here so it is not warned about.
 pub(super) const REGISTRY_KEYS: &[&str] = &["url"];
 pub(super) const SANDBOX_KEYS: &[&str] = &["default"];
@@ -79,6 +81,7 @@ pub fn known_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("search", SEARCH_KEYS),
         ("store", STORE_KEYS),
         ("code_mode", CODE_MODE_KEYS),
+        ("telemetry", TELEMETRY_KEYS),
         ("registry", REGISTRY_KEYS),
         ("sandbox", SANDBOX_KEYS),
     ];

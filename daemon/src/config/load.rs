@@ -23,6 +23,7 @@ use super::settings::{
     Config, parse_cache, parse_code_mode, parse_discovery, parse_integrity, parse_limits,
     parse_profiles, parse_search, parse_store,
 };
+use super::telemetry::parse_telemetry;
 
 /// Why a config file could not be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -243,6 +244,9 @@ fn parse_root_value(
     }
     if let Some(value) = present(root, "code_mode") {
         config.code_mode = parse_code_mode(value, &mut warnings).map_err(invalid)?;
+    }
+    if let Some(value) = present(root, "telemetry") {
+        config.telemetry = parse_telemetry(value, &mut warnings).map_err(invalid)?;
     }
     if let Some(value) = present(root, "registry") {
         section("registry", value, REGISTRY_KEYS, &mut warnings).map_err(invalid)?;

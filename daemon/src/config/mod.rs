@@ -34,8 +34,8 @@
 //! (its per-tool overrides), `load` (the file, its env file, warnings with their lines),
 //! `envfile` (that file's format),
 //! `expand` (`${VAR}`), `readers` (values of the expected type), `keys` (the known keys),
-//! `key_lines` (the line of each key, for warnings) and [`serve`] (the HTTP endpoint's
-//! section).
+//! `key_lines` (the line of each key, for warnings), [`serve`] (the HTTP endpoint's
+//! section) and `telemetry` (where traces go).
 
 mod diagnostics;
 mod envfile;
@@ -51,6 +51,7 @@ mod sandbox;
 pub mod serve;
 mod server;
 mod settings;
+mod telemetry;
 
 pub use diagnostics::{ConfigWarning, EnvFileRead, ServerConfigError};
 pub use hash::{ConfigHash, InvalidConfigHash, short_hash};
@@ -69,6 +70,7 @@ pub use settings::{
     Limits, SearchSettings, StoreSettings, UnknownDiscoveryMode, default_max_concurrent_starts,
     valid_profile_name,
 };
+pub use telemetry::{TelemetrySettings, otlp_endpoint_error};
 
 /// What the tests of the config files share: an environment, and parsing shortcuts.
 #[cfg(test)]

@@ -17,6 +17,7 @@ use super::keys::{
 use super::readers::{TypeError, boolean, count, describe, positive, present, string, string_list};
 use super::serve;
 use super::server::ServerSpec;
+use super::telemetry::TelemetrySettings;
 
 /// `discovery.search_limit` when unset.
 pub const DEFAULT_SEARCH_LIMIT: usize = 8;
@@ -66,6 +67,8 @@ pub struct Config {
     pub store: StoreSettings,
     /// `code_mode`: scripts calling tools through `run_code`, and signatures.
     pub code_mode: CodeModeSettings,
+    /// `telemetry`: where traces go, read once at start.
+    pub telemetry: TelemetrySettings,
     /// Things ignored on the way (unknown keys, duplicate ids, env file lines), each naming
     /// its file and line.
     pub warnings: Vec<ConfigWarning>,

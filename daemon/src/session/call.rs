@@ -46,6 +46,7 @@ use crate::session::result_limit;
 use crate::session::startup;
 use crate::store::Shared;
 use crate::store::breaker::Prior;
+use crate::telemetry::ServerCallSpan;
 
 /// How a forwarded call came back. An answer or a timeout is about the
 /// arguments (the retry-loop breaker counts it); an unreachable server or a
@@ -87,6 +88,7 @@ impl SessionServer {
         &self,
         entry: &ToolEntry,
         arguments: Option<JsonObject>,
+        traceparent: Option<&str>,
         ctx: &RequestContext<RoleServer>,
     ) -> (CallToolResponse, Reached) {
         let server = &entry.server;
@@ -105,8 +107,15 @@ impl SessionServer {
             }
         };
         let mut params = CallToolRequestParams::new(entry.upstream.clone());
-        // Every path to the child below (direct, rmcp) sends these arguments.
+        // Every path to the child below (direct, rmcp) sends these arguments
+        // and this `_meta`.
         params.arguments = entry.with_fixed(arguments);
+        if let Some(traceparent) = traceparent {
+            params
+                .meta
+                .get_or_insert_default()
+                .set_traceparent(traceparent);
+        }
         let client_token = ctx.meta.get_progress_token();
         if client_token.is_none()
             && let Some(direct) = server.direct()
@@ -122,7 +131,7 @@ impl SessionServer {
             let call =
                 async move {
                     let pending = direct
-                        .call(&params.name, &arguments)
+                        .call(&params.name, &arguments, params.meta.as_ref())
                         .await
                         .map_err(|_| rmcp::ServiceError::TransportClosed)?;
                     match pending
@@ -479,17 +488,25 @@ impl SessionServer {
             }
         }
         let started = Instant::now();
-        let (response, reached) = self.forward(entry, Some(args), ctx).await;
+        let trace =
+            ServerCallSpan::start(ctx, &entry.server.id, &entry.upstream, &entry.name, &args);
+        // Without traces evo is not in the trace: the caller's context goes
+        // on as it came.
+        let traceparent = match &trace {
+            Some(trace) => Some(trace.traceparent()),
+            None => ctx.meta.get_traceparent(),
+        };
+        let (response, reached) = self.forward(entry, Some(args), traceparent, ctx).await;
         if let Some(activation) = activation {
             let _ = activation.await;
         }
         let is_error =
             matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true));
-        metrics().call(
-            &entry.server.id,
-            reached.outcome(is_error),
-            Some(started.elapsed()),
-        );
+        let outcome = reached.outcome(is_error);
+        metrics().call(&entry.server.id, outcome, Some(started.elapsed()));
+        if let Some(trace) = trace {
+            trace.end(outcome.as_str(), &response);
+        }
         let CallToolResponse::Complete(mut result) = response else {
             return Ok(response);
         };

@@ -37,6 +37,7 @@ use crate::session::startup;
 use crate::store::Shared;
 use crate::supervisor::OpenedSession;
 use crate::supervisor::Supervisor;
+use crate::telemetry::RequestSpan;
 
 /// The rmcp server of one session. Cheap to clone; all shared state is the
 /// catalog snapshot (read-only) and the Session actor's address.
@@ -377,14 +378,16 @@ impl ServerHandler for SessionServer {
     /// how tools are reached on that era.
     async fn discover(
         &self,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("server/discover", &self.id, &mut ctx);
         self.first_answers(&ctx.ct).await;
-        Ok(rmcp::model::DiscoverResult::from_server_info(
+        let result = Ok(rmcp::model::DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             self.info(true),
-        ))
+        ));
+        RequestSpan::answered(span, result)
     }
 
     /// What a listen stream may hear: tool, resource and prompt list
@@ -504,59 +507,71 @@ impl ServerHandler for SessionServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("resources/list", &self.id, &mut ctx);
         self.first_answers(&ctx.ct).await;
-        self.resources_page(request.as_ref())
+        let result = self.resources_page(request.as_ref());
+        RequestSpan::answered(span, result)
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("resources/templates/list", &self.id, &mut ctx);
         self.first_answers(&ctx.ct).await;
-        self.templates_page(request.as_ref())
+        let result = self.templates_page(request.as_ref());
+        RequestSpan::answered(span, result)
     }
 
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         self.view.request(&ctx);
-        self.read(request, ctx.id).await
+        let span = RequestSpan::start("resources/read", &self.id, &mut ctx);
+        let result = self.read(request, ctx.id).await;
+        RequestSpan::answered(span, result)
     }
 
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("prompts/list", &self.id, &mut ctx);
         self.first_answers(&ctx.ct).await;
-        self.prompts_page(request.as_ref())
+        let result = self.prompts_page(request.as_ref());
+        RequestSpan::answered(span, result)
     }
 
     async fn get_prompt(
         &self,
         request: rmcp::model::GetPromptRequestParams,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
         self.view.request(&ctx);
-        self.prompt(request).await
+        let span = RequestSpan::start("prompts/get", &self.id, &mut ctx);
+        let result = self.prompt(request).await;
+        RequestSpan::answered(span, result)
     }
 
     async fn complete(
         &self,
         request: rmcp::model::CompleteRequestParams,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("completion/complete", &self.id, &mut ctx);
         self.first_answers(&ctx.ct).await;
-        self.completion(request).await
+        let result = self.completion(request).await;
+        RequestSpan::answered(span, result)
     }
 
     async fn subscribe(
@@ -602,32 +617,38 @@ impl ServerHandler for SessionServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("tools/list", &self.id, &mut ctx);
         self.first_answers(&ctx.ct).await;
         let result = ListToolsResult::with_all_items(self.list());
-        Ok(if self.view.is_modern() {
+        let result = Ok(if self.view.is_modern() {
             result
                 .with_ttl_ms(LIST_TTL_MS)
                 .with_cache_scope(rmcp::model::CacheScope::Private)
         } else {
             result
-        })
+        });
+        RequestSpan::answered(span, result)
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
+        mut ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.view.request(&ctx);
+        let span = RequestSpan::start("tools/call", &self.id, &mut ctx);
+        if let Some(span) = &span {
+            span.called(&request.name, request.arguments.as_ref());
+        }
         let answers = Answers {
             responses: request.input_responses,
             state: request.request_state,
             from_script: false,
         };
-        match request.name.as_ref() {
+        let result = match request.name.as_ref() {
             native_tools::CALL_TOOL => {
                 match native_tools::parse_call_tool(request.arguments.as_ref()) {
                     Ok((name, arguments)) => {
@@ -652,6 +673,7 @@ impl ServerHandler for SessionServer {
                 self.call_proxied(name, request.arguments, answers, &ctx)
                     .await
             }
-        }
+        };
+        RequestSpan::call_answered(span, result)
     }
 }

@@ -66,6 +66,7 @@ use crate::store::Event;
 use crate::store::Store;
 use crate::store::instances::PUBLISH_EVERY;
 use crate::store::redis::OP_TIMEOUT;
+use crate::telemetry;
 pub use requests::Ctl;
 pub use sessions::{OpenSession, OpenedSession, Refused, SaveNamed, SessionClosed};
 pub use shared_store::ShareSession;
@@ -424,6 +425,10 @@ impl Supervisor {
         };
         if cfg.serve != self.serving {
             let why = "serve.http changed: the HTTP endpoint keeps its listener and auth settings until evod restarts (the tokens file is read again now)";
+            tracing::warn!("{why}");
+            report.restart_needed.push(why.to_string());
+        }
+        if let Some(why) = telemetry::restart_needed(&cfg.telemetry) {
             tracing::warn!("{why}");
             report.restart_needed.push(why.to_string());
         }

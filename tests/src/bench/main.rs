@@ -9,7 +9,8 @@
 //! against direct calls; `--scaleout` several
 //! instances sharing a redis-server; `--soak` three of them behind haproxy
 //! through crashes, an instance kill and a Redis restart; `--sandbox` confined servers'
-//! cold start and call latency against unconfined ones. `--converge [--sizes 30,60]`
+//! cold start and call latency against unconfined ones. `--tracing` calls/s
+//! and evod's CPU per call with traces off and on (collector up, down, hung). `--converge [--sizes 30,60]`
 //! times a cold start of many Python-SDK children. `--search`, `--correction`
 //! and `--discovery` run over the recorded catalog of real servers, which lives
 //! outside the repository: `EVO_CATALOG` names it (`EVO_QUERIES_DEV` the shared
@@ -31,6 +32,7 @@ mod searcheval;
 mod semanticeval;
 mod soak;
 mod timing;
+mod tracebench;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -824,6 +826,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--scaleout") {
         scalebench::scaleout_benchmarks(quick);
+        return;
+    }
+    if args.iter().any(|a| a == "--tracing") {
+        tracebench::tracing_benchmarks(quick);
         return;
     }
     if args.iter().any(|a| a == "--sandbox") {

@@ -2,7 +2,7 @@
 //! `evod`, `evoctl` and fixture processes in private temp directories and
 //! speaks to them by hand (MCP JSON-RPC lines through `evoctl shim` or the
 //! control socket, HTTP/1.1 on a loopback port), and starts the Redis and
-//! certificates scale-out needs.
+//! certificates scale-out needs and the OTLP receiver traces need.
 
 pub mod certs;
 pub mod daemon;
@@ -10,6 +10,7 @@ pub mod http;
 pub mod instances;
 pub mod locations;
 pub mod mcp;
+pub mod otlp;
 pub mod ports;
 pub mod process;
 pub mod redis;

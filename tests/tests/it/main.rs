@@ -34,3 +34,4 @@ mod semantic;
 mod starting;
 mod stopping;
 mod supervision;
+mod telemetry;
