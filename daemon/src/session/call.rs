@@ -371,6 +371,37 @@ impl SessionServer {
         }
     }
 
+    /// A tool requiring `session_id` the call left out: the caller's own id
+    /// under another spelling is renamed, else this session's id is filled in.
+    fn fill_session_id(
+        &self,
+        entry: &ToolEntry,
+        args: &mut JsonObject,
+        fixes: &mut Vec<String>,
+        notes: &mut Vec<String>,
+    ) {
+        if !entry.requires("session_id") || args.contains_key("session_id") {
+            return;
+        }
+        let spelt = args
+            .keys()
+            .find(|k| repair::same_name(k, "session_id") && !entry.declares(k))
+            .cloned();
+        match spelt.and_then(|k| Some((args.remove(&k)?, k))) {
+            Some((value, spelt)) => {
+                args.insert("session_id".into(), value);
+                fixes.push(format!("renamed '{spelt}' to 'session_id'"));
+            }
+            None => {
+                args.insert("session_id".into(), Value::String(self.id.clone()));
+                notes.push(format!(
+                    "evo filled the missing required parameter session_id with this session's id '{}'.",
+                    self.id
+                ));
+            }
+        }
+    }
+
     /// A proxied call by exposed name: route it whether or not it is active,
     /// and (before 2026-07-28) activate it. Arguments are checked against the tool's schema first:
     /// repaired when that makes them valid, refused with a teaching error
@@ -415,26 +446,7 @@ impl SessionServer {
         }
         let mut notes = Vec::new();
         let mut fixes = Vec::new();
-        if entry.requires("session_id") && !args.contains_key("session_id") {
-            // The caller's own id under another spelling is theirs to keep.
-            let spelt = args
-                .keys()
-                .find(|k| repair::same_name(k, "session_id") && !entry.declares(k))
-                .cloned();
-            match spelt.and_then(|k| Some((args.remove(&k)?, k))) {
-                Some((value, spelt)) => {
-                    args.insert("session_id".into(), value);
-                    fixes.push(format!("renamed '{spelt}' to 'session_id'"));
-                }
-                None => {
-                    args.insert("session_id".into(), Value::String(self.id.clone()));
-                    notes.push(format!(
-                        "evo filled the missing required parameter session_id with this session's id '{}'.",
-                        self.id
-                    ));
-                }
-            }
-        }
+        self.fill_session_id(entry, &mut args, &mut fixes, &mut notes);
         let key = canonical_key(&args);
         let prior = self.prior_failures(&entry.name, key).await;
         if prior.failures >= REFUSE_AFTER {

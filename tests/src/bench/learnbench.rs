@@ -168,7 +168,40 @@ fn give_feedback(d: &Daemon, pairs: &[&Pair], schemas: &HashMap<String, Value>) 
 fn in_first_half(server: &str, seed: u64) -> bool {
     let mut h = DefaultHasher::new();
     (seed, server).hash(&mut h);
-    h.finish() % 2 == 0
+    h.finish().is_multiple_of(2)
+}
+
+/// A split by server's scores: per half (taught, not) and kind (pairs,
+/// controls), learning off and on.
+#[derive(Default)]
+struct Split {
+    off: [[Scores; 2]; 2],
+    on: [[Scores; 2]; 2],
+}
+
+impl Split {
+    fn add(&mut self, pairs: &[Pair], before: &[Vec<String>], after: &[Vec<String>], seed: u64) {
+        for ((p, b), a) in pairs.iter().zip(before).zip(after) {
+            let half = usize::from(!in_first_half(&p.server, seed));
+            let kind = usize::from(is_control(p));
+            if kind == 1 && p.test_tool.is_none() {
+                continue;
+            }
+            self.off[half][kind].add(right_rank(p, b));
+            self.on[half][kind].add(right_rank(p, a));
+        }
+    }
+
+    fn print(&self, title: &str) {
+        println!("\n### {title}\n\n{HEADER}");
+        for (half, label) in [(0, "A (taught)"), (1, "B (not taught)")] {
+            for (kind, what) in [(0, "pairs"), (1, "controls")] {
+                let row = |s: &Scores, state| s.row(&format!("half {label}, {what}, {state}"));
+                println!("{}", row(&self.off[half][kind], "off"));
+                println!("{}", row(&self.on[half][kind], "on"));
+            }
+        }
+    }
 }
 
 const HEADER: &str = "| test queries | n | recall@1 | recall@5 | MRR |\n|---|---|---|---|---|";
@@ -250,33 +283,11 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
                 .collect();
             give_feedback(&d, &taught, &schemas);
             let after = rank_all();
-            // [half][pair or control], learning off and on.
-            let mut off: [[Scores; 2]; 2] = Default::default();
-            let mut on: [[Scores; 2]; 2] = Default::default();
-            for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
-                let half = usize::from(!in_first_half(&p.server, seed));
-                let kind = usize::from(is_control(p));
-                if kind == 1 && p.test_tool.is_none() {
-                    continue;
-                }
-                off[half][kind].add(right_rank(p, b));
-                on[half][kind].add(right_rank(p, a));
-            }
-            println!(
-                "\n### Split by server {seed}: feedback given for half A's pairs only\n\n{HEADER}"
-            );
-            for (half, label) in [(0, "A (taught)"), (1, "B (not taught)")] {
-                for (kind, what) in [(0, "pairs"), (1, "controls")] {
-                    println!(
-                        "{}",
-                        off[half][kind].row(&format!("half {label}, {what}, off"))
-                    );
-                    println!(
-                        "{}",
-                        on[half][kind].row(&format!("half {label}, {what}, on"))
-                    );
-                }
-            }
+            let mut split = Split::default();
+            split.add(&pairs, &before, &after, seed);
+            split.print(&format!(
+                "Split by server {seed}: feedback given for half A's pairs only"
+            ));
         }
         // Everything taught.
         let _ = d.ctl(&["search", "forget"]);
@@ -527,36 +538,14 @@ pub fn learning_offline(catalog_path: &Path, sets: &[PathBuf], model: Option<&Pa
             }
         );
         // Split by server, pooled over the splits.
-        let mut off: [[Scores; 2]; 2] = Default::default();
-        let mut on: [[Scores; 2]; 2] = Default::default();
+        let mut split = Split::default();
         for seed in 0..splits {
             teach(&|p| in_first_half(&p.server, seed));
-            let after = rank_all();
-            for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
-                let half = usize::from(!in_first_half(&p.server, seed));
-                let kind = usize::from(is_control(p));
-                if kind == 1 && p.test_tool.is_none() {
-                    continue;
-                }
-                off[half][kind].add(right_rank(p, b));
-                on[half][kind].add(right_rank(p, a));
-            }
+            split.add(&pairs, &before, &rank_all(), seed);
         }
-        println!(
-            "\n### Split by server ({splits} splits pooled): feedback for half A only\n\n{HEADER}"
-        );
-        for (half, label) in [(0, "A (taught)"), (1, "B (not taught)")] {
-            for (kind, what) in [(0, "pairs"), (1, "controls")] {
-                println!(
-                    "{}",
-                    off[half][kind].row(&format!("half {label}, {what}, off"))
-                );
-                println!(
-                    "{}",
-                    on[half][kind].row(&format!("half {label}, {what}, on"))
-                );
-            }
-        }
+        split.print(&format!(
+            "Split by server ({splits} splits pooled): feedback for half A only"
+        ));
         teach(&|_| true);
         let after = rank_all();
         let mut rows: [[Scores; 2]; 2] = Default::default();

@@ -48,24 +48,26 @@ fn session(d: &Daemon) -> McpClient {
     c
 }
 
-/// The tools `evoctl search` ranks for `query`, best first.
-fn ranking(d: &Daemon, query: &str) -> Vec<String> {
+/// `evoctl search --explain` for `query`: its results, best first.
+fn explained(d: &Daemon, query: &str) -> Vec<Value> {
     let mut args = vec!["search", "-n", "20", "--explain"];
     args.extend(query.split(' '));
     d.ctl_json(&args)["results"]
         .as_array()
-        .unwrap()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The tools `evoctl search` ranks for `query`, best first.
+fn ranking(d: &Daemon, query: &str) -> Vec<String> {
+    explained(d, query)
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect()
 }
 
 fn learned_part(d: &Daemon, query: &str, tool: &str) -> Option<f64> {
-    let mut args = vec!["search", "-n", "20", "--explain"];
-    args.extend(query.split(' '));
-    d.ctl_json(&args)["results"]
-        .as_array()
-        .unwrap()
+    explained(d, query)
         .iter()
         .find(|t| t["name"] == tool)
         .and_then(|t| t["explain"]["learned"].as_f64())
