@@ -1,6 +1,6 @@
 //! Evo's direct requests on a Streamable HTTP child, the HTTP side of
 //! [`super::direct`]: a request's bytes are POSTed with the shared pooled
-//! client ([`super::remote::remote_client`], so the connection stays warm)
+//! client (`remote_client`, so the connection stays warm)
 //! under the headers rmcp's session with the child uses (its session id and
 //! protocol version, the server's configured headers, its OAuth token), and
 //! the answer, a JSON body or the matching event of an event stream, is
@@ -16,7 +16,7 @@
 //! `Mcp-Param-*` headers) and a name that would need Base64 in `Mcp-Name`.
 //! Other messages on a call's event stream (a log line, a request to the
 //! client) are handed to rmcp's side as if they had come on its own
-//! connection ([`super::remote::ProgressFirst`] reads them). A stream that
+//! connection (`remote::ProgressFirst` reads them). A stream that
 //! ends without the answer fails the call as a lost connection: rmcp's
 //! resumption with `Last-Event-ID` is not attempted.
 

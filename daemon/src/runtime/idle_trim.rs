@@ -1,7 +1,7 @@
 //! Gives memory back after a burst. glibc's allocator keeps what a burst of
 //! calls freed inside its arenas (several MiB after 16 clients' load, with
 //! the heap itself back under 1 MiB), so an idle evod would hold its peak
-//! for ever. Every [`EVERY`], evod's own CPU time says whether it was busy;
+//! for ever. Every 5 s, evod's own CPU time says whether it was busy;
 //! the first quiet interval after a busy one calls `malloc_trim(0)`, which
 //! returns the free pages of every arena. Never on the call path, and at
 //! most once per burst; a no-op where the allocator is not glibc's.

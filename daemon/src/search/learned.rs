@@ -1,10 +1,12 @@
 //! Search that learns from use: which tool a session ended up calling after
 //! its `discover_tools` queries. Each remembered (query, tool) pair carries
-//! how many sessions gave that evidence; a later query that is nearly the
-//! same as a remembered one (most of both queries' search terms shared, see
-//! [`MIN_DICE`]) lifts that tool's lexical score by up to a bounded share of
-//! the best score, so a query that only shares some words with a learned one
-//! ranks as it did.
+//! how many sessions gave that evidence; a later query like a remembered
+//! one (in shared terms or, with a model, in meaning) lifts that tool's
+//! lexical score by up to a bounded share of the best score, unless it asks
+//! for another action or names another tool (see `strength` and the rules
+//! in `Learned::boost`): a query that only shares words with a learned one
+//! but asks for something else ranks as it did. Why the bars sit where they
+//! do, and what they reach: docs/notes/2026-12-06-learning.md.
 //!
 //! One process-wide [`Learned`] (like the metrics), because sessions record
 //! into it and every search reads it: a `Mutex` held for microseconds, never

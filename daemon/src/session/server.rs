@@ -63,7 +63,7 @@ pub struct SessionServer {
     pub first_answers_by: Instant,
     /// Identical failing calls of this session (see [`super::breaker`]).
     pub breaker: Arc<std::sync::Mutex<RetryBreaker>>,
-    /// Its recent searches, for what search learns (see [`super::evidence`]).
+    /// Its recent searches, for what search learns (see `session/evidence.rs`).
     pub evidence: Arc<std::sync::Mutex<Evidence>>,
     /// Approvals asked in band on 2026-07-28 sessions, awaiting the retry
     /// that carries the user's answer.
