@@ -162,6 +162,18 @@ impl Inner {
     /// reaped or killed) and tells it every registered group; gives up after
     /// too many replacements.
     fn replace(&mut self, why: &str) {
+        // A new guard that dies before it is told the groups (killed at
+        // once, like the one before it) is one more death: start another,
+        // within the same budget.
+        let mut why = why.to_string();
+        while let Some(died) = self.replace_once(&why) {
+            why = died;
+        }
+    }
+
+    /// One attempt of [`Inner::replace`]: what became of the new guard if it
+    /// died before it was told the groups, else nothing.
+    fn replace_once(&mut self, why: &str) -> Option<String> {
         let now = Instant::now();
         self.restarts
             .retain(|&at| now.duration_since(at) < RESTART_WINDOW);
@@ -173,7 +185,7 @@ impl Inner {
             );
             tracing::error!("{why}");
             self.state = State::Lost(why);
-            return;
+            return None;
         }
         self.restarts.push(now);
         let (mut child, mut pipe) = match spawn_guard() {
@@ -184,7 +196,7 @@ impl Inner {
                 );
                 tracing::error!("{why}");
                 self.state = State::Lost(why);
-                return;
+                return None;
             }
         };
         let lines: String = self
@@ -194,13 +206,14 @@ impl Inner {
             .collect();
         if let Err(e) = pipe.write_all(lines.as_bytes()) {
             let _ = child.kill();
-            let _ = child.wait();
-            let why = format!(
-                "{why} and a new one could not be told the children's groups ({e}): {LOST}; restart evod to get a new guard"
-            );
-            tracing::error!("{why}");
-            self.state = State::Lost(why);
-            return;
+            let status = child.wait();
+            tracing::warn!(error = %e, "a new guard process ended before it was told the children's groups");
+            return Some(match status {
+                Ok(status) => format!("the guard process exited ({status})"),
+                Err(_) => {
+                    format!("a new guard process could not be told the children's groups ({e})")
+                }
+            });
         }
         tracing::warn!(
             pid = child.id(),
@@ -208,6 +221,7 @@ impl Inner {
             "{why}; a new guard process was started and told the children's process groups"
         );
         self.state = State::Running { child, pipe };
+        None
     }
 }
 
