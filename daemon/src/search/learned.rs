@@ -88,6 +88,28 @@ struct Record {
     vector: Option<Arc<[f32]>>,
 }
 
+impl Record {
+    /// A pair as remembered, with what a search matches it by derived from
+    /// its query.
+    fn new(
+        query: String,
+        tool: String,
+        count: u32,
+        last: u64,
+        vector: Option<Arc<[f32]>>,
+    ) -> Record {
+        Record {
+            terms: terms(&query),
+            first: first_action(&query),
+            query,
+            tool,
+            count,
+            last,
+            vector,
+        }
+    }
+}
+
 #[derive(Default, Serialize, Deserialize)]
 struct Saved {
     records: Vec<Record>,
@@ -234,9 +256,13 @@ impl Learned {
     /// keeps writing there. An unreadable file is set aside with a warning.
     pub fn load(&self, cache_dir: &Path) {
         let path = cache_dir.join(FILE);
-        let mut records = match std::fs::read(&path) {
+        let mut records: Vec<Record> = match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<Saved>(&bytes) {
-                Ok(saved) => saved.records,
+                Ok(saved) => saved
+                    .records
+                    .into_iter()
+                    .map(|r| Record::new(r.query, r.tool, r.count, r.last, None))
+                    .collect(),
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "unreadable learned queries ignored");
                     Vec::new()
@@ -244,10 +270,6 @@ impl Learned {
             },
             Err(_) => Vec::new(),
         };
-        for r in &mut records {
-            r.terms = terms(&r.query);
-            r.first = first_action(&r.query);
-        }
         records.retain(|r| !r.terms.is_empty() && r.count > 0);
         *self.lock() = records;
         *self.path.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
@@ -277,8 +299,7 @@ impl Learned {
         if !self.enabled() {
             return;
         }
-        let t = terms(query);
-        if t.is_empty() {
+        if terms(query).is_empty() {
             return;
         }
         let query = query.trim().to_lowercase();
@@ -302,15 +323,13 @@ impl Learned {
                         .then(|| weakest(&records))
                         .flatten()
                         .map(|i| records.swap_remove(i));
-                    records.push(Record {
-                        query: query.clone(),
-                        tool: tool.to_string(),
-                        count: 1,
+                    records.push(Record::new(
+                        query.clone(),
+                        tool.to_string(),
+                        1,
                         last,
-                        first: first_action(&query),
-                        terms: t,
                         vector,
-                    });
+                    ));
                     dropped
                 }
             }
@@ -318,18 +337,11 @@ impl Learned {
         self.changed(tool, &query, 1, last, dropped);
     }
 
-    /// Writes a change where what was learned is kept: the store (whose
-    /// count then stands here too) or, a moment later, the file.
+    /// Writes a change of one pair where what was learned is kept (the
+    /// store's count then stands here too; see [`Learned::write`]).
     fn changed(&self, tool: &str, query: &str, delta: i32, last: u64, dropped: Option<Record>) {
-        let Some(shared) = self.shared.get().cloned() else {
-            self.save_soon();
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let (tool, query) = (tool.to_string(), query.to_string());
-        runtime.spawn(async move {
+        self.write(move |shared| async move {
             if let Some(d) = dropped
                 && let Err(e) = shared.learned_trim(&[(d.tool, d.query)]).await
             {
@@ -349,6 +361,24 @@ impl Learned {
                 ),
             }
         });
+    }
+
+    /// Writes a change where what was learned is kept: `job` runs on the
+    /// store under scale-out (on the runtime, never on the caller's
+    /// path), else the file is written a moment later.
+    fn write<F, Fut>(&self, job: F)
+    where
+        F: FnOnce(Arc<Shared>) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self.shared.get().cloned() {
+            Some(shared) => {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(job(shared));
+                }
+            }
+            None => self.save_soon(),
+        }
     }
 
     /// Shares what is learned through the store from now on (scale-out):
@@ -385,14 +415,9 @@ impl Learned {
             *records = pairs
                 .into_iter()
                 .filter(|p| p.count > 0)
-                .map(|p| Record {
-                    terms: terms(&p.query),
-                    first: first_action(&p.query),
-                    vector: vectors.get(&p.query).cloned(),
-                    query: p.query,
-                    tool: p.tool,
-                    count: p.count,
-                    last: p.last,
+                .map(|p| {
+                    let vector = vectors.get(&p.query).cloned();
+                    Record::new(p.query, p.tool, p.count, p.last, vector)
                 })
                 .filter(|r| !r.terms.is_empty())
                 .collect();
@@ -428,8 +453,8 @@ impl Learned {
             }
             (None, 0) => {}
             (None, n) => {
-                let t = terms(&pair.query);
-                if t.is_empty() {
+                let record = Record::new(pair.query, pair.tool, n, pair.last, None);
+                if record.terms.is_empty() {
                     return;
                 }
                 if records.len() >= MAX_RECORDS
@@ -437,22 +462,18 @@ impl Learned {
                 {
                     records.swap_remove(i);
                 }
-                records.push(Record {
-                    first: first_action(&pair.query),
-                    query: pair.query,
-                    tool: pair.tool,
-                    count: n,
-                    last: pair.last,
-                    terms: t,
-                    vector: None,
-                });
+                records.push(record);
             }
         }
     }
 
-    /// Another instance forgot what was learned for `tool` (`None`: all).
-    pub fn forgotten_elsewhere(&self, tool: Option<&str>) {
-        self.lock().retain(|r| tool.is_some_and(|t| r.tool != t));
+    /// Another instance forgot what was learned for `tool` (`None`: all);
+    /// how many pairs this one dropped.
+    pub fn forgotten_elsewhere(&self, tool: Option<&str>) -> usize {
+        let mut records = self.lock();
+        let before = records.len();
+        records.retain(|r| tool.is_some_and(|t| r.tool != t));
+        before - records.len()
     }
 
     /// Takes back one piece of evidence of `query` for `tool`: the agent
@@ -485,23 +506,13 @@ impl Learned {
     /// Drops what was learned for `tool`, or everything; how many queries
     /// were dropped.
     pub fn forget(&self, tool: Option<&str>) -> usize {
-        let dropped = {
-            let mut records = self.lock();
-            let before = records.len();
-            records.retain(|r| tool.is_some_and(|t| r.tool != t));
-            before - records.len()
-        };
-        match self.shared.get().cloned() {
-            Some(shared) => {
-                let tool = tool.map(str::to_string);
-                tokio::spawn(async move {
-                    if let Err(e) = shared.learned_forget(tool.as_deref()).await {
-                        tracing::warn!("what search learned was not forgotten in the store: {e}");
-                    }
-                });
+        let dropped = self.forgotten_elsewhere(tool);
+        let tool = tool.map(str::to_string);
+        self.write(|shared| async move {
+            if let Err(e) = shared.learned_forget(tool.as_deref()).await {
+                tracing::warn!("what search learned was not forgotten in the store: {e}");
             }
-            None => self.save_soon(),
-        }
+        });
         dropped
     }
 
@@ -527,20 +538,11 @@ impl Learned {
         if dropped.is_empty() {
             return;
         }
-        match self.shared.get().cloned() {
-            Some(shared) => {
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(async move {
-                        if let Err(e) = shared.learned_trim(&dropped).await {
-                            tracing::warn!(
-                                "learned queries of tools gone not dropped from the store: {e}"
-                            );
-                        }
-                    });
-                }
+        self.write(|shared| async move {
+            if let Err(e) = shared.learned_trim(&dropped).await {
+                tracing::warn!("learned queries of tools gone not dropped from the store: {e}");
             }
-            None => self.save_soon(),
-        }
+        });
     }
 
     /// Adds the learned part to `scores` (the lexical scores of the

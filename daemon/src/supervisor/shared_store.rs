@@ -232,7 +232,7 @@ impl Handler<crate::store::Delivery> for Supervisor {
                 last,
             }),
             Delivery::Event(Event::LearnedForgotten { tool }) => {
-                learned().forgotten_elsewhere(tool.as_deref())
+                learned().forgotten_elsewhere(tool.as_deref());
             }
             Delivery::Event(Event::SetActive {
                 id,
