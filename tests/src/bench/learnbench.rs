@@ -131,15 +131,44 @@ impl Scores {
     }
 }
 
-/// The rank of a pair's right tool: the feedback's tool for a pair, the
-/// test's own tool for a control.
-fn right_rank(p: &Pair, ranked: &[String]) -> Option<usize> {
-    let right = if is_control(p) {
-        p.test_tool.as_deref()?
+/// A pair's right tool for its test query: the feedback's tool for a pair,
+/// the test's own tool for a control (none when the control names none).
+fn right_tool(p: &Pair) -> Option<&str> {
+    if is_control(p) {
+        p.test_tool.as_deref()
     } else {
-        p.tool.as_str()
-    };
+        Some(p.tool.as_str())
+    }
+}
+
+/// The rank of a pair's right tool.
+fn right_rank(p: &Pair, ranked: &[String]) -> Option<usize> {
+    let right = right_tool(p)?;
     ranked.iter().position(|n| n == right)
+}
+
+/// Whether a set's misses may be printed (`EVO_BENCH_SHOW_MISSES=1`): a
+/// development set's may be read, a blind set's never.
+fn shows_misses(set: &Path) -> bool {
+    std::env::var("EVO_BENCH_SHOW_MISSES").is_ok_and(|v| v == "1")
+        && set.to_string_lossy().contains("dev")
+}
+
+/// Prints a pair whose right tool is not first with learning on, or moved.
+fn print_miss(p: &Pair, off: &[String], on: &[String]) {
+    if right_rank(p, on) == Some(0) && right_rank(p, off) == right_rank(p, on) {
+        return;
+    }
+    println!(
+        "{} {:?} (after {:?}) → {}: off {:?} on {:?} top {:?}",
+        p.kind,
+        p.test,
+        p.feedback,
+        right_tool(p).unwrap_or("-"),
+        right_rank(p, off),
+        right_rank(p, on),
+        on.iter().take(3).collect::<Vec<_>>()
+    );
 }
 
 /// One session per pair: `discover_tools` with the feedback, then a call of
@@ -316,24 +345,11 @@ pub fn learning_benchmarks(catalog_path: &Path, sets: &[PathBuf]) {
             Scores::default(),
         );
         let (mut unchanged, mut lifted) = (0, 0);
-        // A dev set's misses may be read; a blind set's never.
-        let show = std::env::var("EVO_BENCH_SHOW_MISSES").is_ok_and(|v| v == "1")
-            && set.to_string_lossy().contains("dev");
+        let show = shows_misses(set);
         for ((p, b), a) in pairs.iter().zip(&before).zip(&after) {
             let feedback_rank = |r: &Vec<String>| r.iter().position(|n| *n == p.tool);
-            if show && (right_rank(p, a) != Some(0) || right_rank(p, b) != right_rank(p, a)) {
-                println!(
-                    "{} {:?} → {}: off {:?} on {:?} top {:?}",
-                    p.kind,
-                    p.test,
-                    p.test_tool
-                        .as_deref()
-                        .filter(|_| is_control(p))
-                        .unwrap_or(&p.tool),
-                    right_rank(p, b),
-                    right_rank(p, a),
-                    a.iter().take(3).collect::<Vec<_>>()
-                );
+            if show {
+                print_miss(p, b, a);
             }
             if is_control(p) {
                 if b.iter().take(5).eq(a.iter().take(5)) {
@@ -502,10 +518,9 @@ pub fn learning_offline(catalog_path: &Path, sets: &[PathBuf], model: Option<&Pa
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
-    let show = std::env::var("EVO_BENCH_SHOW_MISSES").is_ok_and(|v| v == "1");
     for set in sets {
         let pairs = load_pairs(set);
-        let show = show && set.to_string_lossy().contains("dev");
+        let show = shows_misses(set);
         let tests: Vec<Option<Arc<[f32]>>> = pairs.iter().map(|p| encode(&p.test)).collect();
         let feedbacks: Vec<Option<Arc<[f32]>>> =
             pairs.iter().map(|p| encode(&p.feedback)).collect();
@@ -556,20 +571,8 @@ pub fn learning_offline(catalog_path: &Path, sets: &[PathBuf], model: Option<&Pa
             }
             rows[kind][0].add(right_rank(p, b));
             rows[kind][1].add(right_rank(p, a));
-            if show && (right_rank(p, a) != Some(0) || right_rank(p, b) != right_rank(p, a)) {
-                println!(
-                    "{} {:?} (after {:?}) → {}: off {:?} on {:?} top {:?}",
-                    p.kind,
-                    p.test,
-                    p.feedback,
-                    p.test_tool
-                        .as_deref()
-                        .filter(|_| is_control(p))
-                        .unwrap_or(&p.tool),
-                    right_rank(p, b),
-                    right_rank(p, a),
-                    a.iter().take(3).collect::<Vec<_>>()
-                );
+            if show {
+                print_miss(p, b, a);
             }
         }
         println!("\n### Every pair's feedback remembered\n\n{HEADER}");
