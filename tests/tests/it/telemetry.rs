@@ -39,6 +39,19 @@ fn traced(servers: Value, endpoint: &str, record_arguments: bool) -> Value {
     })
 }
 
+/// An evod tracing to `endpoint` with the fixture's `meta` tool as server
+/// `fx`, ready, and a legacy session on it.
+fn traced_fixture(endpoint: &str, record_arguments: bool) -> (Daemon, McpClient) {
+    let d = Daemon::start(&traced(
+        json!({"fx": fixture_server(&["--meta"])}),
+        endpoint,
+        record_arguments,
+    ));
+    d.wait_ready(&["fx"]);
+    let c = d.legacy_session();
+    (d, c)
+}
+
 /// `tools/call` with `meta` as the request's `_meta`; the result object.
 fn call_with_meta(c: &mut McpClient, name: &str, args: Value, meta: Value) -> Value {
     let r = c.request(
@@ -120,13 +133,7 @@ fn check_call(
 #[test]
 fn spans_join_the_callers_trace_and_the_child_gets_the_server_calls_traceparent() {
     let receiver = OtlpReceiver::start();
-    let d = Daemon::start(&traced(
-        json!({"fx": fixture_server(&["--meta"])}),
-        &receiver.url(),
-        false,
-    ));
-    d.wait_ready(&["fx"]);
-    let mut c = d.legacy_session();
+    let (_daemon, mut c) = traced_fixture(&receiver.url(), false);
 
     // The direct stdio path, under the caller's trace.
     let direct = call_with_meta(
@@ -290,13 +297,7 @@ fn a_session_over_http_joins_the_callers_trace() {
 #[test]
 fn a_scripts_calls_hang_under_its_run_code_span() {
     let receiver = OtlpReceiver::start();
-    let d = Daemon::start(&traced(
-        json!({"fx": fixture_server(&["--meta"])}),
-        &receiver.url(),
-        false,
-    ));
-    d.wait_ready(&["fx"]);
-    let mut c = d.legacy_session();
+    let (_daemon, mut c) = traced_fixture(&receiver.url(), false);
     let r = c.call(
         "run_code",
         json!({"code": "const a = await tools.fx_meta({text: 'one'}); await tools.fx_echo({text: 'two'}); return a;"}),
@@ -328,13 +329,7 @@ fn a_scripts_calls_hang_under_its_run_code_span() {
 #[test]
 fn record_arguments_exports_argument_values() {
     let receiver = OtlpReceiver::start();
-    let d = Daemon::start(&traced(
-        json!({"fx": fixture_server(&["--meta"])}),
-        &receiver.url(),
-        true,
-    ));
-    d.wait_ready(&["fx"]);
-    let mut c = d.legacy_session();
+    let (_daemon, mut c) = traced_fixture(&receiver.url(), true);
     // rmcp's path (a progress token takes it).
     let r = call_with_meta(
         &mut c,
@@ -361,13 +356,7 @@ fn a_collector_down_or_hanging_costs_no_call() {
     let hanging = OtlpReceiver::hanging();
     let down = format!("http://127.0.0.1:{}", free_port());
     for endpoint in [down, hanging.url()] {
-        let d = Daemon::start(&traced(
-            json!({"fx": fixture_server(&["--meta"])}),
-            &endpoint,
-            false,
-        ));
-        d.wait_ready(&["fx"]);
-        let mut c = d.legacy_session();
+        let (_daemon, mut c) = traced_fixture(&endpoint, false);
         // More spans than one batch, over more than one export interval.
         for i in 0..600 {
             let text = format!("call {i}");
