@@ -769,6 +769,15 @@ fn result_limit_benchmarks() {
     }
 }
 
+/// The paths following `args[i]` up to the next option.
+fn paths_after(args: &[String], i: usize) -> Vec<PathBuf> {
+    args[i + 1..]
+        .iter()
+        .take_while(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+        .collect()
+}
+
 fn main() {
     // As evod does, before any thread starts.
     evo_daemon::search::model::bound_candle_threads();
@@ -885,21 +894,13 @@ fn main() {
             .position(|a| a == "--model")
             .and_then(|m| args.get(m + 1))
             .map(PathBuf::from);
-        let sets: Vec<PathBuf> = args[i + 1..]
-            .iter()
-            .take_while(|a| !a.starts_with("--"))
-            .map(PathBuf::from)
-            .collect();
+        let sets: Vec<PathBuf> = paths_after(&args, i);
         learnbench::learning_offline(&real_catalog(), &sets, model.as_deref());
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--learning") {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut sets: Vec<PathBuf> = args[i + 1..]
-            .iter()
-            .take_while(|a| !a.starts_with("--"))
-            .map(PathBuf::from)
-            .collect();
+        let mut sets: Vec<PathBuf> = paths_after(&args, i);
         if sets.is_empty() {
             sets.push(root.join("bench/pairs-dev.jsonl"));
         }
