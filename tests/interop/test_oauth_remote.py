@@ -540,12 +540,7 @@ def start_protected_sse(tmp: Path, port: int, issuer: str, reject: Path, transpo
     log = tmp / f"{transport}-server.log"
     env = clean_env() | {"PORT": str(port), "ISSUER": issuer, "REJECT_FILE": str(reject), "TRANSPORT": transport}
     sse = LoggedProcess.start([sys.executable, str(HERE / "oauth" / "sse_server.py")], log, env=env, cwd=HERE)
-    wait_for(
-        "the protected server did not start",
-        lambda: " server on " in log.read_text(errors="replace") or sse.proc.poll() is not None,
-        30,
-    )
-    assert sse.proc.poll() is None, tail(log)
+    sse.wait_started(f"the protected {transport} server (oauth/sse_server.py)", " server on ")
     return sse
 
 

@@ -62,12 +62,7 @@ def start_as(tmp: Path, resource: str, port: int | None = None, env: dict[str, s
         "CC_CLIENT_SECRET": "headless-secret",
     } | (env or {})
     auth = LoggedProcess.start([node_bin(), str(HERE / "oauth" / "as.mjs")], log, env=env, cwd=HERE)
-    wait_for(
-        "oidc-provider did not start",
-        lambda: "authorization server on" in log.read_text(errors="replace") or auth.proc.poll() is not None,
-        30,
-    )
-    assert auth.proc.poll() is None, tail(log)
+    auth.wait_started("oidc-provider (oauth/as.mjs)", "authorization server on")
     return auth, port
 
 

@@ -203,6 +203,26 @@ class LoggedProcess:
     def stop(self) -> None:
         stop(self.proc, self.first_signal, 10.0)
 
+    def wait_started(self, what: str, marker: str, within: float = 60.0) -> None:
+        """Waits for `marker` in the log; if it does not come (the process exited, or stalled
+        `within` seconds), stops the process and fails naming `what`, with the process's state
+        and the log's tail, so a failed start neither leaks the process nor hides why."""
+        def state() -> str:
+            got = _stat(self.proc.pid)
+            return "exited" if got is None else f"alive, state {got[2]}"
+
+        try:
+            wait_for(
+                f"{what} did not start within {within:.0f} s",
+                lambda: marker in self.log.read_text(errors="replace") or self.proc.poll() is not None,
+                within,
+                lambda: f"process {self.proc.pid}: {state()}\n--- its log ---\n{tail(self.log)}",
+            )
+            assert self.proc.poll() is None, f"{what} exited with {self.proc.returncode}\n--- its log ---\n{tail(self.log)}"
+        except BaseException:
+            self.stop()
+            raise
+
 
 def _stat(pid: int) -> tuple[int, int, str] | None:
     """(parent pid, process group, state) of a live process, None if it is gone or a zombie."""

@@ -22,6 +22,8 @@ const ttl = Number(process.env.TTL || "60");
 const rotate = process.env.ROTATE === "1";
 const tokenDelay = Number(process.env.TOKEN_DELAY_MS || "0");
 const issuer = `http://127.0.0.1:${port}`;
+// Each start step says so: a start that stalls shows in the log where it stalled.
+console.error("oidc-provider loaded; generating the signing key");
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const jwk = { ...privateKey.export({ format: "jwk" }), kid: "evo-test", use: "sig", alg: "RS256" };
 
@@ -82,4 +84,10 @@ provider.on("server_error", (ctx, err) => console.error("server_error", err));
 provider.on("grant.error", (ctx, err) => console.error("grant.error", err.message, err.error_description || ""));
 provider.on("authorization.error", (ctx, err) => console.error("authorization.error", err.message, err.error_description || ""));
 provider.on("revocation.error", (ctx, err) => console.error("revocation.error", err.message));
-provider.listen(port, "127.0.0.1", () => console.error(`authorization server on ${issuer}`));
+console.error(`signing key ready; listening on 127.0.0.1:${port}`);
+provider
+  .listen(port, "127.0.0.1", () => console.error(`authorization server on ${issuer}`))
+  .on("error", (err) => {
+    console.error(`cannot listen on 127.0.0.1:${port}: ${err.message}`);
+    process.exit(1);
+  });
