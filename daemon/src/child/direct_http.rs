@@ -378,8 +378,10 @@ impl HttpWire {
             .ok()
             .and_then(|mut v| v.get_mut("params").map(Value::take))
             .unwrap_or_default();
-        if let Some(p) = params.as_object_mut() {
-            p.remove("_meta"); // rmcp writes its own
+        // rmcp gives the request its own progress token; the rest of `_meta`
+        // (a `traceparent`, say) goes on as the direct request had it.
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove("progressToken");
         }
         let request = serde_json::json!({"method": method, "params": params});
         let Ok(request) = serde_json::from_value::<ClientRequest>(request) else {
