@@ -22,9 +22,10 @@
 //!   error. A caller that sampled its trace out (`-00`) gets no spans from
 //!   evo either (parent-based sampling), but its trace id still reaches the
 //!   child.
-//! - OTLP over gRPC is not sent (it would bring tonic and HTTP/2): an
-//!   endpoint on port 4317 or with a `grpc` scheme is a config error naming
-//!   the HTTP port instead.
+//! - Both OTLP transports: OTLP/HTTP protobuf, and OTLP/gRPC (tonic), chosen
+//!   as [`destination`] says (port 4317 implies gRPC). gRPC's HTTP/2
+//!   connection lives on a one-thread runtime of its own, started only when
+//!   gRPC is in use, so an export never runs on a thread serving sessions.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -34,7 +35,8 @@ use opentelemetry::trace::{
     TraceState, Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::{SpanExporter, WithExportConfig};
+use opentelemetry_otlp::tonic_types::transport::ClientTlsConfig;
+use opentelemetry_otlp::{SpanExporter, WithExportConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracer};
 use opentelemetry_sdk::trace::{SdkTracerProvider, Span};
@@ -44,10 +46,20 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde::Serialize;
 
 use crate::VERSION;
-use crate::config::TelemetrySettings;
+use crate::config::{OtlpProtocol, TelemetrySettings};
 
-/// The environment variable read when `telemetry.otlp_endpoint` is unset.
+/// The environment variable read when `telemetry.otlp_endpoint` is unset: a
+/// base address, as the key is.
 pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// Read before [`ENDPOINT_VAR`]: the traces endpoint itself (an OTLP/HTTP
+/// URL is taken as it is, `/v1/traces` not added).
+pub const TRACES_ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+/// The protocol variables, the traces one first, read when
+/// `telemetry.protocol` is unset.
+pub const PROTOCOL_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+];
 /// Spans waiting to be sent; past this, new ones are dropped.
 const QUEUE: usize = 4096;
 /// How often a batch goes out (sooner when one is full).
@@ -63,32 +75,76 @@ static TRACING: OnceLock<Tracing> = OnceLock::new();
 static STARTED_WITH: OnceLock<TelemetrySettings> = OnceLock::new();
 
 /// Traces as started: the provider (its batch thread), the tracer sessions
-/// use, and whether argument values may be recorded.
+/// use, whether argument values may be recorded, and for gRPC the runtime
+/// its connection lives on.
 struct Tracing {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
     record_arguments: bool,
+    _grpc_runtime: Option<tokio::runtime::Runtime>,
 }
 
-/// Where traces go: the section's endpoint, else `OTEL_EXPORTER_OTLP_ENDPOINT`
-/// (`env` looks it up), else nowhere. A bad variable is said and ignored: it
-/// may be set for other programs.
-pub fn endpoint(
+/// Where and how spans go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// What the exporter is given: the traces URL for OTLP/HTTP, the
+    /// collector's address for gRPC.
+    pub url: String,
+    pub protocol: OtlpProtocol,
+}
+
+/// Where and how traces go, `env` looking up the environment:
+/// - the address: `telemetry.otlp_endpoint`, else
+///   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (taken as it is), else
+///   `OTEL_EXPORTER_OTLP_ENDPOINT`, else nowhere (`None`);
+/// - the protocol: `telemetry.protocol`, else
+///   `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`,
+///   else the one the address's port implies (4317: gRPC).
+///
+/// A bad variable is an error naming it (traces stay off; it may be set for
+/// other programs).
+pub fn destination(
     settings: &TelemetrySettings,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<String>, String> {
-    if let Some(url) = &settings.otlp_endpoint {
-        return Ok(Some(url.clone()));
-    }
-    match env(ENDPOINT_VAR).filter(|v| !v.trim().is_empty()) {
-        None => Ok(None),
-        Some(url) => crate::config::otlp_endpoint_error(&url)
-            .map_or(Ok(Some(url)), |why| Err(format!("{ENDPOINT_VAR}: {why}"))),
+) -> Result<Option<Destination>, String> {
+    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let (address, as_is) = if let Some(url) = &settings.otlp_endpoint {
+        (url.clone(), false)
+    } else if let Some(url) = var(TRACES_ENDPOINT_VAR) {
+        (checked(TRACES_ENDPOINT_VAR, url)?, true)
+    } else if let Some(url) = var(ENDPOINT_VAR) {
+        (checked(ENDPOINT_VAR, url)?, false)
+    } else {
+        return Ok(None);
+    };
+    let named = PROTOCOL_VARS
+        .iter()
+        .find_map(|name| var(name).map(|value| (*name, value)));
+    let protocol = match (settings.protocol, named) {
+        (Some(p), _) => p,
+        (None, Some((name, value))) => {
+            OtlpProtocol::parse(&value).map_err(|why| format!("{name}: {why}"))?
+        }
+        (None, None) => OtlpProtocol::implied_by(&address),
+    };
+    let url = match protocol {
+        OtlpProtocol::HttpProtobuf if !as_is => traces_url(&address),
+        _ => address,
+    };
+    Ok(Some(Destination { url, protocol }))
+}
+
+/// `url` from the variable `name` when it can be an OTLP address.
+fn checked(name: &str, url: String) -> Result<String, String> {
+    match crate::config::otlp_endpoint_error(&url) {
+        Some(why) => Err(format!("{name}: {why}")),
+        None => Ok(url),
     }
 }
 
-/// The URL spans are posted to: the endpoint as a base URL (as
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` is), `/v1/traces` added unless it is there.
+/// The URL spans are posted to over OTLP/HTTP: the endpoint as a base URL
+/// (as `OTEL_EXPORTER_OTLP_ENDPOINT` is), `/v1/traces` added unless it is
+/// there.
 pub fn traces_url(endpoint: &str) -> String {
     let base = endpoint.trim_end_matches('/');
     if base.ends_with("/v1/traces") {
@@ -99,30 +155,28 @@ pub fn traces_url(endpoint: &str) -> String {
 }
 
 /// Starts traces for `settings` (the process environment consulted as
-/// [`endpoint`] says). Called once, before any session; later calls do
+/// [`destination`] says). Called once, before any session; later calls do
 /// nothing. Off when there is no endpoint.
 pub fn start(settings: &TelemetrySettings) {
     if STARTED_WITH.set(settings.clone()).is_err() {
         return;
     }
-    let endpoint = match endpoint(settings, |k| std::env::var(k).ok()) {
-        Ok(Some(url)) => url,
+    let to = match destination(settings, |k| std::env::var(k).ok()) {
+        Ok(Some(to)) => to,
         Ok(None) => return,
         Err(why) => {
             tracing::warn!("traces are off: {why}");
             return;
         }
     };
-    let url = traces_url(&endpoint);
-    let exporter = match SpanExporter::builder()
-        .with_http()
-        .with_endpoint(url.clone())
-        .with_timeout(EXPORT_TIMEOUT)
-        .build()
-    {
-        Ok(e) => e,
+    let (exporter, grpc_runtime) = match exporter(&to) {
+        Ok(made) => made,
         Err(e) => {
-            tracing::error!("traces are off: the OTLP exporter for {url} could not be made: {e}");
+            tracing::error!(
+                "traces are off: the OTLP exporter ({}) for {} could not be made: {e}",
+                to.protocol.name(),
+                to.url
+            );
             return;
         }
     };
@@ -148,12 +202,52 @@ pub fn start(settings: &TelemetrySettings) {
         provider,
         tracer,
         record_arguments: settings.record_arguments,
+        _grpc_runtime: grpc_runtime,
     });
     tracing::info!(
-        url = %url,
+        url = %to.url,
+        protocol = to.protocol.name(),
         record_arguments = settings.record_arguments,
-        "traces on (OTLP/HTTP)"
+        "traces on (OTLP)"
     );
+}
+
+/// The exporter for `to`. OTLP/HTTP posts with reqwest's blocking client
+/// (its own thread). gRPC's connection (tonic, HTTP/2) needs a Tokio
+/// runtime: it gets a one-thread runtime of its own, so exports never run
+/// on the threads that serve sessions; the batch thread hands each export
+/// to it and waits.
+fn exporter(to: &Destination) -> Result<(SpanExporter, Option<tokio::runtime::Runtime>), String> {
+    match to.protocol {
+        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
+            .with_http()
+            .with_endpoint(to.url.clone())
+            .with_timeout(EXPORT_TIMEOUT)
+            .build()
+            .map(|e| (e, None))
+            .map_err(|e| e.to_string()),
+        OtlpProtocol::Grpc => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("evo-otlp-grpc")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("no thread for the gRPC connection: {e}"))?;
+            let exporter = {
+                let _inside = runtime.enter();
+                let mut builder = SpanExporter::builder()
+                    .with_tonic()
+                    .with_endpoint(to.url.clone())
+                    .with_timeout(EXPORT_TIMEOUT);
+                if to.url.starts_with("https:") {
+                    // The system's roots (SSL_CERT_FILE / SSL_CERT_DIR honoured).
+                    builder = builder.with_tls_config(ClientTlsConfig::new().with_native_roots());
+                }
+                builder.build().map_err(|e| e.to_string())?
+            };
+            Ok((exporter, Some(runtime)))
+        }
+    }
 }
 
 /// Sends what is queued and stops the batch thread (evod is stopping). Waits
@@ -527,27 +621,100 @@ mod tests {
         );
     }
 
+    /// `destination` with `vars` as the environment.
+    fn to(
+        settings: &TelemetrySettings,
+        vars: &[(&str, &str)],
+    ) -> Result<Option<Destination>, String> {
+        destination(settings, |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    fn dest(url: &str, protocol: OtlpProtocol) -> Result<Option<Destination>, String> {
+        Ok(Some(Destination {
+            url: url.into(),
+            protocol,
+        }))
+    }
+
     #[test]
-    fn the_key_wins_over_the_variable_and_a_bad_variable_is_refused() {
-        let env = |v: &'static str| move |k: &str| (k == ENDPOINT_VAR).then(|| v.to_string());
+    fn the_key_wins_over_the_variables_and_a_bad_variable_is_refused() {
+        use OtlpProtocol::{Grpc, HttpProtobuf};
         let unset = TelemetrySettings::default();
         let set = TelemetrySettings {
             otlp_endpoint: Some("http://a:4318".into()),
-            record_arguments: false,
+            ..TelemetrySettings::default()
         };
-        assert_eq!(endpoint(&unset, |_| None), Ok(None));
+        assert_eq!(to(&unset, &[]), Ok(None));
         assert_eq!(
-            endpoint(&unset, env("http://b:4318")),
-            Ok(Some("http://b:4318".into()))
+            to(&unset, &[(ENDPOINT_VAR, "http://b:4318")]),
+            dest("http://b:4318/v1/traces", HttpProtobuf)
         );
         assert_eq!(
-            endpoint(&set, env("http://b:4318")),
-            Ok(Some("http://a:4318".into()))
+            to(&set, &[(ENDPOINT_VAR, "http://b:4318")]),
+            dest("http://a:4318/v1/traces", HttpProtobuf)
         );
-        let grpc = endpoint(&unset, env("http://b:4317")).unwrap_err();
+        // The traces variable first, and as it is.
+        assert_eq!(
+            to(
+                &unset,
+                &[
+                    (ENDPOINT_VAR, "http://b:4318"),
+                    (TRACES_ENDPOINT_VAR, "http://t:9/x")
+                ]
+            ),
+            dest("http://t:9/x", HttpProtobuf)
+        );
+        let bad = to(&unset, &[(ENDPOINT_VAR, "collector")]).unwrap_err();
+        assert!(bad.contains(ENDPOINT_VAR), "{bad}");
+        let json = to(&set, &[(PROTOCOL_VARS[1], "http/json")]).unwrap_err();
         assert!(
-            grpc.contains(ENDPOINT_VAR) && grpc.contains("4318"),
-            "{grpc}"
+            json.contains(PROTOCOL_VARS[1]) && json.contains("http/protobuf"),
+            "{json}"
+        );
+        // gRPC: the address as it is.
+        assert_eq!(
+            to(&unset, &[(ENDPOINT_VAR, "http://b:4317")]),
+            dest("http://b:4317", Grpc)
+        );
+    }
+
+    #[test]
+    fn the_protocol_comes_from_the_key_the_variables_or_the_port() {
+        use OtlpProtocol::{Grpc, HttpProtobuf};
+        let at = |url: &str, protocol| TelemetrySettings {
+            otlp_endpoint: Some(url.into()),
+            protocol,
+            ..TelemetrySettings::default()
+        };
+        assert_eq!(
+            to(&at("http://c:4317", None), &[]),
+            dest("http://c:4317", Grpc)
+        );
+        assert_eq!(
+            to(
+                &at("http://c:4317", Some(HttpProtobuf)),
+                &[(PROTOCOL_VARS[1], "grpc")]
+            ),
+            dest("http://c:4317/v1/traces", HttpProtobuf)
+        );
+        assert_eq!(
+            to(&at("http://c:9000", None), &[(PROTOCOL_VARS[1], "grpc")]),
+            dest("http://c:9000", Grpc)
+        );
+        // The traces variable wins over the general one.
+        assert_eq!(
+            to(
+                &at("http://c:9000", None),
+                &[
+                    (PROTOCOL_VARS[0], "http/protobuf"),
+                    (PROTOCOL_VARS[1], "grpc")
+                ]
+            ),
+            dest("http://c:9000/v1/traces", HttpProtobuf)
         );
     }
 

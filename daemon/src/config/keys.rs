@@ -57,7 +57,7 @@ pub(super) const DISCOVERY_KEYS: &[&str] = &[
 pub(super) const CACHE_KEYS: &[&str] = &["max_age_hours"];
 pub(super) const STORE_KEYS: &[&str] = &["redis_url", "prefix", "tls_ca"];
 pub(super) const CODE_MODE_KEYS: &[&str] = &["enabled", "timeout_ms", "memory_mb", "max_calls"];
-pub(super) const TELEMETRY_KEYS: &[&str] = &["otlp_endpoint", "record_arguments"];
+pub(super) const TELEMETRY_KEYS: &[&str] = &["otlp_endpoint", "protocol", "record_arguments"];
 /// Read by `evoctl add`, not by evod: known here so it is not warned about.
 pub(super) const REGISTRY_KEYS: &[&str] = &["url"];
 pub(super) const SANDBOX_KEYS: &[&str] = &["default"];

@@ -70,7 +70,7 @@ pub use settings::{
     Limits, SearchSettings, StoreSettings, UnknownDiscoveryMode, default_max_concurrent_starts,
     valid_profile_name,
 };
-pub use telemetry::{TelemetrySettings, otlp_endpoint_error};
+pub use telemetry::{OtlpProtocol, TelemetrySettings, otlp_endpoint_error};
 
 /// What the tests of the config files share: an environment, and parsing shortcuts.
 #[cfg(test)]

@@ -240,6 +240,44 @@ def certificate(common_name: str) -> tuple[bytes, bytes]:
     )
 
 
+def issued_certificate(common_name: str) -> tuple[bytes, bytes, bytes]:
+    """A CA, and a certificate for 127.0.0.1 and localhost it issued, with that certificate's key
+    (PEM: CA, certificate, key). For clients (rustls) that refuse a self-signed certificate
+    that is its own CA."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name} CA")])
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def valid(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
+        return (
+            builder.serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
+
+    ca = (
+        valid(x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key()))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        valid(x509.CertificateBuilder().subject_name(name).issuer_name(ca_name).public_key(key.public_key()))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return (
+        ca.public_bytes(serialization.Encoding.PEM),
+        cert.public_bytes(serialization.Encoding.PEM),
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
+
+
 def write_certificate(directory: Path, common_name: str) -> tuple[Path, Path]:
     """`certificate(common_name)` written to DIRECTORY/cert.pem and DIRECTORY/key.pem."""
     cert, key = certificate(common_name)

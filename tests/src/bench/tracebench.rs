@@ -105,7 +105,7 @@ fn in_process(quick: bool, up: &OtlpReceiver) {
     measure("off");
     telemetry::start(&TelemetrySettings {
         otlp_endpoint: Some(up.url()),
-        record_arguments: false,
+        ..TelemetrySettings::default()
     });
     measure("on, collector up");
     println!("\n(The receiver's threads, in this process too, only store the bodies.)");

@@ -5,6 +5,8 @@
 //! takes it) and a remote HTTP child; a script's calls under `run_code`;
 //! argument values never exported unless `record_arguments`; a collector
 //! that is down or hangs costs no call; a session over HTTP traced alike.
+//! OTLP/gRPC is tested against gRPC's own server in
+//! tests/interop/test_traces_grpc.py.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -17,7 +19,7 @@ use evo_tests::harness::{
     mcp::{McpClient, text_of},
     otlp::{OtlpReceiver, ReceivedSpan},
     ports::free_port,
-    servers::fixture_server,
+    servers::{HttpChild, fixture_server},
     wait::eventually,
 };
 use serde_json::{Value, json};
@@ -396,6 +398,40 @@ fn with_traces_off_the_callers_traceparent_goes_on_unchanged() {
     }
 }
 
+/// A caller's `traceparent` reaches a Streamable HTTP child on each way a
+/// call goes there: straight (evo's own request), through rmcp (a progress
+/// token takes it), and sent again through rmcp's session after the child
+/// forgot the one the straight request used (its 404).
+#[test]
+fn the_callers_traceparent_reaches_an_http_child_on_every_path() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child_args = ["--legacy", "--meta"];
+    let mut child = HttpChild::start_with(&addr, &child_args, &[]);
+    let d = Daemon::start_with(
+        &json!({"mcpServers": {"web": child.entry()}}),
+        &["--mode", "legacy"],
+        &[],
+    );
+    d.wait_ready(&["web"]);
+    let mut c = d.legacy_session();
+    let plain = json!({"traceparent": caller_traceparent()});
+    let caller = (CALLER_TRACE.to_string(), CALLER_SPAN.to_string());
+    for meta in [
+        plain.clone(),
+        json!({"traceparent": caller_traceparent(), "progressToken": 5}),
+    ] {
+        let r = call_with_meta(&mut c, "web_meta", json!({}), meta);
+        assert_eq!(child_traceparent(&r), caller);
+    }
+    // Restarted between two calls: the next straight POST is answered 404
+    // and the call goes again through rmcp, which opens a new session.
+    child.kill();
+    let _child = HttpChild::start_with(&addr, &child_args, &[]);
+    std::thread::sleep(Duration::from_millis(200));
+    let r = call_with_meta(&mut c, "web_meta", json!({}), plain);
+    assert_eq!(child_traceparent(&r), caller);
+}
+
 #[test]
 fn a_telemetry_change_on_reload_says_a_restart_is_needed() {
     let receiver = OtlpReceiver::start();
@@ -413,15 +449,15 @@ fn a_telemetry_change_on_reload_says_a_restart_is_needed() {
 }
 
 #[test]
-fn a_grpc_endpoint_is_a_config_error_naming_the_key() {
+fn a_protocol_evo_does_not_send_is_a_config_error_naming_the_key() {
     let d = Daemon::start(&json!({
         "mcpServers": {"fx": fixture_server(&[])},
-        "telemetry": {"otlp_endpoint": "http://127.0.0.1:4317"}
+        "telemetry": {"otlp_endpoint": "http://127.0.0.1:4318", "protocol": "http/json"}
     }));
     let status = d.ctl_json(&["status"]);
     let error = status["config"]["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("telemetry.otlp_endpoint") && error.contains("4318"),
+        error.contains("telemetry.protocol") && error.contains("http/protobuf"),
         "{status:#}"
     );
 }
