@@ -29,8 +29,9 @@ redis.call('HSET', KEYS[1], ARGV[1], n .. ' ' .. ARGV[3])
 return n
 ";
 
-/// One remembered pair as the store holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One remembered pair as the store holds it, and as [`Event::Learned`]
+/// tells the other instances of a change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SharedPair {
     pub tool: String,
     pub query: String,
@@ -79,12 +80,12 @@ impl Shared {
             .script(&script, &[&key], &[&field, &delta, &stamp])
             .await?;
         let count = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
-        self.publish(Event::Learned {
+        self.publish(Event::Learned(SharedPair {
             tool: tool.to_string(),
             query: query.to_string(),
             count,
             last,
-        })
+        }))
         .await;
         Ok(count)
     }

@@ -29,12 +29,7 @@ pub enum Event {
     Pins { server: String },
     /// Search learned from use: the pair of `query` and `tool` now counts
     /// `count` sessions' evidence (0: dropped) ([`super::learned`]).
-    Learned {
-        tool: String,
-        query: String,
-        count: u32,
-        last: u64,
-    },
+    Learned(super::learned::SharedPair),
     /// What search learned was forgotten, for `tool` or (`None`) all.
     LearnedForgotten { tool: Option<String> },
     /// An HTTP session was ended (DELETE) on some instance.
@@ -56,4 +51,27 @@ pub(super) struct Envelope {
     pub(super) from: String,
     #[serde(flatten)]
     pub(super) event: Event,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+    use crate::store::learned::SharedPair;
+
+    #[test]
+    fn a_learned_pair_goes_out_flat_beside_its_kind() {
+        let event = Event::Learned(SharedPair {
+            tool: "gh_create_issue".into(),
+            query: "file a bug".into(),
+            count: 2,
+            last: 1_765_000_000,
+        });
+        let text = serde_json::to_value(&event).expect("serialises");
+        assert_eq!(
+            text,
+            serde_json::json!({"kind": "learned", "tool": "gh_create_issue",
+                "query": "file a bug", "count": 2, "last": 1_765_000_000u64})
+        );
+        assert_eq!(serde_json::from_value::<Event>(text).ok(), Some(event));
+    }
 }

@@ -12,7 +12,6 @@ use crate::console::events::Topic;
 use crate::policy::profiles::Changes;
 use crate::search::learned::learned;
 use crate::session::{self, Session};
-use crate::store::learned::SharedPair;
 
 impl Supervisor {
     /// Writes session `name`'s activations (as `named` has them) to the
@@ -220,17 +219,7 @@ impl Handler<crate::store::Delivery> for Supervisor {
             Delivery::Event(Event::Activations { name }) => self.shared_activations(&name, ctx),
             Delivery::Event(Event::Profiles) => self.shared_profiles(ctx),
             Delivery::Event(Event::Pins { server }) => self.shared_pins(Some(server)),
-            Delivery::Event(Event::Learned {
-                tool,
-                query,
-                count,
-                last,
-            }) => learned().apply(SharedPair {
-                tool,
-                query,
-                count,
-                last,
-            }),
+            Delivery::Event(Event::Learned(pair)) => learned().apply(pair),
             Delivery::Event(Event::LearnedForgotten { tool }) => {
                 learned().forgotten_elsewhere(tool.as_deref());
             }
