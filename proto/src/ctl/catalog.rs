@@ -122,8 +122,9 @@ pub struct StageScores {
 pub struct ToolList {
     /// The session whose view this is; `None` for `--all`.
     pub session: Option<String>,
-    /// The session's name, when it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The session's name, when it has one; `null` when it has none (a
+    /// stable key of `--json`).
+    #[serde(default)]
     pub session_name: Option<String>,
     pub tools: Vec<ToolLine>,
 }

@@ -149,8 +149,9 @@ pub struct SessionInfo {
     /// The permissions role its identity carries; `None`: `active_role`.
     #[serde(default)]
     pub role: Option<String>,
-    /// With the shared store: the instance holding it (its copy there).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// With the shared store: the instance holding it (its copy there);
+    /// `null` without one (a stable key of `sessions --json`).
+    #[serde(default)]
     pub instance: Option<String>,
 }
 
@@ -174,8 +175,9 @@ pub struct SessionsReport {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ActivationReport {
     pub session: String,
-    /// The session's name, when it has one (`evoctl shim --session NAME`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The session's name, when it has one (`evoctl shim --session NAME`);
+    /// `null` when it has none (a stable key of `--json`).
+    #[serde(default)]
     pub session_name: Option<String>,
     pub changed: Vec<String>,
     pub activated: Vec<String>,

@@ -131,10 +131,23 @@ fn evoctl_activation_reaches_the_live_session() {
     let mut c = dynamic(&d, &[]);
     let sessions = d.ctl_json(&["sessions"]);
     let id = sessions["sessions"][0]["id"].as_str().unwrap().to_string();
-    for key in ["id", "name", "mode", "activated", "last_active"] {
+    // Every stable key, `null` where it has no value (no shared store: no
+    // `instance`).
+    for key in [
+        "id",
+        "name",
+        "mode",
+        "activated",
+        "last_active",
+        "io",
+        "era",
+        "identity",
+        "profile",
+        "instance",
+    ] {
         assert!(
             sessions["sessions"][0].get(key).is_some(),
-            "sessions lacks {key}"
+            "sessions lacks {key}: {sessions:#}"
         );
     }
     let seen = c.list_changed_count();
@@ -480,7 +493,8 @@ fn evoctl_names_the_session_it_picked_among_two() {
     );
     let j = d.ctl_json(&["list"]);
     assert_eq!(j["session"], other_id.as_str(), "{j}");
-    assert!(j.get("session_name").is_none_or(Value::is_null), "{j}");
+    // A stable key: there, `null` for a session without a name.
+    assert!(j.get("session_name").is_some_and(Value::is_null), "{j}");
     std::thread::sleep(Duration::from_millis(30));
     dave.tool_names();
     let (code, out, err) = d.ctl(&["list"]);

@@ -59,6 +59,7 @@ fn both_eras_share_the_path_and_sessions_list_them() {
         "era",
         "identity",
         "profile",
+        "instance",
     ] {
         assert!(
             http[0].get(key).is_some(),
