@@ -161,20 +161,22 @@ fn quoted(value: &str) -> String {
 /// challenge when there is no OAuth to discover).
 pub const MISSING_CREDENTIAL: &str = "this endpoint needs `Authorization: Bearer TOKEN` (an API token from `evoctl token create`, or an OAuth access token)";
 
-/// The `WWW-Authenticate` value for a refusal. `metadata` is the URL of the
-/// protected resource metadata (with OAuth), else the realm is named with,
-/// for a missing credential, RFC 6750's `error` and `error_description`: a
-/// client then shows evo's message instead of starting (or suggesting) an
-/// OAuth flow the endpoint does not offer.
-pub fn challenge(denied: &Denied, metadata: Option<&str>) -> String {
-    let mut parts = vec![String::from("Bearer realm=\"evo\"")];
-    if let Some(url) = metadata {
-        parts.push(format!("resource_metadata={}", quoted(url)));
-    }
+/// The `WWW-Authenticate` value for a refusal: always the URL of the
+/// protected resource metadata (`metadata`, RFC 9728), and why. With OAuth
+/// (`oauth`) a missing credential says nothing more: RFC 6750 asks for no
+/// error code then, and clients start discovery from the metadata. With API
+/// tokens only it carries RFC 6750's `error` and an `error_description`
+/// naming `evoctl token create`, so a client shows evo's message (the
+/// metadata names no authorization server to log in at).
+pub fn challenge(denied: &Denied, metadata: &str, oauth: bool) -> String {
+    let mut parts = vec![
+        String::from("Bearer realm=\"evo\""),
+        format!("resource_metadata={}", quoted(metadata)),
+    ];
     match denied {
         // With OAuth the metadata URL is the answer: RFC 6750 asks for no
         // error code then, and clients start discovery from it.
-        Denied::Missing if metadata.is_some() => {}
+        Denied::Missing if oauth => {}
         Denied::Missing => {
             parts.push("error=\"invalid_request\"".into());
             parts.push(format!("error_description={}", quoted(MISSING_CREDENTIAL)));
@@ -240,27 +242,30 @@ mod tests {
     #[test]
     fn challenges_carry_the_metadata_url_and_the_error() {
         let url = "http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp";
-        assert_eq!(
-            challenge(&Denied::Missing, Some(url)),
-            format!("Bearer realm=\"evo\", resource_metadata=\"{url}\"")
-        );
+        let named = format!("Bearer realm=\"evo\", resource_metadata=\"{url}\"");
+        assert_eq!(challenge(&Denied::Missing, url, true), named);
         let bad = challenge(
             &Denied::Invalid("the token has \"expired\"".into()),
-            Some(url),
+            url,
+            true,
         );
         assert!(bad.contains("error=\"invalid_token\""));
         assert!(bad.contains(r#"error_description="the token has \"expired\"""#));
-        let tokens_only = challenge(&Denied::Missing, None);
+        let tokens_only = challenge(&Denied::Missing, url, false);
         assert!(
-            tokens_only.starts_with(
-                "Bearer realm=\"evo\", error=\"invalid_request\", error_description=\""
-            ) && tokens_only.contains("evoctl token create"),
+            tokens_only.starts_with(&format!(
+                "{named}, error=\"invalid_request\", error_description=\""
+            )) && tokens_only.contains("evoctl token create"),
             "{tokens_only}"
         );
-        let scope = challenge(&Denied::Scope(vec!["mcp".into(), "tools".into()]), None);
+        let scope = challenge(
+            &Denied::Scope(vec!["mcp".into(), "tools".into()]),
+            url,
+            true,
+        );
         assert_eq!(
             scope,
-            "Bearer realm=\"evo\", error=\"insufficient_scope\", scope=\"mcp tools\""
+            format!("{named}, error=\"insufficient_scope\", scope=\"mcp tools\"")
         );
     }
 }

@@ -534,17 +534,16 @@ impl McpEndpoint {
             client = %self.client(headers, peer),
             "HTTP request refused: {description}"
         );
-        let metadata = self
-            .0
-            .auth
-            .jwt
-            .is_some()
-            .then(|| self.metadata_url(headers));
+        let challenge = auth::challenge(
+            denied,
+            &self.metadata_url(headers),
+            self.0.auth.jwt.is_some(),
+        );
         let mut response = serving::json(
             status,
             &json!({"error": error, "error_description": description}),
         );
-        if let Ok(v) = http::HeaderValue::from_str(&auth::challenge(denied, metadata.as_deref())) {
+        if let Ok(v) = http::HeaderValue::from_str(&challenge) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
         response
@@ -622,27 +621,25 @@ impl McpEndpoint {
         }
     }
 
-    /// RFC 9728 protected resource metadata (with OAuth configured).
+    /// RFC 9728 protected resource metadata: with OAuth configured, the
+    /// authorization servers to log in at; with API tokens only, none (the
+    /// member is optional): the resource and how a token is sent.
     fn resource_metadata(&self, headers: &HeaderMap) -> Response<Body> {
-        let Some(oauth) = self.0.settings.auth.as_ref().and_then(|a| a.oauth.as_ref()) else {
-            return text(
-                StatusCode::NOT_FOUND,
-                "not found: this endpoint takes API tokens only (no OAuth is configured)",
-            );
-        };
-        let servers = if oauth.authorization_servers.is_empty() {
-            vec![oauth.issuer.clone()]
-        } else {
-            oauth.authorization_servers.clone()
-        };
         let mut doc = json!({
             "resource": self.resource(headers),
-            "authorization_servers": servers,
             "bearer_methods_supported": ["header"],
             "resource_name": "evo",
         });
-        if !oauth.required_scopes.is_empty() {
-            doc["scopes_supported"] = json!(oauth.required_scopes);
+        if let Some(oauth) = self.0.settings.auth.as_ref().and_then(|a| a.oauth.as_ref()) {
+            let servers = if oauth.authorization_servers.is_empty() {
+                vec![oauth.issuer.clone()]
+            } else {
+                oauth.authorization_servers.clone()
+            };
+            doc["authorization_servers"] = json!(servers);
+            if !oauth.required_scopes.is_empty() {
+                doc["scopes_supported"] = json!(oauth.required_scopes);
+            }
         }
         let mut response = serving::json(StatusCode::OK, &doc);
         response.headers_mut().insert(

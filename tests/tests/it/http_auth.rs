@@ -41,19 +41,38 @@ fn tokens_are_created_listed_revoked_and_only_their_hash_is_kept() {
         &["--mode", "legacy"],
     );
     d.wait_ready(&["fx"]);
-    // Without a credential: 401 and the challenge, which (tokens only, no
-    // OAuth to discover) says in RFC 6750's terms what is wanted, so a
-    // client shows evo's message rather than its own OAuth hint.
+    // Without a credential: 401 and the challenge, which names the
+    // protected resource metadata and (tokens only, no OAuth to discover)
+    // says in RFC 6750's terms what is wanted, so a client shows evo's
+    // message rather than its own OAuth hint.
     let r = HttpMcp::modern(port, None).call_method("tools/list", json!({}));
     assert_eq!(r.status, 401, "{}", r.text());
     let challenge = r.header("www-authenticate").unwrap_or_default();
-    assert!(challenge.starts_with("Bearer"), "{challenge}");
+    let metadata = "/.well-known/oauth-protected-resource/mcp";
+    assert!(
+        challenge.starts_with(&format!(
+            "Bearer realm=\"evo\", resource_metadata=\"http://127.0.0.1:{port}{metadata}\""
+        )),
+        "{challenge}"
+    );
     assert!(
         challenge.contains("error=\"invalid_request\"")
             && challenge.contains("error_description=\"")
             && challenge.contains("evoctl token create"),
         "{challenge}"
     );
+    // The metadata (RFC 9728), without auth: the resource, how a token is
+    // sent, and no authorization server (there is none to log in at).
+    let doc = request(port, "GET", metadata, &[], b"");
+    assert_eq!(doc.status, 200, "{}", doc.text());
+    let doc = doc.json();
+    assert_eq!(
+        doc["resource"],
+        format!("http://127.0.0.1:{port}/mcp"),
+        "{doc}"
+    );
+    assert_eq!(doc["bearer_methods_supported"], json!(["header"]), "{doc}");
+    assert!(doc.get("authorization_servers").is_none(), "{doc}");
 
     let token = create_token(&d, &["ci"]);
     let file = d.dir.path().join("tokens.json");
