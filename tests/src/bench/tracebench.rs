@@ -1,8 +1,8 @@
-//! `evo-bench --tracing`: what traces cost the call path. Four evods alike but
+//! `evo-bench --tracing`: what traces cost the call path. Five evods alike but
 //! for `telemetry`: off; on, exporting to a receiver that answers; on, its
 //! collector's port closed (down); on, its collector accepting and never
-//! answering (hung). Each serves the fixture; echo calls through a shim, the
-//! four taking turns in rounds (each round in another order). Calls/s from
+//! answering (hung); on, exporting over gRPC to a receiver that answers. Each
+//! serves the fixture; echo calls through a shim, the five taking turns in rounds (each round in another order). Calls/s from
 //! each round's wall time, evod's CPU per call (its user + system time, the
 //! exporter's threads included) from `/proc/PID/stat`. First, in process and
 //! so out of the machine's scheduling noise: the CPU the spans of one call
@@ -22,10 +22,10 @@ use evo_tests::harness::{
     daemon::Daemon, mcp::McpClient, otlp::OtlpReceiver, ports::free_port, servers::fixture_server,
 };
 
-fn config(endpoint: Option<&str>) -> Value {
+fn config(telemetry: Option<&Value>) -> Value {
     let mut c = json!({"mcpServers": {"fx": fixture_server(&[])}});
-    if let Some(url) = endpoint {
-        c["telemetry"] = json!({"otlp_endpoint": url});
+    if let Some(telemetry) = telemetry {
+        c["telemetry"] = telemetry.clone();
     }
     c
 }
@@ -120,17 +120,25 @@ pub fn tracing_benchmarks(quick: bool) {
     in_process(quick, &OtlpReceiver::start());
     let up = OtlpReceiver::start();
     let hung = OtlpReceiver::hanging();
+    let grpc_up = OtlpReceiver::grpc();
     let down = format!("http://127.0.0.1:{}", free_port());
-    let kinds: [(&str, Option<String>); 4] = [
+    let kinds: [(&str, Option<Value>); 5] = [
         ("tracing off", None),
-        ("on, collector up", Some(up.url())),
-        ("on, collector down (port closed)", Some(down)),
-        ("on, collector hung (never answers)", Some(hung.url())),
+        ("on, collector up", Some(up.telemetry(false))),
+        (
+            "on, collector down (port closed)",
+            Some(json!({"otlp_endpoint": down})),
+        ),
+        (
+            "on, collector hung (never answers)",
+            Some(hung.telemetry(false)),
+        ),
+        ("on, gRPC collector up", Some(grpc_up.telemetry(false))),
     ];
     let mut sides: Vec<(Daemon, McpClient)> = kinds
         .iter()
-        .map(|(_, endpoint)| {
-            let d = Daemon::start(&config(endpoint.as_deref()));
+        .map(|(_, telemetry)| {
+            let d = Daemon::start(&config(telemetry.as_ref()));
             d.wait_ready(&["fx"]);
             let c = d.legacy_session();
             (d, c)
@@ -181,7 +189,8 @@ pub fn tracing_benchmarks(quick: bool) {
         );
     }
     println!(
-        "\nSpans received by the collector that was up: {} exports.",
-        up.exports()
+        "\nSpans received by the collectors that were up: {} exports over OTLP/HTTP, {} over gRPC.",
+        up.exports(),
+        grpc_up.exports()
     );
 }

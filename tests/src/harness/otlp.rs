@@ -1,9 +1,13 @@
-//! A real OTLP/HTTP trace receiver for the trace tests and the bench: a
-//! loopback listener that takes `POST /v1/traces` bodies (protobuf
-//! `ExportTraceServiceRequest`, decoded with the OpenTelemetry project's own
-//! generated types), keeps them raw as well (to search the exported bytes),
-//! and answers `200` — or, hanging, accepts and reads and never answers (a
-//! collector that is stuck).
+//! A real OTLP trace receiver for the trace tests and the bench: a loopback
+//! listener that takes exports (protobuf `ExportTraceServiceRequest`,
+//! decoded with the OpenTelemetry project's own generated types), keeps them
+//! raw as well (to search the exported bytes), and answers — or, hanging,
+//! accepts and reads and never answers (a collector that is stuck). Over
+//! OTLP/HTTP (`POST /v1/traces`, HTTP/1.1, answered `200`) or OTLP/gRPC
+//! (hyper's HTTP/2 server without TLS, each length-prefixed message of the
+//! `Export` call kept, answered with an empty `ExportTraceServiceResponse`
+//! and `grpc-status: 0`). The interop suite checks gRPC against grpcio's own
+//! server as well.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -38,20 +42,64 @@ impl ReceivedSpan {
 /// A receiver on a loopback port; it stops listening when dropped.
 pub struct OtlpReceiver {
     port: u16,
+    grpc: bool,
     bodies: Arc<Mutex<Vec<Vec<u8>>>>,
     stop: Arc<AtomicBool>,
 }
 
 impl OtlpReceiver {
-    /// A receiver that answers every export.
+    /// An OTLP/HTTP receiver that answers every export.
     pub fn start() -> OtlpReceiver {
         Self::listen(false)
     }
 
-    /// A receiver that accepts connections, reads the requests and never
-    /// answers.
+    /// An OTLP/HTTP receiver that accepts connections, reads the requests
+    /// and never answers.
     pub fn hanging() -> OtlpReceiver {
         Self::listen(true)
+    }
+
+    /// An OTLP/gRPC receiver that answers every export.
+    pub fn grpc() -> OtlpReceiver {
+        Self::listen_grpc(false)
+    }
+
+    /// An OTLP/gRPC receiver that reads every export and never answers.
+    pub fn grpc_hanging() -> OtlpReceiver {
+        Self::listen_grpc(true)
+    }
+
+    /// The `telemetry` section that sends to this receiver.
+    pub fn telemetry(&self, record_arguments: bool) -> serde_json::Value {
+        serde_json::json!({
+            "otlp_endpoint": self.url(),
+            "protocol": if self.grpc { "grpc" } else { "http/protobuf" },
+            "record_arguments": record_arguments,
+        })
+    }
+
+    fn listen_grpc(hang: bool) -> OtlpReceiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the OTLP/gRPC receiver");
+        let port = listener.local_addr().expect("its address").port();
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (kept, stopping) = (bodies.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the receiver's runtime");
+            runtime.block_on(grpc::serve(listener, hang, kept, stopping));
+        });
+        OtlpReceiver {
+            port,
+            grpc: true,
+            bodies,
+            stop,
+        }
     }
 
     fn listen(hang: bool) -> OtlpReceiver {
@@ -70,7 +118,12 @@ impl OtlpReceiver {
                 std::thread::spawn(move || serve(conn, hang, &kept, &stopping));
             }
         });
-        OtlpReceiver { port, bodies, stop }
+        OtlpReceiver {
+            port,
+            grpc: false,
+            bodies,
+            stop,
+        }
     }
 
     /// The base URL to configure (`telemetry.otlp_endpoint`).
@@ -178,6 +231,86 @@ fn serve(conn: TcpStream, hang: bool, kept: &Mutex<Vec<Vec<u8>>>, stop: &AtomicB
         if writer.write_all(answer.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// The gRPC side: the trace service's one method over HTTP/2.
+mod grpc {
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Incoming;
+    use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+    use hyper::server::conn::http2;
+    use hyper::service::service_fn;
+    use hyper::{Request, Response};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    type Kept = Arc<Mutex<Vec<Vec<u8>>>>;
+
+    pub(super) async fn serve(
+        listener: std::net::TcpListener,
+        hang: bool,
+        kept: Kept,
+        stop: Arc<AtomicBool>,
+    ) {
+        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+            return;
+        };
+        while let Ok((stream, _)) = listener.accept().await {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| export(req, hang, kept.clone()));
+                let _ = http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+
+    /// One `Export` call: its messages kept (each after gRPC's 5-byte
+    /// prefix: a compression flag and a big-endian length), then an empty
+    /// response message and `grpc-status: 0` — or, hanging, nothing ever.
+    async fn export(
+        req: Request<Incoming>,
+        hang: bool,
+        kept: Kept,
+    ) -> Result<Response<BoxBody<Bytes, Infallible>>, Infallible> {
+        let body = match req.into_body().collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        let mut rest = &body[..];
+        while rest.len() >= 5 {
+            let length = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            let Some(message) = rest.get(5..5 + length) else {
+                break;
+            };
+            kept.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(message.to_vec());
+            rest = &rest[5 + length..];
+        }
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        let message = Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]))
+            .with_trailers(async move { Some(Ok(trailers)) })
+            .boxed();
+        let mut response = Response::new(message);
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        Ok(response)
     }
 }
 

@@ -44,11 +44,15 @@ fn traced(servers: Value, endpoint: &str, record_arguments: bool) -> Value {
 /// An evod tracing to `endpoint` with the fixture's `meta` tool as server
 /// `fx`, ready, and a legacy session on it.
 fn traced_fixture(endpoint: &str, record_arguments: bool) -> (Daemon, McpClient) {
-    let d = Daemon::start(&traced(
-        json!({"fx": fixture_server(&["--meta"])}),
-        endpoint,
-        record_arguments,
-    ));
+    fixture_traced_as(json!({"otlp_endpoint": endpoint, "record_arguments": record_arguments}))
+}
+
+/// [`traced_fixture`] with the whole `telemetry` section given.
+fn fixture_traced_as(telemetry: Value) -> (Daemon, McpClient) {
+    let d = Daemon::start(&json!({
+        "mcpServers": {"fx": fixture_server(&["--meta"])},
+        "telemetry": telemetry
+    }));
     d.wait_ready(&["fx"]);
     let c = d.legacy_session();
     (d, c)
@@ -356,9 +360,16 @@ fn record_arguments_exports_argument_values() {
 #[test]
 fn a_collector_down_or_hanging_costs_no_call() {
     let hanging = OtlpReceiver::hanging();
+    let grpc_hanging = OtlpReceiver::grpc_hanging();
     let down = format!("http://127.0.0.1:{}", free_port());
-    for endpoint in [down, hanging.url()] {
-        let (_daemon, mut c) = traced_fixture(&endpoint, false);
+    for telemetry in [
+        json!({"otlp_endpoint": down}),
+        json!({"otlp_endpoint": down, "protocol": "grpc"}),
+        hanging.telemetry(false),
+        grpc_hanging.telemetry(false),
+    ] {
+        let endpoint = telemetry.to_string();
+        let (_daemon, mut c) = fixture_traced_as(telemetry);
         // More spans than one batch, over more than one export interval.
         for i in 0..600 {
             let text = format!("call {i}");
@@ -375,8 +386,29 @@ fn a_collector_down_or_hanging_costs_no_call() {
         let r = call_with_meta(&mut c, "fx_meta", json!({}), json!({"progressToken": 1}));
         child_traceparent(&r);
     }
-    // The hanging one was really sent to (so traces were on).
-    assert!(hanging.exports() > 0);
+    // The hanging ones were really sent to (so traces were on).
+    assert!(hanging.exports() > 0 && grpc_hanging.exports() > 0);
+}
+
+/// The same spans over OTLP/gRPC: the request span under the caller's, the
+/// server-call span the one the child is told, no argument value.
+#[test]
+fn spans_go_over_grpc_alike() {
+    let receiver = OtlpReceiver::grpc();
+    let (_daemon, mut c) = fixture_traced_as(receiver.telemetry(false));
+    let r = call_with_meta(
+        &mut c,
+        "fx_meta",
+        json!({"text": MARKER}),
+        json!({"traceparent": caller_traceparent()}),
+    );
+    let (trace, span_id) = child_traceparent(&r);
+    assert_eq!(trace, CALLER_TRACE);
+    let call = exported(&receiver, &span_id);
+    let request = check_call(&receiver, &call, "fx", "meta", "fx_meta");
+    assert_eq!(request.parent_span_id, CALLER_SPAN, "{request:#?}");
+    assert_eq!(request.attr("evo.outcome"), Some("ok"));
+    assert!(!receiver.sent_bytes_contain(MARKER));
 }
 
 /// Without traces evo is not in the trace: a caller's `traceparent` reaches
