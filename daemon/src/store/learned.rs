@@ -9,6 +9,7 @@
 //! whole. Queries and tool names only: no arguments, no results.
 
 use super::Event;
+pub use super::published::SharedPair;
 use super::redis::{Shared, StoreError};
 
 /// Separates the tool from the query in a field.
@@ -28,16 +29,6 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], n .. ' ' .. ARGV[3])
 return n
 ";
-
-/// One remembered pair as the store holds it, and as [`Event::Learned`]
-/// tells the other instances of a change.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SharedPair {
-    pub tool: String,
-    pub query: String,
-    pub count: u32,
-    pub last: u64,
-}
 
 fn field(tool: &str, query: &str) -> String {
     format!("{tool}{SEPARATOR}{query}")

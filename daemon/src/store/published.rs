@@ -2,6 +2,16 @@
 //! `<prefix>events` ([`super::Shared::publish`]), and the envelope that says
 //! which instance sent one (its own are not delivered back to it).
 
+/// One remembered pair as the store holds it ([`super::learned`]), and as
+/// [`Event::Learned`] tells the other instances of a change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SharedPair {
+    pub tool: String,
+    pub query: String,
+    pub count: u32,
+    pub last: u64,
+}
+
 /// An event one instance publishes for the others (channel
 /// `<prefix>events`). Never carries a secret.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -29,7 +39,7 @@ pub enum Event {
     Pins { server: String },
     /// Search learned from use: the pair of `query` and `tool` now counts
     /// `count` sessions' evidence (0: dropped) ([`super::learned`]).
-    Learned(super::learned::SharedPair),
+    Learned(SharedPair),
     /// What search learned was forgotten, for `tool` or (`None`) all.
     LearnedForgotten { tool: Option<String> },
     /// An HTTP session was ended (DELETE) on some instance.
@@ -55,8 +65,7 @@ pub(super) struct Envelope {
 
 #[cfg(test)]
 mod tests {
-    use super::Event;
-    use crate::store::learned::SharedPair;
+    use super::{Event, SharedPair};
 
     #[test]
     fn a_learned_pair_goes_out_flat_beside_its_kind() {
