@@ -172,7 +172,7 @@ fn replies_are_their_payload_and_decode_by_request() {
     let line = serde_json::to_string(&CtlReply::data(reply.clone())).unwrap();
     assert_eq!(
         line,
-        r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2,"era":"2026-07-28","identity":"token:ci","profile":null,"role":null}]}}"#
+        r#"{"ok":true,"data":{"sessions":[{"id":"s1","name":null,"mode":"legacy","io":"stdio","activated":["fx_echo"],"last_active":2,"era":"2026-07-28","identity":"token:ci","profile":null,"role":null,"instance":null}]}}"#
     );
     let back: CtlReply = serde_json::from_str(&line).unwrap();
     assert_eq!(
