@@ -206,6 +206,11 @@ impl DirectCalls {
         }
     }
 
+    /// Whether the calls go to a Streamable HTTP child.
+    pub fn is_http(&self) -> bool {
+        self.http.is_some()
+    }
+
     /// rmcp's session with the child, for what an HTTP child's direct path
     /// leaves to it.
     pub fn through(&self, peer: &Peer<RoleClient>) {

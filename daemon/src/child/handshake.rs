@@ -6,16 +6,26 @@
 //! capabilities say it has them (`list_offers`), and again on `resources/list_changed` or
 //! `prompts/list_changed` (`events.rs`; on its listen stream for a 2026-07-28 child). A child whose
 //! resources or prompts list fails keeps serving its tools; the failure is logged.
+//!
+//! A tools list rmcp cannot read (one tool whose schema is not an object, as published servers
+//! send) is fixed, not fatal, on every transport that allows it: a stdio child's answer line is
+//! fixed before rmcp reads it (`io.rs`); a Streamable HTTP child's list is asked again on its
+//! direct path as raw JSON and fixed the same way ([`list_tools`]). A legacy SSE child has no
+//! direct path: its list fails as rmcp read it.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
-use rmcp::model::Tool;
+use rmcp::model::{ListToolsResult, Tool};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_client::AuthRequiredError;
+use serde_json::{Value, json};
 
+use super::direct::{Direct, DirectCalls};
 use super::events::ChildEvents;
+use super::io::repair_tools;
 use super::probe::{LateProbeFilter, ModernLate};
 use crate::catalog::resources::{OfferCaps, Offered};
 use crate::error_text::readable_error;
@@ -74,6 +84,8 @@ pub struct Handshake {
     pub handler: ChildEvents,
     pub lifecycle: ClientLifecycleMode,
     pub modern_late: ModernLate,
+    /// A Streamable HTTP child's direct path, for a list rmcp cannot read.
+    pub direct: Option<Arc<DirectCalls>>,
 }
 
 impl Handshake {
@@ -88,6 +100,7 @@ impl Handshake {
             handler,
             lifecycle,
             modern_late,
+            direct,
         } = self;
         let server = handler.server.clone();
         let client = handler
@@ -97,13 +110,64 @@ impl Handshake {
                 Some(challenge) => StartError::Unauthorized { challenge },
                 None => StartError::Other(format!("MCP handshake failed: {}", readable_error(&e))),
             })?;
-        let tools = client
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("tools/list failed: {}", readable_error(&e)))?;
+        let tools = list_tools(client.peer(), direct.as_ref(), &server).await?;
         let offered = list_offers(client.peer(), &server).await;
         Ok((client, tools, offered))
     }
+}
+
+/// Most pages a raw tools list is followed through (a child whose cursor
+/// never ends is cut off there).
+const MAX_PAGES: usize = 1000;
+
+/// Every page of the child's tools. rmcp reads the list; one it cannot read
+/// is asked again on `direct` (a Streamable HTTP child's) as raw JSON, each
+/// bad tool fixed with a warning naming it (see the module docs).
+pub async fn list_tools(
+    peer: &Peer<RoleClient>,
+    direct: Option<&Arc<DirectCalls>>,
+    server: &str,
+) -> Result<Vec<Tool>, String> {
+    let failed = match peer.list_all_tools().await {
+        Ok(tools) => return Ok(tools),
+        Err(e) => format!("tools/list failed: {}", readable_error(&e)),
+    };
+    let Some(direct) = direct.filter(|d| d.is_http()) else {
+        return Err(failed);
+    };
+    if let Some(info) = peer.peer_info() {
+        direct.negotiated(info.protocol_version.as_str());
+    }
+    tracing::info!(
+        server,
+        "{failed}; asking for the list again to fix what rmcp could not read"
+    );
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
+        let Ok(pending) = direct.request("tools/list", params).await else {
+            return Err(failed);
+        };
+        let mut page = match pending.answer::<Value>("tools/list").await {
+            Direct::Result(page, _) => page,
+            Direct::Error(e) => return Err(format!("{failed}; asked again: {}", e.message)),
+            Direct::Gone => return Err(failed),
+        };
+        if let Some(listed) = page.get_mut("tools").and_then(Value::as_array_mut) {
+            repair_tools(server, listed);
+        }
+        let page: ListToolsResult = serde_json::from_value(page)
+            .map_err(|e| format!("{failed}; asked again and fixed, still not a tool list: {e}"))?;
+        tools.extend(page.tools);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(format!(
+        "{failed}; asked again: more than {MAX_PAGES} pages"
+    ))
 }
 
 /// Every page of the child's resources, templates and prompts, each asked

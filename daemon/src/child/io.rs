@@ -36,6 +36,16 @@ impl Drop for ChildTransport {
 fn repaired_tool_list(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
     let mut value: Value = serde_json::from_slice(line).ok()?;
     let tools = value.get_mut("result")?.get_mut("tools")?.as_array_mut()?;
+    if !repair_tools(server, tools) {
+        return None;
+    }
+    serde_json::from_value(value).ok()
+}
+
+/// Fixes a listed `tools` array of `server` in place as
+/// [`repaired_tool_list`] says; whether anything was fixed. Also used on a
+/// remote child's list (`handshake::list_tools`).
+pub(super) fn repair_tools(server: &str, tools: &mut Vec<Value>) -> bool {
     let mut changed = false;
     tools.retain_mut(|tool| {
         let Some(tool) = tool.as_object_mut() else {
@@ -87,10 +97,7 @@ fn repaired_tool_list(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<Role
         }
         true
     });
-    if !changed {
-        return None;
-    }
-    serde_json::from_value(value).ok()
+    changed
 }
 
 const PROGRESS: &[u8] = b"notifications/progress";

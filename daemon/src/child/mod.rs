@@ -44,7 +44,7 @@ use crate::error_text::readable_error;
 use crate::oauth::{AuthState, Bearer};
 use direct::DirectCalls;
 use events::{ChildEvents, Lists, Relist, listen_for_changes, resubscribe};
-use handshake::{Client, Connecting, Handshake, StartError, list_offers};
+use handshake::{Client, Connecting, Handshake, StartError, list_offers, list_tools};
 use link::{ConnectionLost, EnsureRunning, LoginUnderWay, ServerActor, ServerLink, ServerState};
 use probe::ModernLate;
 use process::{ChildProcess, StderrTail};
@@ -396,6 +396,7 @@ impl ChildServer {
             },
             lifecycle: self.lifecycle(),
             modern_late,
+            direct: None,
         };
         let mut run = Run {
             generation,
@@ -609,7 +610,8 @@ impl ChildServer {
                 return;
             };
             let peer = client.peer().clone();
-            let fut = async move { peer.list_all_tools().await };
+            let (direct, server) = (act.link.direct(), act.spec.id.clone());
+            let fut = async move { list_tools(&peer, direct.as_ref(), &server).await };
             ctx.spawn(fut.into_actor(act).map(move |res, act, ctx| match res {
                 Ok(tools) if !tools.is_empty() => {
                     act.catalog.do_send(ToolsDiscovered {
@@ -747,10 +749,11 @@ impl Handler<Relist> for ChildServer {
         let peer = client.peer().clone();
         let server = self.spec.id.clone();
         let catalog = self.catalog.clone();
+        let direct = self.link.direct();
         ctx.spawn(
             async move {
                 match msg.lists {
-                    Lists::Tools => match peer.list_all_tools().await {
+                    Lists::Tools => match list_tools(&peer, direct.as_ref(), &server).await {
                         Ok(tools) => catalog.do_send(ToolsDiscovered {
                             server,
                             tools,

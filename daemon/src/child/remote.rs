@@ -379,7 +379,7 @@ pub struct RemoteTarget<'a> {
 pub fn connect(
     target: RemoteTarget<'_>,
     max_message: usize,
-    handshake: Handshake,
+    mut handshake: Handshake,
 ) -> Result<(Connecting, Arc<DirectCalls>), String> {
     let config = http_config(target.url, target.headers)?;
     let (wire, from_direct) = HttpWire::new(WireTarget {
@@ -392,6 +392,7 @@ pub fn connect(
     })?;
     let seen = wire.seen.clone();
     let direct = Arc::new(DirectCalls::over_http(Arc::new(wire)));
+    handshake.direct = Some(direct.clone());
     let challenge = Arc::new(OnceLock::new());
     let client = Authed {
         tag: Arc::new(TaskTag::new(target.server.into())),

@@ -61,15 +61,35 @@ impl HttpChild {
 
     /// Starts it with fixture options `args` too.
     pub fn start_with(addr: &str, args: &[&str], env: &[(&str, &str)]) -> HttpChild {
-        let mut child = Command::new(fixture())
+        let mut command = Command::new(fixture());
+        command
             .args(["--http", addr])
             .args(args)
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        Self::listening(command)
+    }
+
+    /// `raw_server.py` (see [`raw_server`]) serving `tools` verbatim over
+    /// Streamable HTTP.
+    pub fn raw(dir: &TempDir, tools: &Value) -> HttpChild {
+        let file = dir.path().join("tools.json");
+        std::fs::write(&file, tools.to_string()).unwrap();
+        let mut command = Command::new("python3");
+        command
+            .arg(repo_root().join("tests/fixtures/raw_server.py"))
+            .arg(file)
+            .arg("--http");
+        Self::listening(command)
+    }
+
+    /// Runs `command`, a server that says `listening on URL` on stderr.
+    fn listening(mut command: Command) -> HttpChild {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn the HTTP fixture");
+            .expect("spawn the HTTP server");
         let pipe = child.stderr.take().expect("piped stderr");
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel::<String>();
@@ -84,7 +104,7 @@ impl HttpChild {
         });
         let first = rx
             .recv_timeout(Duration::from_secs(10))
-            .expect("the HTTP fixture says where it listens");
+            .expect("the HTTP server says where it listens");
         let url = first
             .split("listening on ")
             .nth(1)

@@ -10,7 +10,7 @@ use evo_tests::harness::{
     locations::{bin, fixture},
     mcp::{McpClient, NATIVE_TOOLS, shim_command},
     process::{TempDir, alive, gone_within},
-    servers::{fixture_server, raw_server, replayed},
+    servers::{HttpChild, fixture_server, raw_server, replayed},
     wait::eventually,
 };
 use serde_json::{Value, json};
@@ -213,24 +213,43 @@ fn bad_servers_fail_alone_with_errors_naming_them() {
     assert!(out.contains("missing") && out.contains("failed"), "{out}");
 }
 
+/// A tool list with what published servers send: schemas that are not
+/// objects, fields of the wrong type, a tool without a name, a non-tool.
+fn bad_tools() -> Value {
+    json!([
+        {"name": "good", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+        {"name": "stringly", "inputSchema": "string"},
+        {"name": "nothing"},
+        {"name": "nulled", "inputSchema": null, "annotations": 7, "description": ["x"]},
+        {"inputSchema": {"type": "object"}},
+        "not a tool"
+    ])
+}
+
 /// Published servers list tools whose schema is not an object: each such
 /// tool gets `{"type": "object"}` (or loses the bad field) with a warning
 /// naming server and tool; the rest of the list stands.
 #[test]
 fn tools_with_bad_schemas_are_fixed_not_fatal() {
     let dir = TempDir::new("raw");
-    let raw = raw_server(
-        &dir,
-        &json!([
-            {"name": "good", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}},
-            {"name": "stringly", "inputSchema": "string"},
-            {"name": "nothing"},
-            {"name": "nulled", "inputSchema": null, "annotations": 7, "description": ["x"]},
-            {"inputSchema": {"type": "object"}},
-            "not a tool"
-        ]),
-    );
-    let d = Daemon::start(&json!({"mcpServers": {"raw": raw}}));
+    let raw = raw_server(&dir, &bad_tools());
+    bad_schemas_fixed(&json!({"mcpServers": {"raw": raw}}));
+}
+
+/// The same list from a Streamable HTTP child (which rmcp reads before evo
+/// sees it): asked again raw and fixed alike.
+#[test]
+fn a_remote_childs_bad_schemas_are_fixed_too() {
+    let dir = TempDir::new("raw-http");
+    let child = HttpChild::raw(&dir, &bad_tools());
+    bad_schemas_fixed(&json!({"mcpServers": {"raw": child.entry()}}));
+}
+
+/// An evod with `config` (a server `raw` listing [`bad_tools`]) serves the
+/// four tools with a name, each with an object schema, and says what it
+/// fixed.
+fn bad_schemas_fixed(config: &Value) {
+    let d = Daemon::start(config);
     let s = d.wait_ready(&["raw"]);
     assert_eq!(server(&s, "raw").unwrap()["tools"], 4, "{s}");
     let mut c = d.legacy_session();
