@@ -213,31 +213,53 @@ class Issuer:
         self.server.server_close()
 
 
-def certificate(common_name: str) -> tuple[bytes, bytes]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM). It is its own
-    CA: a client trusts it by taking the certificate file as its CA file."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _named(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _signed(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    ca: x509.BasicConstraints,
+    loopback: bool,
+) -> x509.Certificate:
+    """A certificate for `subject` and `key`, signed by `issuer_key`, valid from five minutes ago
+    for a day; for 127.0.0.1 and localhost when `loopback`."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
+    )
+    if loopback:
+        builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        cert.public_bytes(serialization.Encoding.PEM),
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
+    return builder.add_extension(ca, critical=True).sign(issuer_key, hashes.SHA256())
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def certificate(common_name: str) -> tuple[bytes, bytes]:
+    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM). It is its own
+    CA: a client trusts it by taking the certificate file as its CA file."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _named(common_name)
+    cert = _signed(name, key, name, key, x509.BasicConstraints(ca=True, path_length=None), loopback=True)
+    return _pem(cert), _key_pem(key)
 
 
 def issued_certificate(common_name: str) -> tuple[bytes, bytes, bytes]:
@@ -245,37 +267,11 @@ def issued_certificate(common_name: str) -> tuple[bytes, bytes, bytes]:
     (PEM: CA, certificate, key). For clients (rustls) that refuse a self-signed certificate
     that is its own CA."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name} CA")])
+    ca_name = _named(f"{common_name} CA")
+    ca = _signed(ca_name, ca_key, ca_name, ca_key, x509.BasicConstraints(ca=True, path_length=0), loopback=False)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def valid(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
-        return (
-            builder.serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-        )
-
-    ca = (
-        valid(x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key()))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert = (
-        valid(x509.CertificateBuilder().subject_name(name).issuer_name(ca_name).public_key(key.public_key()))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return (
-        ca.public_bytes(serialization.Encoding.PEM),
-        cert.public_bytes(serialization.Encoding.PEM),
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
+    cert = _signed(_named(common_name), key, ca_name, ca_key, x509.BasicConstraints(ca=False, path_length=None), loopback=True)
+    return _pem(ca), _pem(cert), _key_pem(key)
 
 
 def write_certificate(directory: Path, common_name: str) -> tuple[Path, Path]:
