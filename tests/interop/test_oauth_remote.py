@@ -536,6 +536,33 @@ async def test_the_token_is_refreshed_ahead_of_expiry_by_a_timer(world: World) -
         assert refreshes(w, "web", "request") == 0, w.diagnostics()
 
 
+async def reaches(w: World, sid: str, state: str, within: float, diag: Any) -> None:
+    """Waits until server `sid` is in `state`."""
+    await anyio.to_thread.run_sync(
+        lambda: wait_for(f"{sid} never {state}", lambda: w.server(sid).get("state") == state, within, diag)
+    )
+
+
+async def five_calls_refresh_a_refused_token_once(w: World, sid: str, reject: Path, diag: Any) -> None:
+    """The server refuses the token evo holds (as after a key rotation): five calls of
+    `{sid}_echo` at the same time wait for one refresh of it and each is answered, sent again
+    with the new token."""
+    held = w.token_file(sid)["credentials"]["token_response"]["access_token"]
+    reject.write_text(held + "\n")
+    results: list[Any] = []
+    async with unwrapped(), Client(w.shim(), mode="legacy") as c:
+
+        async def one(i: int) -> None:
+            results.append(await c.call_tool(f"{sid}_echo", {"text": f"after a 401 {i}"}))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(5):
+                tg.start_soon(one, i)
+    assert sorted(text(x) for x in results) == [f"after a 401 {i}" for i in range(5)], [text(x) for x in results]
+    assert refreshes(w, sid, "401") == 1, diag()
+    assert w.token_file(sid)["credentials"]["token_response"]["access_token"] != held
+
+
 def start_protected_sse(tmp: Path, port: int, issuer: str, reject: Path, transport: str = "sse") -> LoggedProcess:
     log = tmp / f"{transport}-server.log"
     env = clean_env() | {"PORT": str(port), "ISSUER": issuer, "REJECT_FILE": str(reject), "TRANSPORT": transport}
@@ -559,36 +586,19 @@ async def test_an_sse_child_behind_oauth() -> None:
             sse = start_protected_sse(tmp, sse_port, w.issuer, reject)
             with anyio.fail_after(TIMEOUT_S):
                 diag = lambda: f"{w.diagnostics()}\n--- SSE server ---\n{tail(sse.log, 30)}"
-                await anyio.to_thread.run_sync(
-                    lambda: wait_for("sse never login_required", lambda: w.server("sse").get("state") == "login_required", 40, diag)
-                )
+                await reaches(w, "sse", "login_required", 40, diag)
                 r = await call(w, "sse_echo", {"text": "hi"})
                 assert r.is_error and "evoctl login sse" in text(r), text(r)
 
                 await anyio.to_thread.run_sync(login, w, "sse")
-                await anyio.to_thread.run_sync(
-                    lambda: wait_for("sse not ready after login", lambda: w.server("sse")["state"] == "ready", 30, diag)
-                )
+                await reaches(w, "sse", "ready", 30, diag)
                 r = await call(w, "sse_echo", {"text": "over sse with oauth"})
                 assert not r.is_error and text(r) == "over sse with oauth", f"{text(r)}\n{diag()}"
 
                 # The server refuses the token evo holds (as after a key rotation): the POSTs' 401s
                 # refresh it once, five calls at the same time waiting for that one refresh, and
                 # each call is sent again with the new token.
-                held = w.token_file("sse")["credentials"]["token_response"]["access_token"]
-                reject.write_text(held + "\n")
-                results: list[Any] = []
-                async with unwrapped(), Client(w.shim(), mode="legacy") as c:
-
-                    async def one(i: int) -> None:
-                        results.append(await c.call_tool("sse_echo", {"text": f"after a 401 {i}"}))
-
-                    async with anyio.create_task_group() as tg:
-                        for i in range(5):
-                            tg.start_soon(one, i)
-                assert sorted(text(x) for x in results) == [f"after a 401 {i}" for i in range(5)], [text(x) for x in results]
-                assert refreshes(w, "sse", "401") == 1, diag()
-                assert w.token_file("sse")["credentials"]["token_response"]["access_token"] != held
+                await five_calls_refresh_a_refused_token_once(w, "sse", reject, diag)
                 assert "refused a listed token" in sse.log.read_text(errors="replace")
 
                 # The refresh token is revoked and the token refused: login required, with the reason.
@@ -627,31 +637,14 @@ async def test_a_streamable_http_childs_direct_calls_refresh_on_a_401() -> None:
             child = start_protected_sse(tmp, port, w.issuer, reject, "http")
             with anyio.fail_after(TIMEOUT_S):
                 diag = lambda: f"{w.diagnostics()}\n--- the child ---\n{tail(child.log, 30)}"
-                await anyio.to_thread.run_sync(
-                    lambda: wait_for("h never login_required", lambda: w.server("h").get("state") == "login_required", 40, diag)
-                )
+                await reaches(w, "h", "login_required", 40, diag)
                 await anyio.to_thread.run_sync(login, w, "h")
-                await anyio.to_thread.run_sync(
-                    lambda: wait_for("h not ready after login", lambda: w.server("h")["state"] == "ready", 30, diag)
-                )
+                await reaches(w, "h", "ready", 30, diag)
                 r = await call(w, "h_echo", {"text": "with oauth"})
                 assert not r.is_error and text(r) == "with oauth", f"{text(r)}\n{diag()}"
 
-                held = w.token_file("h")["credentials"]["token_response"]["access_token"]
-                reject.write_text(held + "\n")
                 seen = child.log.read_text(errors="replace").count("echo id")
-                results: list[Any] = []
-                async with unwrapped(), Client(w.shim(), mode="legacy") as c:
-
-                    async def one(i: int) -> None:
-                        results.append(await c.call_tool("h_echo", {"text": f"after a 401 {i}"}))
-
-                    async with anyio.create_task_group() as tg:
-                        for i in range(5):
-                            tg.start_soon(one, i)
-                assert sorted(text(x) for x in results) == [f"after a 401 {i}" for i in range(5)], [text(x) for x in results]
-                assert refreshes(w, "h", "401") == 1, diag()
-                assert w.token_file("h")["credentials"]["token_response"]["access_token"] != held
+                await five_calls_refresh_a_refused_token_once(w, "h", reject, diag)
                 log = child.log.read_text(errors="replace")
                 assert "refused a listed token" in log
                 ids = re.findall(r"echo id '([^']*)'", log)[seen:]
