@@ -9,8 +9,6 @@ exists, ``echo``'s description is its text), not the shared ``evo`` of conftest.
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from evo_harness import Evo, ListChanged, fixture_bin, make_tmp, names, text, unwrapped
+from evo_harness import Evo, ListChanged, evo_with, fixture_bin, make_tmp, names, text, unwrapped
 from mcp.client.client import Client
 
 pytestmark = pytest.mark.anyio
@@ -38,15 +36,8 @@ def fx_evo() -> Iterator[FxEvo]:
     tmp = make_tmp()
     rug = tmp / "rug.txt"
     config = {"mcpServers": {"fx": {"command": fixture_bin(), "args": ["--describe-from", str(rug)]}}}
-    (tmp / "mcp.config.json").write_text(json.dumps(config))
-    daemon = FxEvo(tmp=tmp, rug=rug)
-    try:
-        daemon.start()
-        daemon.wait_ready(("fx",))
+    with evo_with(config, ("fx",), tmp, lambda tmp: FxEvo(tmp=tmp, rug=rug)) as daemon:
         yield daemon
-    finally:
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def told(c: Client, mode: str, seen: ListChanged, act: Callable[[], Awaitable[Any]]) -> None:

@@ -9,12 +9,11 @@ Each test runs its own evod with one evo-fixture child, not the shared ``evo`` o
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from evo_harness import Evo, fixture_bin, make_tmp, text, unwrapped
+from evo_harness import Evo, evo_with, fixture_bin, text, unwrapped
 from mcp.client.client import Client
 
 pytestmark = pytest.mark.anyio
@@ -24,21 +23,13 @@ PARROT = "Speak a phrase back verbatim, like a parrot."
 
 @pytest.fixture
 def fx_evo() -> Iterator[Evo]:
-    tmp = make_tmp()
     tools = {
         "record": {"name": "note", "description": PARROT, "args": {"count": 7}},
         "fail": {"hidden": True},
     }
     config = {"mcpServers": {"fx": {"command": fixture_bin(), "tools": tools}}}
-    (tmp / "mcp.config.json").write_text(json.dumps(config))
-    daemon = Evo(tmp=tmp)
-    try:
-        daemon.start()
-        daemon.wait_ready(("fx",))
+    with evo_with(config, ("fx",)) as daemon:
         yield daemon
-    finally:
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def listed(c: Client) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from evo_harness import Evo, fixture_bin, free_port, make_tmp, text, unwrapped, wait_for
+from evo_harness import Evo, evo_with, fixture_bin, free_port, make_tmp, text, unwrapped, wait_for
 from evo_harness.otlp_grpc import GrpcCollector, Span
 from evo_harness.servers import issued_certificate
 from mcp.client.client import Client
@@ -32,19 +32,11 @@ MARKER = "s3cret-argument-41c7"
 @contextmanager
 def traced_evo(telemetry: dict[str, Any] | None, env: dict[str, str] | None = None) -> Iterator[Evo]:
     """An evod with the fixture (its `meta` tool tells the `_meta` it got) as `fx`."""
-    tmp = make_tmp()
     config: dict[str, Any] = {"mcpServers": {"fx": {"command": fixture_bin(), "args": ["--meta"]}}}
     if telemetry is not None:
         config["telemetry"] = telemetry
-    (tmp / "mcp.config.json").write_text(json.dumps(config))
-    evo = Evo(tmp=tmp, env=env or {})
-    try:
-        evo.start()
-        evo.wait_ready(("fx",))
+    with evo_with(config, ("fx",), make=lambda tmp: Evo(tmp=tmp, env=env or {})) as evo:
         yield evo
-    finally:
-        evo.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def child_traceparent(c: Client, meta: dict[str, Any]) -> tuple[str, str]:

@@ -13,10 +13,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from mcp.client.stdio import StdioServerParameters
@@ -237,6 +238,30 @@ class Evo:
         """Removes its directory unless evod ended badly (then it is kept to look at)."""
         if self.proc is None or self.proc.returncode == 0:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+E = TypeVar("E", bound=Evo)
+
+
+@contextmanager
+def evo_with(
+    config: dict[str, Any],
+    ready: tuple[str, ...],
+    tmp: Path | None = None,
+    make: Callable[[Path], E] = Evo,  # type: ignore[assignment]
+) -> Iterator[E]:
+    """An evod of its own (`make` gives it its directory, `tmp` or a new one) with `config`,
+    started and its servers `ready` ready; stopped and its directory removed after."""
+    tmp = tmp or make_tmp()
+    (tmp / "mcp.config.json").write_text(json.dumps(config))
+    daemon = make(tmp)
+    try:
+        daemon.start()
+        daemon.wait_ready(ready)
+        yield daemon
+    finally:
+        daemon.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def shared_config(http_url: str) -> dict[str, Any]:
