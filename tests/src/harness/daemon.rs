@@ -181,6 +181,29 @@ pub fn ctl_at(socket: &Path, args: &[&str]) -> (i32, String, String) {
     outcome(out)
 }
 
+/// Asserts that `session`, one entry of `sessions --json` (`report`, shown
+/// on failure), has every stable key: present, `null` where it has no
+/// value (`instance` without a shared store).
+pub fn assert_stable_session_keys(session: &Value, report: &Value) {
+    for key in [
+        "id",
+        "name",
+        "mode",
+        "activated",
+        "last_active",
+        "io",
+        "era",
+        "identity",
+        "profile",
+        "instance",
+    ] {
+        assert!(
+            session.get(key).is_some(),
+            "sessions --json lacks {key}: {report:#}"
+        );
+    }
+}
+
 /// The status entry of server `id`.
 pub fn server<'a>(status: &'a Value, id: &str) -> Option<&'a Value> {
     status["servers"].as_array()?.iter().find(|s| s["id"] == id)

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use evo_tests::harness::{
-    daemon::{Daemon, server},
+    daemon::{Daemon, assert_stable_session_keys, server},
     locations::fixture,
     mcp::{McpClient, shim_command},
     servers::{fixture_server, replayed},
@@ -131,25 +131,7 @@ fn evoctl_activation_reaches_the_live_session() {
     let mut c = dynamic(&d, &[]);
     let sessions = d.ctl_json(&["sessions"]);
     let id = sessions["sessions"][0]["id"].as_str().unwrap().to_string();
-    // Every stable key, `null` where it has no value (no shared store: no
-    // `instance`).
-    for key in [
-        "id",
-        "name",
-        "mode",
-        "activated",
-        "last_active",
-        "io",
-        "era",
-        "identity",
-        "profile",
-        "instance",
-    ] {
-        assert!(
-            sessions["sessions"][0].get(key).is_some(),
-            "sessions lacks {key}: {sessions:#}"
-        );
-    }
+    assert_stable_session_keys(&sessions["sessions"][0], &sessions);
     let seen = c.list_changed_count();
     let (code, out, err) = d.ctl(&["activate", "fx_add", "fx_pid", "--session", &id]);
     assert_eq!(code, 0, "{err}");

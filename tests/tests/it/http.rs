@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use evo_tests::harness::{
-    daemon::Daemon,
+    daemon::{Daemon, assert_stable_session_keys},
     http::{ACCEPT, Conn, HttpMcp, JSON, http_daemon, request, result_text, wait_http},
     locations::bin,
     ports::free_port,
@@ -49,23 +49,7 @@ fn both_eras_share_the_path_and_sessions_list_them() {
     let list = sessions["sessions"].as_array().unwrap();
     let http: Vec<&Value> = list.iter().filter(|s| s["io"] == "http").collect();
     assert_eq!(http.len(), 2, "{sessions:#}");
-    for key in [
-        "id",
-        "name",
-        "mode",
-        "activated",
-        "last_active",
-        "io",
-        "era",
-        "identity",
-        "profile",
-        "instance",
-    ] {
-        assert!(
-            http[0].get(key).is_some(),
-            "sessions --json lacks {key}: {sessions:#}"
-        );
-    }
+    assert_stable_session_keys(http[0], &sessions);
     let mut eras: Vec<&str> = http.iter().map(|s| s["era"].as_str().unwrap()).collect();
     eras.sort_unstable();
     assert_eq!(eras, ["2026-07-28", "initialize"]);
