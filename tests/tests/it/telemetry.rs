@@ -106,6 +106,24 @@ fn span(receiver: &OtlpReceiver, id: &str) -> ReceivedSpan {
         .unwrap_or_else(|| panic!("no span {id} in {:#?}", receiver.spans()))
 }
 
+/// What a call of server `server`'s `meta` tool, made with the caller's
+/// `traceparent` and [`MARKER`] as an argument, answered (`result`) and
+/// exported: the child's call in the caller's trace, its server-call span
+/// under a request span that is the caller's span's child, and no argument
+/// value sent. The request span.
+fn joined_the_callers_trace(receiver: &OtlpReceiver, result: &Value, server: &str) -> ReceivedSpan {
+    let (trace, span_id) = child_traceparent(result);
+    assert_eq!(
+        trace, CALLER_TRACE,
+        "the child's call is in the caller's trace"
+    );
+    let call = exported(receiver, &span_id);
+    let request = check_call(receiver, &call, server, "meta", &format!("{server}_meta"));
+    assert_eq!(request.parent_span_id, CALLER_SPAN, "{request:#?}");
+    assert!(!receiver.sent_bytes_contain(MARKER));
+    request
+}
+
 /// A server-call span under a request span, both checked: the request span
 /// is `tools/call` of `exposed`, the server-call span carries the server,
 /// both names, the outcome, a duration and sizes.
@@ -148,14 +166,7 @@ fn spans_join_the_callers_trace_and_the_child_gets_the_server_calls_traceparent(
         json!({"text": MARKER}),
         json!({"traceparent": caller_traceparent()}),
     );
-    let (trace, span_id) = child_traceparent(&direct);
-    assert_eq!(
-        trace, CALLER_TRACE,
-        "the child's call is in the caller's trace"
-    );
-    let call = exported(&receiver, &span_id);
-    let request = check_call(&receiver, &call, "fx", "meta", "fx_meta");
-    assert_eq!(request.parent_span_id, CALLER_SPAN, "{request:#?}");
+    let request = joined_the_callers_trace(&receiver, &direct, "fx");
     assert_eq!(request.trace_id, CALLER_TRACE);
     assert_eq!(request.attr("gen_ai.tool.name"), Some("fx_meta"));
     assert_eq!(request.attr("evo.outcome"), Some("ok"));
@@ -262,12 +273,7 @@ fn a_remote_child_gets_the_traceparent_too() {
         json!({"text": MARKER}),
         json!({"traceparent": caller_traceparent()}),
     );
-    let (trace, span_id) = child_traceparent(&r);
-    assert_eq!(trace, CALLER_TRACE);
-    let call = exported(&receiver, &span_id);
-    let request = check_call(&receiver, &call, "web", "meta", "web_meta");
-    assert_eq!(request.parent_span_id, CALLER_SPAN);
-    assert!(!receiver.sent_bytes_contain(MARKER));
+    joined_the_callers_trace(&receiver, &r, "web");
 }
 
 /// A session over the HTTP front is traced alike.
@@ -292,12 +298,7 @@ fn a_session_over_http_joins_the_callers_trace() {
     );
     assert_eq!(reply.status, 200, "{}", reply.text());
     let r = reply.answer()["result"].clone();
-    let (trace, span_id) = child_traceparent(&r);
-    assert_eq!(trace, CALLER_TRACE);
-    let call = exported(&receiver, &span_id);
-    let request = check_call(&receiver, &call, "fx", "meta", "fx_meta");
-    assert_eq!(request.parent_span_id, CALLER_SPAN);
-    assert!(!receiver.sent_bytes_contain(MARKER));
+    joined_the_callers_trace(&receiver, &r, "fx");
 }
 
 #[test]
@@ -402,13 +403,8 @@ fn spans_go_over_grpc_alike() {
         json!({"text": MARKER}),
         json!({"traceparent": caller_traceparent()}),
     );
-    let (trace, span_id) = child_traceparent(&r);
-    assert_eq!(trace, CALLER_TRACE);
-    let call = exported(&receiver, &span_id);
-    let request = check_call(&receiver, &call, "fx", "meta", "fx_meta");
-    assert_eq!(request.parent_span_id, CALLER_SPAN, "{request:#?}");
+    let request = joined_the_callers_trace(&receiver, &r, "fx");
     assert_eq!(request.attr("evo.outcome"), Some("ok"));
-    assert!(!receiver.sent_bytes_contain(MARKER));
 }
 
 /// Without traces evo is not in the trace: a caller's `traceparent` reaches
