@@ -8,9 +8,8 @@ use std::time::Duration;
 use evo_tests::harness::{
     daemon::Daemon,
     http::{ACCEPT, Conn, HttpMcp, JSON, http_daemon, request, result_text},
-    locations::fixture,
     mcp::NATIVE_TOOLS,
-    servers::fixture_server,
+    servers::{HttpChild, fixture_server},
     wait::{eventually, with_log},
 };
 use serde_json::{Value, json};
@@ -418,40 +417,8 @@ fn metrics_count_calls_sessions_children_and_answers() {
 /// a child; a remote child gets only the headers its config entry names.
 #[test]
 fn a_clients_token_is_never_passed_to_a_child() {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(fixture())
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
-    let first = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the fixture listens");
-    let url = first
-        .split("listening on ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_string();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _child = Kill(child);
+    let child = HttpChild::start("127.0.0.1:0", &[]);
+    let url = child.url.clone();
     let (d, port) = http_daemon(
         json!({"mcpServers": {"web": {"type": "http", "url": url,
                                       "headers": {"Authorization": "Bearer child-secret"}}}}),
@@ -467,8 +434,9 @@ fn a_clients_token_is_never_passed_to_a_child() {
         let r = c.call("web_echo", json!({"text": "through"}));
         assert_eq!(result_text(&r), "through", "{r}");
     }
-    let seen: Vec<String> = rx
-        .try_iter()
+    let seen: Vec<String> = child
+        .stderr()
+        .into_iter()
         .filter(|l| l.contains("Authorization"))
         .collect();
     assert!(
